@@ -1,0 +1,76 @@
+"""The command line: ``main(argv) -> int``; one module per command (``_run.py``, ``_show.py``, ...).
+
+Each command module has ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
+
+Exit codes: 0 success; 1 a check found a difference or a warning (``check``, ``doctor``); 2 bad input or a
+failed check (one line on stderr, no traceback); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from autotune.errors import UserError
+
+COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from autotune import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="autotune",
+        description="Find the fastest data-loader configuration (torch DataLoader or NVIDIA DALI) for this machine.",
+        epilog="examples:\n  autotune run --demo\n  autotune run --dataset /data/train\n  autotune show autotune.yaml\n  autotune check autotune.yaml\n  autotune doctor",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"autotune {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            mod = importlib.import_module(f"autotune.cli._{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"autotune.cli._{name}":
+                continue
+            raise
+        p = sub.add_parser(
+            mod.NAME,
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            epilog=getattr(mod, "EXAMPLES", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (per-trial details) to stderr")
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("optuna").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return int(args._run(args) or 0)
+    except UserError as e:
+        print(f"autotune: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("autotune: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,32 @@
+"""Errors meant for users: one line with the rule, the value and the fix."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Bad input or environment. The CLI prints ``autotune: error: <message>`` and exits with :attr:`exit_code`."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class DatasetError(UserError):
+    """The dataset folder cannot be used."""
+
+
+class SpaceError(UserError):
+    """A search-space file is invalid."""
+
+
+class ConfigError(UserError):
+    """An autotune YAML file is invalid."""
+
+
+class StaleConfigError(UserError):
+    """``load_config(strict=True)`` on a machine whose fingerprint differs in a way that matters."""
+
+    exit_code = 1

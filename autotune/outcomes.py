@@ -1,0 +1,45 @@
+"""How a trial ended."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Outcome(str, enum.Enum):
+    """The outcome of one trial, stored as the trial's ``outcome`` user attribute.
+
+    Memory outcomes (``predicted-oom``, ``oom-gpu``, ``oom-host``, ``shm``) and ``timeout`` are told to
+    Optuna as *pruned* trials with a zero score, so the sampler learns to avoid that region; ``crash`` and
+    ``bad-data`` are told as *failed* trials (they say nothing about the config's speed).
+    """
+
+    COMPLETE = "complete"
+    PRUNED = "pruned"  # stopped early by the pruner: clearly slower than the others
+    PREDICTED_OOM = "predicted-oom"
+    OOM_GPU = "oom-gpu"
+    OOM_HOST = "oom-host"
+    SHM = "shm"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    BAD_DATA = "bad-data"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def is_memory(self) -> bool:
+        return self in (Outcome.PREDICTED_OOM, Outcome.OOM_GPU, Outcome.OOM_HOST, Outcome.SHM)
+
+    @property
+    def steers_sampler(self) -> bool:
+        """Whether the outcome is a property of the config that the sampler should learn to avoid."""
+        return self.is_memory or self in (Outcome.TIMEOUT, Outcome.PRUNED)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Backend(str, enum.Enum):
+    TORCH = "torch"
+    DALI = "dali"
+
+    def __str__(self) -> str:
+        return self.value
