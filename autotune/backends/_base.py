@@ -54,3 +54,14 @@ class LoaderBackend(abc.ABC):
         seed: int | None = None,
     ) -> BatchLoader:
         """Build the loader that training will use (and the study measures)."""
+
+
+def decode_error_file(text: str) -> str | None:
+    """The image file named in a decoder's error message (DALI names it), or None."""
+    import re
+
+    from autotune.dataset import IMG_EXTENSIONS
+
+    exts = "|".join(e.lstrip(".") for e in IMG_EXTENSIONS)
+    m = re.search(rf"(/[^\s'\"]+\.(?:{exts}))\b", text, flags=re.IGNORECASE)
+    return m.group(1) if m else None

@@ -1,0 +1,304 @@
+"""The trial runner: measure one config in a freshly spawned child process.
+
+A crash, an out-of-memory kill or a hang costs one trial, not the study, and every byte of GPU memory goes
+back when the child ends (DALI's pools never shrink). The parent never imports torch or touches a GPU: it
+watches the child (wall-clock limit, memory budgets via :mod:`autotune.guard`), relays its per-window rates
+to the pruner, and classifies how it ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from autotune.guard import Budgets, Monitor, process_tree
+from autotune.outcomes import Outcome
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_S = 0.2  # memory sampling period
+
+
+@dataclasses.dataclass
+class TrialSpec:
+    """Everything the child needs; pickled to the spawned process."""
+
+    dataset: Any  # autotune.dataset.Dataset
+    loader: Any  # autotune.config.LoaderConfig
+    pipeline: str = "imagenet-train"
+    device: str = "cpu"
+    warmup_batches: int = 2
+    window_s: float = 1.0
+    windows: int = 5
+    seed: int | None = None
+    ranks: int = 1
+    model: Any = None  # autotune.model.ModelSpec, when scoring training steps
+    inject: str | None = None  # fault injection for tests: "segfault", "hang", "alloc:<MiB>"
+
+
+@dataclasses.dataclass
+class TrialResult:
+    outcome: Outcome
+    samples_per_s: float | None = None
+    spread: tuple[float, float] | None = None
+    windows: list[float] = dataclasses.field(default_factory=list)
+    steady_from: int = 0
+    startup_s: float | None = None
+    warmup_s: float | None = None
+    peak_host_mib: float | None = None
+    peak_gpu_mib: float | None = None
+    duration_s: float = 0.0
+    message: str = ""
+    bad_file: str | None = None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def to_attrs(self) -> dict[str, Any]:
+        """Trial user attributes (what optuna-dashboard and the report show)."""
+        d = {
+            "outcome": self.outcome.value,
+            "samples_per_s": _r(self.samples_per_s),
+            "spread": [_r(x) for x in self.spread] if self.spread else None,
+            "windows": [_r(x) for x in self.windows],
+            "steady_from": self.steady_from,
+            "startup_s": _r(self.startup_s, 3),
+            "warmup_s": _r(self.warmup_s, 3),
+            "peak_host_mib": _r(self.peak_host_mib),
+            "peak_gpu_mib": _r(self.peak_gpu_mib),
+            "duration_s": _r(self.duration_s, 2),
+        }
+        if self.message:
+            d["message"] = self.message[:500]
+        if self.bad_file:
+            d["bad_file"] = self.bad_file
+        d.update(self.extra)
+        return d
+
+
+def _r(x: float | None, nd: int = 1) -> float | None:
+    return None if x is None else round(float(x), nd)
+
+
+# ---------------------------------------------------------------------------------------------- child
+def _set_parent_death_signal() -> None:
+    """Linux: the child gets SIGKILL when the tuner dies, so no trial outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
+    """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
+    from autotune.imaging import BadImageError
+
+    text = f"{type(e).__name__}: {e}"
+    name = type(e).__name__
+    if isinstance(e, BadImageError) or name == "BadImageError":
+        msg = str(e)
+        return Outcome.BAD_DATA, msg.split(": ", 1)[0] if ": " in msg else None
+    if name == "OutOfMemoryError" or "CUDA out of memory" in text or "cudaErrorMemoryAllocation" in text or "out of memory" in text.lower() and "cuda" in text.lower():
+        return Outcome.OOM_GPU, None
+    if isinstance(e, MemoryError) or "std::bad_alloc" in text:
+        return Outcome.OOM_HOST, None
+    if "Bus error" in text or "shared memory" in text.lower() or "No space left on device" in text and "shm" in text:
+        return Outcome.SHM, None
+    from autotune.backends._base import decode_error_file
+
+    bad = decode_error_file(text)
+    if bad is not None:
+        return Outcome.BAD_DATA, bad
+    return Outcome.CRASH, None
+
+
+def _child_main(fd: int) -> None:
+    """Entry point of ``python -m autotune.runner FD``: receive the spec on FD, send windows and the result."""
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the tuner decides when a trial stops
+    _set_parent_death_signal()
+    conn = Connection(fd)
+    spec = conn.recv()
+    try:
+        from autotune.trial import execute
+
+        def on_window(step: int, value: float) -> bool:
+            conn.send(("window", step, value))
+            if conn.poll():
+                return conn.recv() == "stop"
+            return False
+
+        payload = execute(spec, on_window)
+        conn.send(("result", Outcome.COMPLETE.value, payload))
+    except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        outcome, bad = classify_exception(e)
+        msg = f"{type(e).__name__}: {e}".strip().splitlines()
+        logger.debug("trial failed: %s", traceback.format_exc())
+        try:
+            conn.send(("result", outcome.value, {"message": " ".join(msg)[:2000], "bad_file": bad}))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------------------------- parent
+def kill_tree(pid: int, timeout: float = 3.0) -> None:
+    """Terminate a process and all its descendants; SIGKILL what is left after ``timeout``."""
+    procs = process_tree(pid)
+    for p in reversed(procs):
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
+
+
+_SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
+
+
+def run_trial(
+    spec: TrialSpec,
+    *,
+    timeout_s: float = 120.0,
+    budgets: Budgets | None = None,
+    on_intermediate: Callable[[int, float], bool] | None = None,
+) -> TrialResult:
+    """Run ``spec`` in a spawned child and return how it went.
+
+    Args:
+        spec: the config and measurement settings.
+        timeout_s: wall-clock limit for the whole child (start-up included).
+        budgets: memory budgets enforced while the child runs.
+        on_intermediate: called with (window index, median rate so far); returning True prunes the trial.
+
+    Returns:
+        A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
+        the child and its workers are gone.
+    """
+    budgets = budgets or Budgets()
+    ours, theirs = socket.socketpair()
+    monitor = Monitor(budgets)
+    start = time.monotonic()
+    result: TrialResult | None = None
+    last_value: float | None = None
+    proc: subprocess.Popen | None = None
+    from multiprocessing.connection import Connection
+
+    parent_conn = Connection(ours.detach())
+    try:
+        # a fresh interpreter (not fork, not multiprocessing's spawn, which re-imports the caller's __main__)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "autotune.runner", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            start_new_session=False,
+        )
+        theirs.close()
+        parent_conn.send(spec)
+        next_sample = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                over = monitor.sample(proc.pid)
+                next_sample = now + SAMPLE_S
+                if over is not None:
+                    result = TrialResult(over, message=f"stopped: over the {over.value.replace('oom-', '')} memory budget ({budgets.to_dict()})")
+                    break
+            if now - start > timeout_s:
+                result = TrialResult(Outcome.TIMEOUT, message=f"no result within {timeout_s:.0f} s; raise --trial-timeout if this config is just slow to start")
+                break
+            try:
+                ready = parent_conn.poll(min(SAMPLE_S, max(0.0, next_sample - now)))
+            except (EOFError, OSError):
+                ready = False
+            if ready:
+                try:
+                    msg = parent_conn.recv()
+                except (EOFError, OSError):
+                    msg = None
+                if msg is None:
+                    result = _died(_wait(proc, 2.0))
+                    break
+                if msg[0] == "window":
+                    _, step, value = msg
+                    last_value = value
+                    if on_intermediate is not None and on_intermediate(step, value):
+                        result = TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}")
+                        break
+                elif msg[0] == "result":
+                    _, outcome, payload = msg
+                    result = _from_payload(Outcome(outcome), payload)
+                    break
+            elif proc.poll() is not None:
+                # drain a result that raced with the exit
+                if parent_conn.poll(0.5):
+                    continue
+                result = _died(proc.returncode)
+                break
+    finally:
+        # on KeyboardInterrupt too: the child and its workers are gone before this returns
+        if proc is not None:
+            _wait(proc, 5.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)
+            kill_tree(proc.pid)
+            _wait(proc, 2.0)
+        theirs.close()
+        parent_conn.close()
+        monitor.close()
+    assert result is not None
+    result.duration_s = time.monotonic() - start
+    result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None
+    if monitor.peak_gpu_mib is not None:
+        result.peak_gpu_mib = max(result.peak_gpu_mib or 0.0, monitor.peak_gpu_mib)
+    if result.samples_per_s is None and last_value is not None and result.outcome is not Outcome.COMPLETE:
+        result.extra.setdefault("last_window_rate", round(last_value, 1))
+    return result
+
+
+def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _died(exitcode: int | None) -> TrialResult:
+    if exitcode is not None and exitcode < 0:
+        sig = signal.Signals(-exitcode)
+        outcome = _SIGNAL_OUTCOMES.get(sig, Outcome.CRASH)
+        hint = " (killed: the kernel's out-of-memory killer?)" if sig is signal.SIGKILL else ""
+        return TrialResult(outcome, message=f"trial process died with {sig.name}{hint}")
+    return TrialResult(Outcome.CRASH, message=f"trial process exited with code {exitcode} before reporting")
+
+
+def _from_payload(outcome: Outcome, payload: dict[str, Any]) -> TrialResult:
+    fields = {f.name for f in dataclasses.fields(TrialResult)}
+    known = {k: v for k, v in payload.items() if k in fields}
+    extra = {k: v for k, v in payload.items() if k not in fields}
+    if "spread" in known and known["spread"] is not None:
+        known["spread"] = tuple(known["spread"])
+    r = TrialResult(outcome, **known)
+    r.extra.update(extra)
+    return r
+
+
+if __name__ == "__main__":
+    _child_main(int(sys.argv[1]))

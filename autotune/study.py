@@ -1,0 +1,288 @@
+"""The study: an Optuna study over a search space, scored by trials run in isolated child processes.
+
+It enqueues the baselines (the framework defaults, the common heuristic, and a previous best when
+warm-starting), samples the rest, re-measures the top candidates interleaved, and picks the winner by
+median. It never imports torch or DALI and never touches a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import statistics
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+from autotune import pagecache
+from autotune.config import LoaderConfig
+from autotune.dataset import Dataset
+from autotune.errors import UserError
+from autotune.guard import Budgets
+from autotune.outcomes import Outcome
+from autotune.runner import TrialResult, TrialSpec, run_trial
+from autotune.space import SearchSpace
+
+logger = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "random", "qmc")
+PRUNERS = ("median", "percentile", "none")
+
+
+class TrialFailure(Exception):
+    """A trial that says nothing about the config's speed (crash, bad data): told to Optuna as FAILED."""
+
+
+@dataclasses.dataclass
+class TuneSettings:
+    pipeline: str = "imagenet-train"
+    device: str = "cpu"
+    n_trials: int = 20
+    timeout: float | None = None
+    seed: int | None = None
+    warmup_batches: int = 2
+    window_s: float = 1.0
+    windows: int = 5
+    trial_timeout: float = 180.0
+    confirm_top: int = 3
+    confirm_repeats: int = 2
+    sampler: str = "tpe"
+    pruner: str = "median"
+    baselines: bool = True
+    cores: int = 1
+    cache: str = "warm"
+    ranks: int = 1
+    budgets: Budgets = dataclasses.field(default_factory=Budgets)
+    model: Any = None
+    inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
+
+    def measurement(self) -> dict[str, Any]:
+        return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
+
+
+def mask_url(url: str) -> str:
+    """A storage URL with its password (and any token) shown as ``***``."""
+    url = re.sub(r"(?P<pre>//[^:/@]*:)[^@]*@", r"\g<pre>***@", url)
+    return re.sub(r"(?i)((?:password|passwd|pwd|token|secret|key)=)[^&;]*", r"\1***", url)
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``)."""
+    try:
+        if url.startswith("journal:") or url.endswith((".log", ".jsonl")):
+            from optuna.storages.journal import JournalFileBackend
+
+            return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+        kwargs: dict[str, Any] = {}
+        if url.startswith("sqlite"):
+            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+        return optuna.storages.RDBStorage(url, heartbeat_interval=None, **kwargs)
+    except ImportError as e:
+        raise UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({e}); for PostgreSQL: pip install -e \".[fleet]\"") from None
+    except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"cannot open storage {mask_url(url)}: {mask_url(first)}; check the URL (e.g. sqlite:///autotune.db)") from None
+
+
+def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=6)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
+    raise UserError(f"--sampler must be one of {', '.join(SAMPLERS)}, but got {name!r}")
+
+
+def make_pruner(name: str) -> optuna.pruners.BasePruner:
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=1)
+    if name == "percentile":
+        return optuna.pruners.PercentilePruner(25.0, n_startup_trials=4, n_warmup_steps=1)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise UserError(f"--pruner must be one of {', '.join(PRUNERS)}, but got {name!r}")
+
+
+def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
+    """The framework defaults and the common heuristic, at the space's usual batch size."""
+    choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
+    batch = 64 if 64 in choices else choices[0]
+    cuda = settings.device.startswith("cuda")
+    return {
+        "defaults": {"backend": "torch", "batch_size": batch, "num_workers": 0, "pin_memory": False},
+        "heuristic": {"backend": "torch", "batch_size": batch, "num_workers": settings.cores, "pin_memory": cuda, "prefetch_factor": 2, "persistent_workers": True},
+    }
+
+
+def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> list[dict[str, Any]]:
+    """Close neighbours of a config: one numeric knob one step up or down, within the space."""
+    out = []
+    for name in ("num_workers", "num_threads", "batch_size", "prefetch_queue_depth", "prefetch_factor"):
+        if name not in params or name not in space:
+            continue
+        p = space[name]
+        values = sorted(p.choices) if p.kind == "choices" else None
+        v = params[name]
+        for step in (+1, -1):
+            if values is not None:
+                if v not in values:
+                    continue
+                i = values.index(v) + step
+                if not 0 <= i < len(values):
+                    continue
+                nv = values[i]
+            else:
+                nv = max(1, round(v * 2)) if step > 0 else max(int(p.low), v // 2)
+                if not p.contains(nv) or nv == v:
+                    continue
+            out.append({**params, name: nv})
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
+    params = t.user_attrs.get("loader")
+    return LoaderConfig.from_params(params) if params else None
+
+
+class Tuner:
+    """Owns one Optuna study for one dataset on one machine."""
+
+    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None) -> None:
+        self.dataset = dataset
+        self.space = space
+        self.settings = settings
+        self.storage_url = storage
+        storage_obj = open_storage(storage)
+        exists = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage_obj, include_best_trial=False)}
+        if exists and not resume:
+            raise UserError(f"study {study_name!r} already exists in {mask_url(storage)}; pass --resume to continue it, or another --study-name")
+        self.study = optuna.create_study(
+            storage=storage_obj,
+            study_name=study_name,
+            direction="maximize",
+            sampler=make_sampler(settings.sampler, settings.seed),
+            pruner=make_pruner(settings.pruner),
+            load_if_exists=resume,
+        )
+        if not exists:
+            for k, v in (attrs or {}).items():
+                self.study.set_user_attr(k, v)
+        self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
+
+    # -- enqueueing ------------------------------------------------------------------------------------
+    def _enqueue(self, params: dict[str, Any], role: str) -> None:
+        in_space = {k: v for k, v in params.items() if k in self.space}
+        self.study.enqueue_trial(in_space, user_attrs={"role": role, "loader_params": params}, skip_if_exists=False)
+
+    def enqueue_baselines(self) -> None:
+        have = {t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)}
+        for role, params in baseline_configs(self.space, self.settings).items():
+            if role not in have:
+                self._enqueue(params, role)
+
+    def enqueue_warm_start(self, params: dict[str, Any], n_neighbours: int = 2) -> None:
+        """The previous winner first, then its close neighbours."""
+        self._enqueue(params, "warm-start")
+        for p in neighbours(params, self.space, n_neighbours):
+            self._enqueue(p, "warm-start-neighbour")
+
+    # -- one trial ---------------------------------------------------------------------------------------
+    def spec(self, loader: LoaderConfig, number: int | None = None) -> TrialSpec:
+        s = self.settings
+        return TrialSpec(
+            dataset=self.dataset, loader=loader, pipeline=s.pipeline, device=s.device, warmup_batches=s.warmup_batches,
+            window_s=s.window_s, windows=s.windows, seed=s.seed, ranks=s.ranks, model=s.model,
+            inject=s.inject.get(number) if number is not None else None,
+        )
+
+    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None) -> TrialResult:
+        from autotune import guard
+
+        if self.settings.cache == "cold":
+            pagecache.evict(self.dataset)
+        over = guard.check_estimate(loader, self.dataset, self.settings) if hasattr(guard, "check_estimate") else None
+        if over is not None:
+            return over
+        return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate)
+
+    def objective(self, trial: optuna.Trial) -> float:
+        params = self.space.suggest(trial, self.context)
+        params = trial.user_attrs.get("loader_params", params)
+        loader = LoaderConfig.from_params(params)
+        trial.set_user_attr("loader", loader.to_params())
+        trial.set_user_attr("config", loader.describe())
+
+        def intermediate(step: int, value: float) -> bool:
+            trial.report(value, step)
+            return trial.user_attrs.get("role") is None and trial.should_prune()
+
+        result = self.measure(loader, trial.number, intermediate)
+        for k, v in result.to_attrs().items():
+            trial.set_user_attr(k, v)
+        logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
+        if result.outcome is Outcome.COMPLETE:
+            return float(result.samples_per_s)  # type: ignore[arg-type]
+        if result.outcome.steers_sampler:
+            if not trial.user_attrs.get("windows") and result.outcome is not Outcome.PRUNED:
+                trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
+            raise optuna.TrialPruned(f"{result.outcome.value}: {result.message}")
+        raise TrialFailure(f"{result.outcome.value}: {result.message}")
+
+    # -- the study ---------------------------------------------------------------------------------------
+    def optimize(self, callbacks: list[Callable] | None = None) -> None:
+        s = self.settings
+        if s.cache == "warm":
+            pagecache.warm(self.dataset)
+        if s.baselines:
+            self.enqueue_baselines()
+        optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
+        self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+
+    def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None]
+
+    def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
+        """The best ``k`` complete trials with distinct configs."""
+        out, seen = [], set()
+        for t in sorted(self.complete_trials(), key=lambda t: t.value, reverse=True):
+            key = t.user_attrs.get("config")
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(t)
+            if len(out) >= k:
+                break
+        return out
+
+    def confirm(self, on_step: Callable[[str, float | None], None] | None = None) -> dict[str, Any]:
+        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores."""
+        s = self.settings
+        cands = self.candidates(max(1, s.confirm_top))
+        if not cands:
+            raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
+        scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
+        if len(cands) > 1 and s.confirm_repeats > 0:
+            for _ in range(s.confirm_repeats):
+                for t in cands:
+                    r = self.measure(trial_loader(t))  # type: ignore[arg-type]
+                    if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+                        scores[t.number].append(float(r.samples_per_s))
+                    if on_step is not None:
+                        on_step(t.user_attrs.get("config", ""), r.samples_per_s)
+        medians = {n: statistics.median(v) for n, v in scores.items()}
+        winner = max(cands, key=lambda t: medians[t.number])
+        record = {
+            "method": f"top {len(cands)} re-measured {s.confirm_repeats}x each, interleaved; winner by median of all scores" if len(cands) > 1 and s.confirm_repeats > 0 else "best single trial (no re-measurement)",
+            "winner_trial": winner.number,
+            "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]], "median": round(medians[t.number], 1)} for t in cands],
+        }
+        self.study.set_user_attr("confirmation", record)
+        return record

@@ -1,0 +1,112 @@
+"""A synthetic ImageNet-like dataset: class folders of photo-like JPEGs of varied size, made on the spot.
+
+Each image is a smooth random colour field (low-frequency noise, upsampled), a few soft shapes and sensor-like
+grain, saved as JPEG at quality 90, sized around 300-500 px like ImageNet's (about 50 KB at 400 px).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from autotune.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+DEMO_IMAGES = 2000
+DEMO_CLASSES = 10
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "autotune"
+
+
+def _image(seed: int, min_side: int, max_side: int) -> np.ndarray:
+    from PIL import Image, ImageDraw, ImageFilter
+
+    rng = np.random.default_rng(seed)
+    w, h = (int(x) for x in rng.integers(min_side, max_side + 1, size=2))
+    # smooth colour field: coarse noise upsampled with bicubic filtering
+    coarse = (rng.random((rng.integers(3, 8), rng.integers(3, 8), 3)) * 255).astype(np.uint8)
+    img = Image.fromarray(coarse, "RGB").resize((w, h), Image.BICUBIC)
+    draw = ImageDraw.Draw(img)
+    for _ in range(int(rng.integers(3, 9))):
+        x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
+        x1, y1 = x0 + int(rng.integers(w // 10, w // 2)), y0 + int(rng.integers(h // 10, h // 2))
+        colour = tuple(int(c) for c in rng.integers(0, 256, 3))
+        if rng.random() < 0.5:
+            draw.ellipse((x0, y0, x1, y1), fill=colour)
+        else:
+            draw.rectangle((x0, y0, x1, y1), fill=colour)
+    img = img.filter(ImageFilter.GaussianBlur(radius=float(rng.uniform(0.5, 2.0))))
+    arr = np.asarray(img, dtype=np.int16)
+    arr = arr + rng.normal(0, 6, arr.shape).astype(np.int16)  # grain: makes the JPEG photo-sized
+    return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+def _write(args: tuple[str, int, int, int, int]) -> int:
+    from PIL import Image
+
+    path, seed, min_side, max_side, quality = args
+    Image.fromarray(_image(seed, min_side, max_side), "RGB").save(path, "JPEG", quality=quality)
+    return os.path.getsize(path)
+
+
+def synthesize(
+    root: str | os.PathLike[str],
+    *,
+    images: int = DEMO_IMAGES,
+    classes: int = DEMO_CLASSES,
+    min_side: int = 300,
+    max_side: int = 500,
+    quality: int = 90,
+    seed: int = 0,
+    workers: int | None = None,
+) -> Path:
+    """Write ``images`` JPEGs spread over ``classes`` class folders under ``root``; existing files are kept.
+
+    Returns:
+        ``root`` as a :class:`~pathlib.Path`.
+    """
+    if images < 1:
+        raise UserError(f"--images must be at least 1, but got {images}")
+    if not 1 <= classes <= images:
+        raise UserError(f"--classes must be between 1 and the number of images ({images}), but got {classes}")
+    if not 8 <= min_side <= max_side:
+        raise UserError(f"image sides must satisfy 8 <= min_side <= max_side, but got {min_side}, {max_side}")
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise UserError(f"{str(root)!r} is a file; pass a folder to write the dataset into")
+    jobs = []
+    for i in range(images):
+        c = i % classes
+        d = root / f"class_{c:04d}"
+        d.mkdir(parents=True, exist_ok=True)
+        p = d / f"img_{i:06d}.jpg"
+        if not p.exists():
+            jobs.append((str(p), seed * 1_000_003 + i, min_side, max_side, quality))
+    if jobs:
+        n = workers or min(len(jobs) // 50 + 1, os.cpu_count() or 1)
+        if n <= 1:
+            for j in jobs:
+                _write(j)
+        else:
+            with ProcessPoolExecutor(n) as pool:
+                list(pool.map(_write, jobs, chunksize=32))
+    return root
+
+
+def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path:
+    """The demo set in the cache folder, made on first use."""
+    root = default_cache_dir() / f"demo-{images}x{classes}"
+    marker = root / ".complete"
+    if not marker.exists():
+        logger.info("generating the demo dataset (%d JPEGs) in %s", images, root)
+        synthesize(root, images=images, classes=classes)
+        marker.write_text("ok\n")
+    return root

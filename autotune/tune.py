@@ -1,0 +1,270 @@
+"""What ``autotune run`` does, hop by hop: resolve settings, open the study, tune, confirm, write YAML and report.
+
+Kept apart from the argument parser so that tests and scripts can call :func:`tune` with a namespace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune import fingerprint
+from autotune.config import LoaderConfig, load_config, save_config
+from autotune.dataset import scan
+from autotune.errors import UserError
+from autotune.guard import Budgets
+from autotune.presets import get_preset
+from autotune.result import config_from_study
+from autotune.space import load_space
+from autotune.study import Tuner, TuneSettings, mask_url, open_storage
+
+logger = logging.getLogger(__name__)
+
+DEMO_TRIALS = 12
+
+
+def _default_device(fp: dict[str, Any]) -> str:
+    return "cuda" if fp.get("gpus") else "cpu"
+
+
+def _study_key(fp: dict[str, Any], dataset_sig: str, pipeline: str, space: str, ranks: int, model: str | None) -> str:
+    return fingerprint.key(fp, f"{dataset_sig}|{pipeline}|{space}|{ranks}|{model or ''}")
+
+
+def _find_studies(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
+    storage = open_storage(storage_url)
+    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
+    return sorted(found, key=lambda s: s.datetime_start or _dt.datetime.min)
+
+
+def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str) -> TuneSettings:
+    from autotune import guard
+
+    ranks = args.gpus if args.gpus is not None else (max(1, fp.get("gpus") or 1) if device.startswith("cuda") else 1)
+    if device.startswith("cuda") and ranks > (fp.get("gpus") or 0):
+        raise UserError(f"--gpus {ranks} asks for more GPUs than the {fp.get('gpus') or 0} visible here; pass --gpus {fp.get('gpus') or 1} or fewer")
+    model = None
+    if args.model or args.step_ms:
+        from autotune.model import ModelSpec
+
+        model = ModelSpec.from_args(args)
+    budgets = guard.default_budgets(host_mib=args.host_budget, gpu_mib=args.gpu_budget, reserve_gpu_mib=args.reserve_gpu_mem, shm_mib=args.shm_budget, device=device) if hasattr(guard, "default_budgets") else Budgets(args.host_budget, args.gpu_budget, args.shm_budget)
+    return TuneSettings(
+        pipeline=args.pipeline, device=device, n_trials=args.n_trials, timeout=args.timeout, seed=args.seed,
+        warmup_batches=args.warmup_batches, window_s=args.window, windows=args.windows, trial_timeout=args.trial_timeout,
+        confirm_top=args.confirm_top, confirm_repeats=args.confirm_repeats, sampler=args.sampler, pruner=args.pruner,
+        baselines=not args.no_baselines, cores=max(1, fp["cpus"] // ranks), cache=args.cache, ranks=ranks, budgets=budgets, model=model,
+    )
+
+
+class _Progress:
+    """The progress bar on stderr: trial n/N, best samples/s so far, elapsed time."""
+
+    def __init__(self, total: int, enabled: bool, done: int = 0) -> None:
+        self.enabled = enabled
+        self.total = total
+        self.best: float | None = None
+        self.start = time.monotonic()
+        if enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("best {task.fields[best]} samples/s"),
+                TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(file=sys.stderr), transient=False,
+            )
+            self.task = self.progress.add_task("", total=total, best="-")
+            self.progress.start()
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        rate = trial.user_attrs.get("samples_per_s")
+        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
+            self.best = max(self.best or 0.0, trial.value)
+        if self.enabled:
+            last = f"#{trial.number} {trial.user_attrs.get('config', '')}: {trial.user_attrs.get('outcome', trial.state.name.lower())}"
+            if rate and trial.user_attrs.get("outcome") == "complete":
+                last += f" {rate:,.0f}/s"
+            self.progress.update(self.task, advance=1, best=f"{self.best:,.0f}" if self.best else "-", description=last)
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self.progress.update(self.task, description=text)
+
+    def stop(self) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+
+def tune(args: argparse.Namespace) -> dict[str, Any]:
+    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input."""
+    get_preset(args.pipeline)  # unknown pipeline: fail before any work
+    out_path = Path(args.out)
+    if out_path.exists() and out_path.is_dir():
+        raise UserError(f"--out {str(out_path)!r} is a folder; pass a file name such as autotune.yaml")
+    fp = fingerprint.collect()
+
+    if args.if_stale:
+        from autotune.staleness import is_stale
+
+        stale, reasons = is_stale(args.if_stale, fp, max_age_days=args.max_age)
+        if not stale:
+            if not args.quiet:
+                print(f"{args.if_stale} still matches this machine: nothing to do", file=sys.stderr)
+            return {"action": "none", "reason": "config matches this machine", "config": args.if_stale}
+        if not args.quiet:
+            print(f"{args.if_stale} is stale ({'; '.join(reasons)}): re-tuning", file=sys.stderr)
+        if not args.warm_start:
+            args.warm_start = args.if_stale
+
+    if args.demo:
+        from autotune.synth import demo_dataset
+
+        if not args.quiet:
+            print("preparing the demo dataset ...", file=sys.stderr)
+        dataset_path = str(demo_dataset())
+        if args.n_trials is None:
+            args.n_trials = DEMO_TRIALS
+    elif args.dataset:
+        dataset_path = args.dataset
+    else:
+        raise UserError("no dataset given; pass --dataset DIR (one sub-folder per class) or --demo")
+    if args.n_trials is None:
+        args.n_trials = 20
+
+    device = args.device or _default_device(fp)
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise UserError(f"--device must be cpu or cuda, but got {device!r}")
+    if device.startswith("cuda") and not fp.get("gpus"):
+        raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
+
+    dataset = scan(dataset_path)
+    if dataset.skipped and not args.quiet:
+        print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {dataset.skipped[0][0]}: {dataset.skipped[0][1]}", file=sys.stderr)
+    try:
+        from autotune.doctor import preflight
+
+        preflight(dataset_path, device)
+    except ImportError:
+        pass
+
+    space = load_space(args.space, cores=fp["cpus"], device=device)
+    if args.batch_size is not None:
+        space = space.fix("batch_size", args.batch_size)
+    settings = settings_from_args(args, fp, device)
+    sig = dataset.signature()
+    key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None))
+
+    if args.reuse:
+        from autotune.fleet import reuse
+
+        reused = reuse(args.storage, key, out_path, max_age_days=args.max_age)
+        if reused is not None:
+            if not args.quiet:
+                print(f"reused study {reused['study']} for this fingerprint: wrote {out_path} without tuning", file=sys.stderr)
+            return reused
+
+    study_name = args.study_name
+    if args.resume and not study_name:
+        found = _find_studies(args.storage, key)
+        if not found:
+            raise UserError(f"--resume: no study for this machine and dataset in {mask_url(args.storage)}; run without --resume to start one")
+        study_name = found[-1].study_name
+    if not study_name:
+        study_name = f"{Path(dataset.root).name}-{key}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+    attrs = {
+        "fingerprint_key": key,
+        "dataset": dataset.summary(),
+        "pipeline": args.pipeline,
+        "device": device,
+        "hardware": fp,
+        "measurement": settings.measurement(),
+        "budgets": settings.budgets.to_dict(),
+        "space": space.name,
+        "sampler": settings.sampler,
+        "pruner": settings.pruner,
+        "ranks": settings.ranks,
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if settings.model is not None:
+        attrs["model"] = settings.model.describe()
+    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
+    if args.warm_start:
+        prev = load_config(args.warm_start)
+        tuner.enqueue_warm_start(prev.loader.to_params())
+    done_before = len(tuner.study.trials)
+    if not args.quiet:
+        print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
+              + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
+
+    progress = _Progress(args.n_trials, enabled=not args.quiet)
+    interrupted = False
+    t0 = time.monotonic()
+    try:
+        if settings.model is not None:
+            from autotune.model import measure_ceiling
+
+            progress.note("measuring the model's ceiling ...")
+            tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
+        tuner.optimize(callbacks=[progress])
+        if not tuner.complete_trials():
+            pass
+        else:
+            progress.note("re-measuring the top candidates ...")
+            tuner.confirm()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        progress.stop()
+    tuning_s = time.monotonic() - t0
+
+    if settings.model is not None and tuner.complete_trials():
+        from autotune.model import choose_enough
+
+        choose_enough(tuner.study, args.tolerance)
+
+    summary: dict[str, Any] = {"study": study_name, "storage": mask_url(args.storage), "interrupted": interrupted, "tuning_s": round(tuning_s, 1)}
+    if not tuner.complete_trials():
+        if interrupted:
+            raise KeyboardInterrupt
+        counts = {}
+        for t in tuner.study.trials:
+            o = t.user_attrs.get("outcome", t.state.name.lower())
+            counts[o] = counts.get(o, 0) + 1
+        raise UserError(
+            f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); see the messages with --verbose, "
+            "or relax the budgets / --trial-timeout",
+            exit_code=1,
+        )
+    cfg = config_from_study(tuner.study, args.storage)
+    save_config(cfg, out_path)
+    summary.update({"config_path": str(out_path), "loader": cfg.loader.to_dict(), "result": cfg.result, "study_section": cfg.study})
+    report_dir = None
+    if not args.no_report:
+        try:
+            from autotune.report import write_report
+
+            report_dir = write_report(tuner.study, args.storage, args.reports_dir)
+            summary["report"] = str(report_dir / "report.html")
+        except ImportError as e:
+            logger.warning("no report written: %s", e)
+        except UserError as e:
+            logger.warning("no report written: %s", e)
+    if not args.quiet:
+        r = cfg.result
+        line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"
+        if r.get("speedup_vs_defaults"):
+            line += f" ({r['speedup_vs_defaults']:.1f}x the defaults' {r['defaults_samples_per_s']:,.0f})"
+        print(line, file=sys.stderr)
+        print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
+    if interrupted:
+        print("interrupted: wrote the best config so far; continue with --resume", file=sys.stderr)
+        summary["exit_code"] = 130
+    return summary
