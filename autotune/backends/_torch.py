@@ -65,11 +65,16 @@ class TorchLoader(BatchLoader):
         self.device = device
         self._to_device = torch.device(device).type != "cpu"
         self._non_blocking = bool(loader.pin_memory)
+        self._epoch = 0
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        sampler = self.loader.sampler
+        if isinstance(sampler, DistributedSampler):
+            sampler.set_epoch(self._epoch)  # a new shuffle each epoch, the same on every rank
+        self._epoch += 1
         if not self._to_device:
             yield from self.loader
             return
