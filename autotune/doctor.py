@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import _imports, fingerprint
+from autotune import _imports, fingerprint, pagecache
 from autotune.errors import DatasetError, UserError
 
 logger = logging.getLogger(__name__)
@@ -389,7 +389,7 @@ def check_dataset(path: str | os.PathLike[str]) -> list[Check]:
             f"remove or re-encode them (first: {first}); trials that read one fail as bad-data",
         ))
     avail = _memory_available()
-    if ds.total_bytes <= avail // 2:
+    if pagecache.fits_in_ram(ds):  # the rule autotune run uses to warm the cache or measure as is
         out.append(_ok("page-cache", f"fits: {_mib(ds.total_bytes)} of {_mib(avail)} available, so measurements are warm (page cache)"))
     else:
         out.append(_ok("page-cache", f"does not fit: {_mib(ds.total_bytes)} vs {_mib(avail)} available, so measurements are cold (storage-bound)"))
@@ -480,6 +480,18 @@ def _start_smokes(gpus: int, dali: bool) -> tuple[str, dict[str, subprocess.Pope
         raise
 
 
+def _abort_smokes(tmp: str, procs: dict[str, subprocess.Popen]) -> None:
+    import shutil
+
+    for proc in procs.values():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.communicate()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _finish_smokes(tmp: str, procs: dict[str, subprocess.Popen], started: float, dali: bool, dali_fix: str) -> list[Check]:
     import shutil
 
@@ -513,26 +525,31 @@ def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = T
     if smoke:  # the children run while the checks below do
         started = time.monotonic()
         tmp, procs = _start_smokes(gpus, importable)
-    probe = _torch_probe()
-    cuda_major = _cuda_major(gpu.get("cuda")) or _cuda_major(probe.get("cuda"))
-    dali_fix = dali_install_command(cuda_major)
-    if flavour and dali_version:
-        dali_fix = f"pip uninstall -y nvidia-dali-{flavour} && {dali_fix}"
-    checks = [
-        check_python(),
-        check_torch(probe),
-        check_cuda(probe, gpu),
-        check_gpus(gpu, nvml_error),
-        check_driver_torch(probe, gpu),
-        check_driver_dali(gpu, dali_version, flavour),
-        check_dali(dali_version, flavour, importable, cuda_major),
-        check_cpus(),
-        check_shm(),
-        check_memlock(gpu),
-        check_container(),
-    ]
-    if dataset is not None:
-        checks += check_dataset(dataset)
+    try:
+        probe = _torch_probe()
+        cuda_major = _cuda_major(gpu.get("cuda")) or _cuda_major(probe.get("cuda"))
+        dali_fix = dali_install_command(cuda_major)
+        if flavour and dali_version:
+            dali_fix = f"pip uninstall -y nvidia-dali-{flavour} && {dali_fix}"
+        checks = [
+            check_python(),
+            check_torch(probe),
+            check_cuda(probe, gpu),
+            check_gpus(gpu, nvml_error),
+            check_driver_torch(probe, gpu),
+            check_driver_dali(gpu, dali_version, flavour),
+            check_dali(dali_version, flavour, importable, cuda_major),
+            check_cpus(),
+            check_shm(),
+            check_memlock(gpu),
+            check_container(),
+        ]
+        if dataset is not None:
+            checks += check_dataset(dataset)
+    except BaseException:
+        if smoke:
+            _abort_smokes(tmp, procs)
+        raise
     if smoke:
         checks += _finish_smokes(tmp, procs, started, importable, dali_fix)
     return checks
