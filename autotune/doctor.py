@@ -78,6 +78,8 @@ def exit_code(checks: list[Check]) -> int:
 
 
 def _mib(n: float) -> str:
+    if n < 2**20:
+        return f"{n / 2**10:,.0f} KiB"
     return f"{n / 2**20:,.0f} MiB" if n < 2**30 else f"{n / 2**30:,.1f} GiB"
 
 
