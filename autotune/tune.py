@@ -147,14 +147,11 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     dataset = scan(dataset_path)
     if dataset.skipped and not args.quiet:
         print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {dataset.skipped[0][0]}: {dataset.skipped[0][1]}", file=sys.stderr)
-    try:
-        from autotune.doctor import preflight
-
-        preflight(dataset_path, device)
-    except ImportError:
-        pass
-
     space = load_space(args.space, cores=fp["cpus"], device=device)
+    from autotune.doctor import preflight
+
+    nw = space["num_workers"] if "num_workers" in space else None
+    preflight(dataset_path, device, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     if args.batch_size is not None:
         space = space.fix("batch_size", args.batch_size)
     settings = settings_from_args(args, fp, device)

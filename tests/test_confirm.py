@@ -1,0 +1,48 @@
+"""The confirmation stage re-measures the top candidates and picks the true best among near-ties."""
+
+from __future__ import annotations
+
+import random
+
+import optuna
+
+from autotune.config import LoaderConfig
+from autotune.dataset import scan
+from autotune.outcomes import Outcome
+from autotune.runner import TrialResult
+from autotune.space import parse_space
+from autotune.study import Tuner, TuneSettings
+
+SPACE = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4]}}}
+
+
+def test_remeasurement_picks_true_best_among_near_ties(tiny_dataset, tmp_path, monkeypatch):
+    # true rates: workers=2 is best by 3 %; a lucky first measurement made workers=1 look best
+    true = {0: 500.0, 1: 970.0, 2: 1000.0, 3: 985.0, 4: 400.0}
+    first = {0: 500.0, 1: 1080.0, 2: 990.0, 3: 1000.0, 4: 400.0}
+    rng = random.Random(0)
+    space = parse_space(SPACE, cores=4)
+    settings = TuneSettings(confirm_top=3, confirm_repeats=4, baselines=False)
+    tuner = Tuner(scan(tiny_dataset), space, settings, storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
+    for w in range(5):
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
+        t = optuna.trial.create_trial(
+            params={"num_workers": w}, distributions={"num_workers": optuna.distributions.IntDistribution(0, 4)},
+            value=first[w], user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete"},
+        )
+        tuner.study.add_trial(t)
+
+    calls = []
+
+    def fake_measure(loader, number=None, on_intermediate=None):
+        w = loader.torch.num_workers
+        calls.append(w)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=true[w] * (1 + rng.uniform(-0.01, 0.01)))
+
+    monkeypatch.setattr(tuner, "measure", fake_measure)
+    record = tuner.confirm()
+    assert sorted(set(calls)) == [1, 2, 3]  # the top 3 by first score were re-measured
+    assert calls[:3] == calls[3:6]  # interleaved: one round over all candidates, then the next
+    winner = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
+    assert winner.user_attrs["loader"]["num_workers"] == 2
+    assert "interleaved" in record["method"]

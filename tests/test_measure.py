@@ -1,0 +1,90 @@
+"""Measurement: a loader of known rate, robust statistics, steady-state detection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from autotune.measure import measure, robust_rate, steady_start
+
+
+class SleepLoader:
+    """Yields ``batch`` samples every ``period`` seconds: a loader whose true rate is batch / period."""
+
+    def __init__(self, batch: int = 8, period: float = 0.01, batches_per_epoch: int = 50) -> None:
+        self.batch, self.period, self.n = batch, period, batches_per_epoch
+        self.images = torch.zeros(batch, 3, 4, 4)
+        self.labels = torch.zeros(batch, dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self):
+        for _ in range(self.n):
+            time.sleep(self.period)
+            yield self.images, self.labels
+
+
+def test_known_rate_within_ten_percent():
+    loader = SleepLoader(batch=8, period=0.01)  # 800 samples/s
+    m = measure(loader, "cpu", warmup_batches=2, window_s=0.2, windows=3)
+    assert m.samples_per_s == pytest.approx(800, rel=0.10)
+    assert m.spread[0] <= m.samples_per_s <= m.spread[1]
+    assert len(m.windows) - m.steady_from >= 3
+
+
+def test_epochs_restart_inside_the_clock():
+    loader = SleepLoader(batch=4, period=0.005, batches_per_epoch=3)
+    m = measure(loader, "cpu", warmup_batches=0, window_s=0.1, windows=2)
+    assert m.epochs > 1
+    assert m.samples_per_s == pytest.approx(800, rel=0.15)
+
+
+def test_startup_timed_apart():
+    class SlowStart(SleepLoader):
+        def __iter__(self):
+            time.sleep(0.3)  # worker start-up
+            yield from super().__iter__()
+
+    m = measure(SlowStart(batch=8, period=0.01, batches_per_epoch=1000), "cpu", window_s=0.2, windows=3)
+    assert m.startup_s >= 0.3
+    assert m.samples_per_s == pytest.approx(800, rel=0.10)  # start-up is not in the score
+
+
+def test_on_window_can_stop_early():
+    seen = []
+    m = measure(SleepLoader(), "cpu", window_s=0.05, windows=10, on_window=lambda i, v: seen.append(i) or i >= 1)
+    assert seen == [0, 1]
+    assert len(m.windows) == 2
+
+
+def test_median_ignores_outlier_windows():
+    rates = [1000, 1010, 990, 120, 1005, 3000, 995]  # one stall, one burst
+    median, spread = robust_rate(rates)
+    assert median == pytest.approx(1000, rel=0.01)
+    assert spread == (120, 3000)
+    assert sum(rates) / len(rates) != pytest.approx(1000, rel=0.05)  # the mean would be fooled
+
+
+def test_steady_state_cuts_a_slow_start():
+    rates = [100, 300, 650, 980, 1000, 1010, 995, 1003]
+    start = steady_start(rates, min_windows=3)
+    assert start == 3
+    assert robust_rate(rates[start:])[0] == pytest.approx(1000, rel=0.01)
+
+
+def test_steady_state_keeps_a_flat_stream_and_a_late_dip():
+    assert steady_start([1000, 1003, 997, 1001]) == 0
+    assert steady_start([1000, 1003, 500, 1001, 999]) == 0  # a dip later is left to the median
+
+
+def test_steady_state_keeps_min_windows():
+    rates = [10, 20, 40, 80, 160]  # never settles: keep the last ones
+    assert steady_start(rates, min_windows=3) <= 2
+
+
+def test_measure_rejects_zero_windows():
+    with pytest.raises(ValueError, match="windows must be at least 1"):
+        measure(SleepLoader(), windows=0)
