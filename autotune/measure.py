@@ -123,7 +123,10 @@ def measure(
         except StopIteration:
             epochs += 1
             it = iter(loader)
-            return next(it)
+            try:
+                return next(it)
+            except StopIteration:
+                raise RuntimeError("the loader yields no batch in an epoch (dataset smaller than one batch?); use a smaller batch size") from None
 
     t0 = clock()
     batch = next_batch()

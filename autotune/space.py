@@ -179,7 +179,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             low, high = (_cores_value(v, cores, f"{field}.{kind}") for v in rng)
             num = (int,) if kind == "int" else (int, float)
             if not all(isinstance(v, num) and not isinstance(v, bool) for v in (low, high)):
-                raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'}, but got {rng}")
+                raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'} (or 'cores', 'cores*2', 'cores/2'), but got {rng}")
             if low > high:
                 raise err(f"{field}.{kind}", f"must have low <= high, but got {rng}")
             if spec.get("log") and low <= 0:

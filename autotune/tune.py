@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from autotune import fingerprint
+from autotune._paths import safe_name
 from autotune.config import LoaderConfig, load_config, save_config
 from autotune.dataset import scan
 from autotune.errors import UserError
@@ -23,7 +24,7 @@ from autotune.guard import Budgets
 from autotune.presets import get_preset
 from autotune.result import config_from_study
 from autotune.space import load_space
-from autotune.study import Tuner, TuneSettings, mask_url, open_storage
+from autotune.study import Tuner, TuneSettings, mask_log_secrets, mask_url, open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -102,9 +103,23 @@ class _Progress:
             self.progress.stop()
 
 
+def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
+    """Leave out batch sizes that give no full batch (train presets drop the last partial one)."""
+    p = space["batch_size"]
+    if not drop_last or p.kind != "choices":
+        return space
+    fitting = tuple(b for b in p.choices if b <= samples_per_rank)
+    if not fitting:
+        raise UserError(f"every batch size in the space ({', '.join(map(str, p.choices))}) is larger than the {samples_per_rank} images per rank; pass a smaller --batch-size or use more images")
+    if len(fitting) < len(p.choices):
+        logger.warning("leaving out batch sizes larger than the dataset's %d images: %s", samples_per_rank, [b for b in p.choices if b not in fitting])
+    return space.restrict("batch_size", fitting)
+
+
 def tune(args: argparse.Namespace) -> dict[str, Any]:
     """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input."""
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
+    mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
     if out_path.exists() and out_path.is_dir():
         raise UserError(f"--out {str(out_path)!r} is a folder; pass a file name such as autotune.yaml")
@@ -113,14 +128,14 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     if args.if_stale:
         from autotune.staleness import is_stale
 
-        stale, reasons = is_stale(args.if_stale, fp, max_age_days=args.max_age)
+        stale, reasons = is_stale(args.if_stale, fp, max_age_days=args.max_age, dataset=args.dataset)
         if not stale:
             if not args.quiet:
                 print(f"{args.if_stale} still matches this machine: nothing to do", file=sys.stderr)
             return {"action": "none", "reason": "config matches this machine", "config": args.if_stale}
         if not args.quiet:
             print(f"{args.if_stale} is stale ({'; '.join(reasons)}): re-tuning", file=sys.stderr)
-        if not args.warm_start:
+        if not args.warm_start and Path(args.if_stale).exists():
             args.warm_start = args.if_stale
 
     if args.demo:
@@ -147,14 +162,15 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     dataset = scan(dataset_path)
     if dataset.skipped and not args.quiet:
         print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {dataset.skipped[0][0]}: {dataset.skipped[0][1]}", file=sys.stderr)
-    space = load_space(args.space, cores=fp["cpus"], device=device)
+    settings = settings_from_args(args, fp, device)
+    space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     from autotune.doctor import preflight
 
     nw = space["num_workers"] if "num_workers" in space else None
     preflight(dataset_path, device, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     if args.batch_size is not None:
         space = space.fix("batch_size", args.batch_size)
-    settings = settings_from_args(args, fp, device)
+    space = _fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(args.pipeline).train)
     sig = dataset.signature()
     key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None))
 
@@ -174,7 +190,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             raise UserError(f"--resume: no study for this machine and dataset in {mask_url(args.storage)}; run without --resume to start one")
         study_name = found[-1].study_name
     if not study_name:
-        study_name = f"{Path(dataset.root).name}-{key}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        study_name = f"{safe_name(Path(dataset.root).name)}-{key}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
     attrs = {
         "fingerprint_key": key,
@@ -194,8 +210,9 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         attrs["model"] = settings.model.describe()
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
     if args.warm_start:
-        prev = load_config(args.warm_start)
-        tuner.enqueue_warm_start(prev.loader.to_params())
+        from autotune.fleet import previous_best
+
+        tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
     done_before = len(tuner.study.trials)
     if not args.quiet:
         print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
@@ -235,9 +252,10 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         for t in tuner.study.trials:
             o = t.user_attrs.get("outcome", t.state.name.lower())
             counts[o] = counts.get(o, 0) + 1
+        bad = next((t.user_attrs["bad_file"] for t in tuner.study.trials if t.user_attrs.get("bad_file")), None)
         raise UserError(
-            f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); see the messages with --verbose, "
-            "or relax the budgets / --trial-timeout",
+            f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
+            + (f"{bad} cannot be decoded: remove it from the dataset" if bad else "see the messages with --verbose, or relax the budgets / --trial-timeout"),
             exit_code=1,
         )
     cfg = config_from_study(tuner.study, args.storage)

@@ -19,17 +19,24 @@ from autotune.errors import UserError
 COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``autotune run: error: ... (see 'autotune run --help')``."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from autotune import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="autotune",
         description="Find the fastest data-loader configuration (torch DataLoader or NVIDIA DALI) for this machine.",
         epilog="examples:\n  autotune run --demo\n  autotune run --dataset /data/train\n  autotune show autotune.yaml\n  autotune check autotune.yaml\n  autotune doctor",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
             mod = importlib.import_module(f"autotune.cli._{name}")
@@ -52,7 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, --version, or a one-line argument error
+        return int(e.code or 0)
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2

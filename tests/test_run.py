@@ -1,0 +1,135 @@
+"""``autotune run`` end to end on tiny data (CPU), resume, and every bad input's one-line error."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+import autotune
+from autotune.cli import main
+
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet"]
+
+
+def _trials(storage: str) -> list[optuna.trial.FrozenTrial]:
+    (summary,) = optuna.get_all_study_summaries(storage)
+    return optuna.load_study(study_name=summary.study_name, storage=storage).trials
+
+
+def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2", "--confirm-repeats", "1", "--seed", "1", *FAST])
+    assert rc == 0
+    cfg = autotune.load_config(workdir / "autotune.yaml")
+    assert cfg.loader.batch_size == 8
+    assert cfg.result["samples_per_s"] > 0
+    assert cfg.result["defaults_samples_per_s"] > 0 and cfg.result["heuristic_samples_per_s"] > 0
+    assert cfg.dataset["samples"] == 24 and cfg.hardware["cpus"] >= 1
+    assert cfg.study["trials"] == 4 and "re-measured" in cfg.result["confirmed"]["method"]
+    trials = _trials("sqlite:///autotune.db")
+    roles = [t.user_attrs.get("role") for t in trials[:2]]
+    assert roles == ["defaults", "heuristic"]  # the baselines run first
+    assert trials[0].user_attrs["loader"]["num_workers"] == 0
+    # the loader training gets is the one that was measured
+    loader = autotune.build_loader(tiny_dataset, cfg)
+    images, labels = next(iter(loader))
+    assert tuple(images.shape) == (8, 3, 224, 224) and labels.dtype.is_floating_point is False
+    assert len(loader) == 24 // 8
+    loader.close()
+
+
+def test_resume_keeps_earlier_trials(tiny_dataset, workdir):
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "s1", "--batch-size", "8", "--confirm-top", "0", *FAST]
+    assert main([*args, "--n-trials", "2"]) == 0
+    first = _trials("sqlite:///autotune.db")
+    assert len(first) == 2
+    # same study without --resume is refused, with the fix
+    assert main([*args, "--n-trials", "1"]) == 2
+    assert main([*args, "--n-trials", "1", "--resume"]) == 0
+    after = _trials("sqlite:///autotune.db")
+    assert len(after) == 3
+    assert [t.value for t in after[:2]] == [t.value for t in first]
+    assert [t.user_attrs.get("role") for t in after].count("defaults") == 1  # baselines not run twice
+
+
+def _bad(tmp_path, kind):
+    if kind == "missing":
+        return str(tmp_path / "nope")
+    if kind == "file":
+        f = tmp_path / "f.jpg"
+        f.write_bytes(b"x")
+        return str(f)
+    d = tmp_path / kind
+    d.mkdir()
+    if kind == "flat":
+        (d / "a.jpg").write_bytes(b"\xff\xd8")
+    if kind == "noimages":
+        (d / "cls").mkdir()
+        (d / "cls" / "notes.txt").write_text("hi")
+    return str(d)
+
+
+@pytest.mark.parametrize(
+    "kind, needle",
+    [
+        ("missing", "does not exist"),
+        ("file", "is a file, not a folder"),
+        ("empty", "is empty"),
+        ("flat", "no class sub-folders"),
+        ("noimages", "no readable images"),
+    ],
+)
+def test_bad_dataset(tmp_path, workdir, capsys, kind, needle):
+    rc = main(["run", "--dataset", _bad(tmp_path, kind), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert needle in err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (workdir / "autotune.yaml").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--n-trials", "0"], "--n-trials: must be at least 1"),
+        (["--pipeline", "coco"], "unknown pipeline 'coco'"),
+        (["--space", "BADSPACE"], "params.num_workers"),
+        (["--space", "nonexistent.yaml"], "not found"),
+        (["--device", "tpu"], "--device must be cpu or cuda"),
+        (["--device", "cuda"], "no NVIDIA GPU is visible"),
+    ],
+)
+def test_bad_arguments(tiny_dataset, workdir, capsys, extra, needle):
+    if "BADSPACE" in extra:
+        bad = workdir / "bad.yaml"
+        bad.write_text("params:\n  batch_size: {choices: [8]}\n  num_workers: {int: [0]}\n")
+        extra = ["--space", str(bad)]
+    if extra == ["--device", "cuda"]:
+        from autotune import fingerprint
+
+        if fingerprint.gpu_info()["gpus"]:
+            pytest.skip("a GPU is visible")
+    rc = main(["run", "--dataset", str(tiny_dataset), "--quiet", *extra])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert needle in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_no_command_prints_help(capsys):
+    assert main([]) == 2
+    assert "run" in capsys.readouterr().err
+
+
+def test_demo_dataset_is_imagenet_like(tmp_path):
+    from PIL import Image
+
+    from autotune.synth import synthesize
+
+    root = synthesize(tmp_path / "d", images=12, classes=3)
+    files = sorted(root.rglob("*.jpg"))
+    assert len(files) == 12 and len({f.parent.name for f in files}) == 3
+    sizes = [Image.open(f).size for f in files]
+    assert all(300 <= min(s) and max(s) <= 500 for s in sizes)
+    assert len(set(sizes)) > 1  # varied sizes
+    mean = sum(f.stat().st_size for f in files) / len(files)
+    assert 15_000 < mean < 120_000  # photo-like JPEG sizes, not flat colour

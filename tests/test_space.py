@@ -1,0 +1,103 @@
+"""Search spaces: parsing, validation errors that name file, field and rule, conditions."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from autotune.errors import SpaceError
+from autotune.space import SPACES_DIR, load_space, parse_space
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))
+def test_shipped_spaces_load(name):
+    space = load_space(name, cores=4, device="cuda", dali=True)
+    assert "batch_size" in space
+
+
+@pytest.mark.parametrize(
+    "data, field, rule",
+    [
+        ({"params": {"batch_size": {"choices": []}}}, "params.batch_size.choices", "non-empty list"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [4, 1]}}}, "params.num_workers.int", "low <= high"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, "lots"]}}}, "params.num_workers.int", "cores"),
+        ({"params": {"batch_size": {"choices": [8]}, "nm_workers": {"int": [0, 1]}}}, "params.nm_workers", "not a loader parameter"),
+        ({"params": {"batch_size": {"choices": [8], "typo": 1}}}, "params.batch_size.typo", "unknown"),
+        ({"params": {"batch_size": {"choices": [8]}, "pin_memory": {"choices": [True], "when": {"num_workers": 1}}}}, "params.pin_memory.when.num_workers", "earlier parameter"),
+        ({"params": {"num_workers": {"int": [0, 2]}}}, "params.batch_size", "required"),
+        ({"params": {"batch_size": {"choices": [8]}}, "parms": {}}, "'parms'", "unknown"),
+        ({"params": {"backend": {"choices": ["tf"]}, "batch_size": {"choices": [8]}}}, "params.backend.choices", "torch or dali"),
+        ({"params": {"batch_size": {"choices": [8], "int": [1, 2]}}}, "params.batch_size", "exactly one"),
+    ],
+)
+def test_errors_name_file_field_and_rule(data, field, rule):
+    with pytest.raises(SpaceError) as e:
+        parse_space(data, source="my.yaml")
+    msg = str(e.value)
+    assert msg.startswith("my.yaml: ")
+    assert field in msg and rule in msg
+    assert "\n" not in msg
+
+
+def test_cores_token_and_conditions():
+    space = parse_space(
+        {
+            "params": {
+                "backend": {"choices": ["torch", "dali"]},
+                "batch_size": {"choices": [8, 16]},
+                "num_workers": {"int": [0, "cores*2"], "when": {"backend": "torch"}},
+                "prefetch_factor": {"choices": [2, 4], "when": {"backend": "torch", "num_workers": {"gt": 0}}},
+                "num_threads": {"int": [1, "cores/2"], "when": {"backend": "dali"}},
+            }
+        },
+        cores=8,
+    )
+    assert space["num_workers"].high == 16
+    assert space["num_threads"].high == 4
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0), direction="maximize")
+    seen = []
+    for _ in range(40):
+        t = study.ask()
+        params = space.suggest(t, {"device": "cpu"})
+        seen.append(params)
+        study.tell(t, 1.0)
+    for p in seen:
+        if p["backend"] == "torch":
+            assert "num_threads" not in p
+            assert ("prefetch_factor" in p) == (p["num_workers"] > 0)
+        else:
+            assert set(p) == {"backend", "batch_size", "num_threads"}
+    assert {p["backend"] for p in seen} == {"torch", "dali"}
+
+
+def test_dali_left_out_when_missing_and_error_when_only_dali(caplog):
+    space = load_space("default", cores=2, device="cpu", dali=False)
+    assert space.backends() == ("torch",)
+    assert "DALI is not installed" in caplog.text
+    with pytest.raises(SpaceError, match=r'pip install -e "\.\[dali\]"'):
+        load_space("dali", cores=2, device="cpu", dali=False)
+
+
+def test_gpu_only_knobs_removed_on_cpu():
+    space = load_space("default", cores=2, device="cpu", dali=True)
+    assert space["dali_device"].choices == ("cpu",)
+    assert space["pin_memory"].choices == (False,)
+    gpu = load_space("default", cores=2, device="cuda", dali=True)
+    assert "gpu" in gpu["dali_device"].choices
+
+
+def test_fix_batch_size():
+    space = load_space("torch", cores=2).fix("batch_size", 96)
+    assert space["batch_size"].choices == (96,)
+
+
+def test_missing_space_names_the_shipped_ones():
+    with pytest.raises(SpaceError, match="default"):
+        load_space("nope-not-here")
+
+
+def test_bad_yaml_syntax(tmp_path):
+    f = tmp_path / "s.yaml"
+    f.write_text("params: {batch_size: [\n")
+    with pytest.raises(SpaceError, match="not valid YAML"):
+        load_space(str(f))
