@@ -6,6 +6,7 @@ import argparse
 import datetime as _dt
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,6 +29,10 @@ EXAMPLES = """examples:
   autotune run --dataset /data/train --resume           # continue the latest study for this machine
   autotune run --dataset /data/train --warm-start autotune.yaml
   autotune run --dataset /data/train --if-stale autotune.yaml   # cron: re-tune only when the machine changed
+  autotune run --dataset /data/train --json --quiet > summary.json   # scripts: JSON on stdout, errors on stderr
+
+exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted
+(the best config so far is still written)
 """
 
 
@@ -114,10 +119,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
 
 
+class _StdoutToStderr:
+    """With --json, stdout carries the summary alone: anything else written to file descriptor 1 while tuning
+    (trial child processes, native libraries) goes to stderr."""
+
+    def __enter__(self) -> None:
+        sys.stdout.flush()
+        self.saved = os.dup(1)
+        os.dup2(2, 1)
+
+    def __exit__(self, *exc: object) -> None:
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+
+
 def run(args: argparse.Namespace) -> int:
     from autotune.tune import tune
 
-    summary = tune(args)
+    if args.json:
+        with _StdoutToStderr():
+            summary = tune(args)
+    else:
+        summary = tune(args)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

@@ -8,17 +8,24 @@ import sys
 
 NAME = "show"
 HELP = "print an autotune.yaml or a stored study"
+DESCRIPTION = (
+    "Print an autotune.yaml for a person (or as JSON), or a stored study: its winner as the YAML would hold it,\n"
+    "and one row per trial (outcome, samples/s, spread, memory peaks)."
+)
 EXAMPLES = """examples:
   autotune show autotune.yaml
   autotune show autotune.yaml --json
   autotune show --storage sqlite:///autotune.db --study NAME
+  autotune show --study NAME --json          # {study, storage, config, outcomes, trials}
+
+exit codes: 0 shown; 2 bad input (no such file, storage or study)
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", default=None, metavar="FILE", help="an autotune.yaml")
-    p.add_argument("--storage", default=None, metavar="URL", help="show a study from this storage instead")
-    p.add_argument("--study", default=None, metavar="NAME", help="the study to show (with --storage)")
+    p.add_argument("--storage", default=None, metavar="URL", help="show a study from this storage instead (default with --study: sqlite:///autotune.db)")
+    p.add_argument("--study", default=None, metavar="NAME", help="the study to show")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -41,6 +48,53 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     return rows
 
 
+def _show_study(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from autotune.errors import UserError
+    from autotune.report import load, overview, trial_rows
+    from autotune.report._render import TRIAL_COLUMNS, trial_cells
+    from autotune.result import config_from_study
+
+    storage = args.storage or "sqlite:///autotune.db"
+    study = load(storage, args.study)
+    try:
+        cfg = config_from_study(study, storage)
+    except UserError:
+        cfg = None
+    rows = trial_rows(study)
+    ov = overview(study, storage)
+    if args.json:
+        out = {"study": study.study_name, "storage": ov["storage"], "config": cfg.to_dict() if cfg else None, "outcomes": ov["outcomes"], "trials": rows}
+        json.dump(out, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    console = Console(width=max(140, Console().width))
+    if cfg is not None:
+        table = Table(title=study.study_name, show_header=False)
+        table.add_column(style="bold")
+        table.add_column()
+        for k, v in _config_rows(cfg):
+            table.add_row(k, v)
+        console.print(table)
+    else:
+        console.print(f"[bold]{study.study_name}[/bold]: no trial has completed yet")
+    with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
+    trials = Table(title=f"{len(rows)} trials: " + ", ".join(f"{k} {v}" for k, v in ov["outcomes"].items()))
+    for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):
+        trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
+    best = ov["winner"]["trial"] if ov["winner"] else None
+    for r in rows:
+        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] != "complete" else None)
+        trials.add_row(*trial_cells(r, with_ceiling), style=style)
+    console.print(trials)
+    failed = [r for r in rows if r["outcome"] != "complete" and r["message"]]
+    for r in failed:
+        console.print(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}", highlight=False, markup=False)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
@@ -48,20 +102,11 @@ def run(args: argparse.Namespace) -> int:
     from autotune.config import Config, read_yaml
     from autotune.errors import UserError
 
-    if args.storage or args.study:
-        if not (args.storage and args.study):
-            raise UserError("showing a study needs both --storage URL and --study NAME; list studies with 'autotune studies --storage URL'")
-        from autotune.result import config_from_study
-        from autotune.study import open_storage
-
-        import optuna
-
-        try:
-            study = optuna.load_study(study_name=args.study, storage=open_storage(args.storage))
-        except KeyError:
-            raise UserError(f"no study named {args.study!r} in that storage; list them with 'autotune studies --storage URL'") from None
-        cfg = config_from_study(study, args.storage)
-    elif args.file:
+    if args.study:
+        return _show_study(args)
+    if args.storage:
+        raise UserError("showing a study needs --study NAME; list the studies with 'autotune studies --storage URL'")
+    if args.file:
         cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     else:
         raise UserError("nothing to show; pass an autotune.yaml, or --storage URL --study NAME")
@@ -69,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(cfg.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    table = Table(title=str(args.file or args.study), show_header=False)
+    table = Table(title=str(args.file), show_header=False)
     table.add_column(style="bold")
     table.add_column()
     for k, v in _config_rows(cfg):

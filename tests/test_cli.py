@@ -1,0 +1,104 @@
+"""The command line for scripts and people: --help, studies, show, report, and run --json end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotune.cli import COMMANDS, build_parser, main
+
+
+def _study(tmp_path: Path, name: str = "cli-study") -> str:
+    """A stored study with two completed trials, the defaults baseline and one memory failure."""
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    study = optuna.create_study(storage=url, study_name=name, direction="maximize")
+    study.set_user_attr("created", "2026-11-29T12:00:00Z")
+    study.set_user_attr("device", "cpu")
+    dist = {"backend": optuna.distributions.CategoricalDistribution(("torch",)), "num_workers": optuna.distributions.IntDistribution(0, 4)}
+    for nw, rate, outcome, role in ((0, 50.0, "complete", "defaults"), (4, 210.0, "complete", None), (4, None, "oom-host", None)):
+        state = optuna.trial.TrialState.COMPLETE if rate else optuna.trial.TrialState.PRUNED
+        attrs = {"outcome": outcome, "samples_per_s": rate, "spread": [rate - 5, rate + 5] if rate else None, "peak_host_mib": 900.0,
+                 "peak_gpu_mib": None, "loader": {"backend": "torch", "batch_size": 32, "num_workers": nw, "pin_memory": False},
+                 "config": f"torch b=32 workers={nw}", "message": "" if rate else "stopped: over the host memory budget"}
+        if role:
+            attrs["role"] = role
+        study.add_trial(optuna.trial.create_trial(params={"backend": "torch", "num_workers": nw}, distributions=dist, value=rate, state=state, user_attrs=attrs))
+    return url
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if c in build_parser()._subparsers._group_actions[0].choices])
+def test_every_command_has_help_with_examples(command, capsys):
+    try:
+        rc = main([command, "--help"])
+    except SystemExit as e:
+        rc = e.code
+    assert rc in (0, None)
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"autotune {command}" in out
+
+
+def test_studies_lists_a_study(workdir, capsys):
+    url = _study(workdir)
+    assert main(["studies", "--storage", url, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == ["cli-study"]
+    assert rows[0]["trials"] == 3 and rows[0]["best_samples_per_s"] == 210.0 and rows[0]["best_config"] == "torch b=32 workers=4"
+    assert rows[0]["speedup_vs_defaults"] == 4.2 and rows[0]["created"] == "2026-11-29T12:00:00Z"
+    assert main(["studies", "--storage", url]) == 0
+    out = capsys.readouterr().out
+    assert "cli-study" in out and "210" in out
+
+
+def test_show_a_study_has_a_row_per_trial(workdir, capsys):
+    url = _study(workdir)
+    assert main(["show", "--storage", url, "--study", "cli-study", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [t["outcome"] for t in data["trials"]] == ["complete", "complete", "oom-host"]
+    assert data["config"]["loader"]["torch"]["num_workers"] == 4
+    assert main(["show", "--storage", url, "--study", "cli-study"]) == 0
+    out = capsys.readouterr().out
+    assert "oom-host" in out and "stopped: over the host memory budget" in out
+
+
+def test_report_command_writes_the_folder(workdir, capsys):
+    url = _study(workdir)
+    assert main(["report", "--storage", url, "--study", "cli-study", "--json", "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert Path(data["html"]).is_file() and Path(data["report_dir"]) == Path("reports") / "cli-study"
+    assert len(data["images"]) == 6
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["studies", "--storage", "sqlite:///missing.db"], "no storage file"),
+    (["show", "--storage", "URL"], "needs --study"),
+    (["report", "--storage", "sqlite:///missing.db"], "no storage file"),
+])
+def test_bad_input_is_one_line_and_exit_2(workdir, capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not Path("missing.db").exists()
+
+
+def test_unknown_study_is_exit_2(workdir, capsys):
+    url = _study(workdir)
+    assert main(["show", "--storage", url, "--study", "nope"]) == 2
+    assert "no study named 'nope'" in capsys.readouterr().err
+
+
+def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--json", "--quiet"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    summary = json.loads(out)
+    assert summary["loader"]["backend"] in ("torch", "dali") and summary["loader"]["batch_size"] > 0
+    assert summary["result"]["samples_per_s"] > 0
+    html = workdir / "reports" / summary["study"] / "report.html"
+    assert html.is_file() and summary["report"] == str(Path("reports") / summary["study"] / "report.html")
+    assert (workdir / "autotune.yaml").is_file()
+    assert main(["studies", "--json"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == [summary["study"]]
