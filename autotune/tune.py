@@ -253,6 +253,15 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             o = t.user_attrs.get("outcome", t.state.name.lower())
             counts[o] = counts.get(o, 0) + 1
         bad = next((t.user_attrs["bad_file"] for t in tuner.study.trials if t.user_attrs.get("bad_file")), None)
+        if not args.no_report:  # the failures by outcome, for the user to read
+            try:
+                from autotune.report import write_report
+
+                failed_report = write_report(tuner.study, args.storage, args.reports_dir)
+                if not args.quiet:
+                    print(f"the failed trials are shown in {failed_report}/report.html", file=sys.stderr)
+            except (ImportError, UserError) as e:
+                logger.warning("no report written: %s", e)
         raise UserError(
             f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
             + (f"{bad} cannot be decoded: remove it from the dataset" if bad else "see the messages with --verbose, or relax the budgets / --trial-timeout"),
