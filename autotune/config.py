@@ -222,6 +222,32 @@ class Config:
         kwargs.update(overrides)
         return kwargs
 
+    def for_rank(self, rank: int | None = None, world_size: int | None = None, *, local_world_size: int | None = None) -> RankConfig:
+        """What one rank of a DDP job uses: this loader on shard ``rank`` of ``world_size``.
+
+        The config's loader is already the per-rank one (tuned with ``--gpus N``: N loaders at once, each
+        with its share of the CPUs). Under torchrun the arguments default to ``RANK``, ``WORLD_SIZE`` and
+        ``LOCAL_WORLD_SIZE`` from the environment. Warns when the ranks per node differ from the count the
+        config was tuned for (``result.ranks``).
+        """
+        env = os.environ
+        rank = int(env.get("RANK", 0)) if rank is None else int(rank)
+        world_size = int(env.get("WORLD_SIZE", 1)) if world_size is None else int(world_size)
+        if not 0 <= rank < world_size:
+            raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
+        if local_world_size is None:
+            local_world_size = int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else world_size
+        local_rank = int(env.get("LOCAL_RANK", rank % local_world_size))
+        tuned = self.result.get("ranks")
+        if tuned is not None and int(tuned) != int(local_world_size):
+            warnings.warn(
+                f"{self.path or 'this config'} was tuned for {tuned} rank(s) per node but {local_world_size} run here; "
+                f"re-tune with 'autotune run --gpus {local_world_size}'",
+                stacklevel=2,
+            )
+        device = f"cuda:{local_rank}" if self.device.startswith("cuda") else self.device
+        return RankConfig(self, rank, world_size, local_rank, device)
+
     # -- YAML ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -267,6 +293,45 @@ class Config:
         if "created" in kw:
             kw["created"] = str(kw["created"])
         return cls(loader=loader, path=path, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankConfig:
+    """One rank's view of a config (:meth:`Config.for_rank`): the same loader, its shard and its device."""
+
+    config: Config
+    rank: int
+    world_size: int
+    local_rank: int
+    device: str
+
+    @property
+    def shard_id(self) -> int:
+        return self.rank
+
+    @property
+    def num_shards(self) -> int:
+        return self.world_size
+
+    @property
+    def loader(self) -> LoaderConfig:
+        return self.config.loader
+
+    def dataloader_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """DataLoader keywords for this rank; add ``sampler=self.sampler(ds)`` (or use :meth:`build`)."""
+        return self.config.dataloader_kwargs(**overrides)
+
+    def sampler(self, dataset: Any, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> Any:
+        """A ``DistributedSampler`` over ``dataset`` for this rank (call ``set_epoch`` each epoch)."""
+        from torch.utils.data import DistributedSampler
+
+        return DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+
+    def build(self, path: str | os.PathLike[str], *, seed: int | None = None) -> Any:
+        """``autotune.build_loader`` for this rank: its shard of the dataset at ``path``, on its device."""
+        from autotune.loader import build_loader
+
+        return build_loader(path, self.config, device=self.device, shard_id=self.rank, num_shards=self.world_size, seed=seed)
 
 
 def dump_yaml(data: Any) -> str:

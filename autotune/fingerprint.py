@@ -1,8 +1,12 @@
 """The hardware and software fingerprint a config was measured on, and how another machine differs from it.
 
+One module computes it; the YAML stores it under ``hardware`` (this machine) and ``dataset`` (what was read).
+
 Fields that *matter* (a change can make the tuned config slow or unsafe): GPU model, count and memory,
-driver major version, usable CPU cores, library versions, the dataset. Fields that do not: hostname, free
-memory, the time.
+driver major version, CUDA, usable CPU cores (affinity and cgroup quota), Python, torch, torchvision and
+DALI versions, and the dataset (sample count, mean file size, content signature). Fields recorded for the
+record only: hostname, full driver version, RAM, /dev/shm size, online CPUs. Free memory and the time are
+not part of the fingerprint at all: they change from one minute to the next.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ logger = logging.getLogger(__name__)
 MATTERS = ("gpu", "gpus", "gpu_mib", "driver_major", "cuda", "cpus", "python", "torch", "torchvision", "dali", "dali_flavour")
 #: recorded for the record only
 INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
+#: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
+DATASET_MATTERS = ("samples", "mean_bytes", "signature")
 
 
 def cgroup_cpu_limit() -> float | None:
@@ -160,6 +166,9 @@ class Difference:
     def __str__(self) -> str:
         return f"{self.field}: {self.was!r} -> {self.now!r}"
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "was": self.was, "now": self.now, "matters": self.matters}
+
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     out = []
@@ -169,10 +178,50 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     return out
 
 
-def compare(cfg: Config, current: dict[str, Any] | None = None, *, dataset_signature: str | None = None) -> list[Difference]:
-    """How this machine (and optionally the dataset) differs from the one ``cfg`` was tuned on."""
+def dataset_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The dataset part of the fingerprint: path, sample count, classes, mean file size, content signature.
+
+    The signature hashes every file's relative path and size (a ``stat`` per file, no reads), so a re-sized,
+    added or removed image changes it while a copy of the folder elsewhere keeps it.
+    """
+    from autotune.dataset import scan
+
+    return scan(path).summary()
+
+
+def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
+    """Differences between two dataset summaries; a new path with the same content does not matter."""
+    out = []
+    for k in DATASET_MATTERS:
+        if old.get(k) is not None and old.get(k) != new.get(k):
+            out.append(Difference(f"dataset.{k}", old.get(k), new.get(k), True))
+    if old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"]):
+        out.append(Difference("dataset.path", old["path"], new["path"], False))
+    return out
+
+
+def compare(
+    cfg: Config,
+    current: dict[str, Any] | None = None,
+    *,
+    dataset_signature: str | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> list[Difference]:
+    """How this machine (and optionally the dataset) differs from the one ``cfg`` was tuned on.
+
+    Args:
+        cfg: the loaded config.
+        current: this machine's fingerprint (default: :func:`collect`).
+        dataset_signature: compare only the dataset's content signature.
+        dataset: compare a whole dataset summary (:func:`dataset_summary`).
+
+    Returns:
+        Every difference, those that matter flagged ``matters=True``.
+    """
     current = collect() if current is None else current
     out = diff(cfg.hardware, current)
-    if dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
-        out.append(Difference("dataset", cfg.dataset.get("signature"), dataset_signature, True))
+    if dataset is not None:
+        out.extend(diff_dataset(cfg.dataset, dataset))
+    elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
+        out.append(Difference("dataset.signature", cfg.dataset.get("signature"), dataset_signature, True))
     return out

@@ -71,6 +71,19 @@ def mask_url(url: str) -> str:
     return re.sub(r"(?i)((?:password|passwd|pwd|token|secret|key)=)[^&;]*", r"\1***", url)
 
 
+def driver_url(url: str) -> str:
+    """``postgresql://`` through the driver that is installed: SQLAlchemy 2.1 picks psycopg 3, the ``fleet``
+    extra installs psycopg2; ``postgres://`` (Heroku's spelling) is read as ``postgresql://``."""
+    import importlib.util
+
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("postgresql", "postgres"):
+        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+            return f"postgresql+psycopg2://{rest}"
+        return f"postgresql://{rest}"
+    return url
+
+
 def open_storage(url: str) -> optuna.storages.BaseStorage:
     """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``)."""
     try:
@@ -81,7 +94,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
         kwargs: dict[str, Any] = {}
         if url.startswith("sqlite"):
             kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-        return optuna.storages.RDBStorage(url, heartbeat_interval=None, **kwargs)
+        return optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
     except ImportError as e:
         raise UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({e}); for PostgreSQL: pip install -e \".[fleet]\"") from None
     except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
@@ -147,6 +160,28 @@ def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> li
     return out
 
 
+def fit_to_space(params: dict[str, Any], space: SearchSpace) -> dict[str, Any]:
+    """The closest config the space allows (a config tuned elsewhere, e.g. for more cores or another batch size).
+
+    A number outside a range is clamped; a value that is not among the choices becomes the nearest numeric
+    choice, or the first choice. A fixed ``--batch-size`` (a single choice) therefore wins.
+    """
+    out = dict(params)
+    for name, v in params.items():
+        if name not in space or space[name].contains(v):
+            continue
+        p = space[name]
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if p.kind == "choices":
+            nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            out[name] = min(nums, key=lambda c: abs(c - v)) if numeric and nums else p.choices[0]
+        elif numeric:
+            out[name] = type(v)(min(max(v, p.low), p.high))
+    if out != params:
+        logger.info("warm start fitted into the space: %s -> %s", params, out)
+    return out
+
+
 def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
     params = t.user_attrs.get("loader")
     return LoaderConfig.from_params(params) if params else None
@@ -189,7 +224,8 @@ class Tuner:
                 self._enqueue(params, role)
 
     def enqueue_warm_start(self, params: dict[str, Any], n_neighbours: int = 2) -> None:
-        """The previous winner first, then its close neighbours."""
+        """The previous winner first (fitted into this space), then its close neighbours."""
+        params = fit_to_space(params, self.space)
         self._enqueue(params, "warm-start")
         for p in neighbours(params, self.space, n_neighbours):
             self._enqueue(p, "warm-start-neighbour")

@@ -1,0 +1,67 @@
+"""``autotune check``: does this machine still match the one an autotune.yaml was tuned on?"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+NAME = "check"
+HELP = "say whether an autotune.yaml still fits this machine (exit 0 yes, 1 no, 2 error)"
+DESCRIPTION = (
+    "Compare this machine's fingerprint (GPU model, count and memory, driver, CUDA, usable CPU cores, library\n"
+    "versions) and the dataset with the ones recorded in the YAML. Each difference is printed with whether it\n"
+    "matters (a change that can make the tuned config slow or unsafe) or not (hostname, RAM, /dev/shm size).\n"
+    "The dataset is compared when --dataset is given, or else when the recorded folder exists here.\n\n"
+    "exit codes: 0 this machine matches (differences that do not matter are allowed); 1 a difference that\n"
+    "matters, or the file is older than --max-age; 2 the file is missing or not an autotune config."
+)
+EXAMPLES = """examples:
+  autotune check autotune.yaml
+  autotune check autotune.yaml --max-age 30          # also stale after 30 days
+  autotune check autotune.yaml --dataset /data/train # compare the dataset at another path
+  autotune check autotune.yaml || autotune run --dataset /data/train --warm-start autotune.yaml
+"""
+
+
+def _days(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of days, but got {s!r}") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, but got {v}")
+    return v
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", metavar="FILE", help="the autotune.yaml to check")
+    p.add_argument("--max-age", type=_days, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
+    d = p.add_mutually_exclusive_group()
+    d.add_argument("--dataset", metavar="DIR", default=None, help="compare this dataset folder (default: the recorded folder, if it exists here)")
+    d.add_argument("--no-dataset", action="store_true", help="do not compare the dataset")
+    p.add_argument("--json", action="store_true", help="print the differences as JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="print nothing; the exit code says it")
+
+
+def run(args: argparse.Namespace) -> int:
+    from autotune import fingerprint
+    from autotune.config import Config, read_yaml
+    from autotune.staleness import assess
+
+    cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
+    current = fingerprint.collect()
+    diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
+    stale = any(d.matters for d in diffs)
+    if args.json:
+        json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs]}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    elif not args.quiet:
+        for d in sorted(diffs, key=lambda d: not d.matters):
+            print(f"{'matters' if d.matters else 'ignored'}  {d}")
+        if stale:
+            n = sum(d.matters for d in diffs)
+            print(f"{args.file}: STALE: {n} difference(s) that matter; re-tune with: autotune run --dataset {cfg.dataset.get('path') or 'DIR'} --warm-start {args.file}")
+        else:
+            print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} difference(s) that do not matter)" if diffs else ""))
+    return 1 if stale else 0

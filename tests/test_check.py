@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+import pytest
+
+from autotune import fingerprint
+from autotune.cli import main
+from autotune.config import Config, LoaderConfig, save_config
+from autotune.staleness import is_stale
+
+
+def _write(path, hardware: dict, dataset: dict | None = None, created: str | None = None) -> str:
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
+    kw = {"created": created} if created else {}
+    cfg = Config(loader=loader, hardware=hardware, dataset=dataset or {"path": "/nonexistent/train", "samples": 24}, **kw)
+    save_config(cfg, path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gpu", "NVIDIA H200"), ("cpus", 97), ("dali", "0.9.0")],
+)
+def test_check_fails_and_names_the_difference(tmp_path, capsys, field, value):
+    now = fingerprint.collect()
+    if now.get(field) == value:
+        value = "something else"
+    f = _write(tmp_path / "a.yaml", {**now, field: value})
+    assert main(["check", f]) == 1
+    out = capsys.readouterr().out
+    assert f"matters  {field}: {value!r}" in out
+    assert "STALE" in out
+
+
+def test_check_passes_when_only_the_hostname_changed(tmp_path, capsys):
+    f = _write(tmp_path / "a.yaml", {**fingerprint.collect(), "hostname": "the-old-node"})
+    assert main(["check", f]) == 0
+    out = capsys.readouterr().out
+    assert "ignored  hostname: 'the-old-node'" in out
+    assert "OK" in out
+
+
+def test_check_json(tmp_path, capsys):
+    f = _write(tmp_path / "a.yaml", {**fingerprint.collect(), "cpus": 999})
+    assert main(["check", f, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["stale"] is True
+    assert data["differences"] == [{"field": "cpus", "was": 999, "now": fingerprint.usable_cpus(), "matters": True}]
+
+
+def test_check_errors_exit_2(tmp_path, capsys):
+    assert main(["check", str(tmp_path / "missing.yaml")]) == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("just: text\n")
+    assert main(["check", str(bad)]) == 2
+    assert "autotune: error:" in capsys.readouterr().err
+
+
+def test_check_max_age(tmp_path, capsys):
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(), created="2020-01-01T00:00:00Z")
+    assert main(["check", f]) == 0
+    assert main(["check", f, "--max-age", "30"]) == 1
+    assert "age_days" in capsys.readouterr().out
+
+
+def test_check_compares_the_dataset(tiny_dataset, tmp_path, capsys):
+    import shutil
+
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset))
+    assert main(["check", f]) == 0  # the recorded folder exists here: compared, unchanged
+    copy = tmp_path / "other"
+    shutil.copytree(tiny_dataset, copy)
+    next(p for p in copy.rglob("*.jpg")).unlink()
+    assert main(["check", f, "--dataset", str(copy)]) == 1
+    assert "dataset.samples: 24 -> 23" in capsys.readouterr().out
+    g = _write(tmp_path / "b.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset) | {"path": str(copy)})
+    assert main(["check", g]) == 1  # the recorded folder changed
+    assert main(["check", g, "--no-dataset"]) == 0
+
+
+def test_is_stale(tmp_path):
+    now = fingerprint.collect()
+    assert is_stale(tmp_path / "none.yaml", now) == (True, [f"{tmp_path / 'none.yaml'} does not exist"])
+    f = _write(tmp_path / "a.yaml", {**now, "hostname": "x"})
+    assert is_stale(f, now) == (False, [])
+    f = _write(tmp_path / "b.yaml", {**now, "torch": "0.1"})
+    stale, reasons = is_stale(f, now)
+    assert stale and reasons == [f"torch: '0.1' -> {now['torch']!r}"]
+
+
+def _run_args(**kw) -> argparse.Namespace:
+    from autotune.cli import build_parser
+
+    argv = ["run"]
+    for k, v in kw.items():
+        flag = "--" + k.replace("_", "-")
+        argv += [flag] if v is True else [flag, str(v)]
+    return build_parser().parse_args(argv)
+
+
+def test_if_stale_does_nothing_on_a_match(workdir, tiny_dataset, monkeypatch):
+    from autotune import study, tune
+
+    f = _write(workdir / "autotune.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset))
+    before = os.stat(f).st_mtime_ns
+
+    def no_tuning(*a, **k):
+        raise AssertionError("tuned although the config matches")
+
+    monkeypatch.setattr(tune, "Tuner", no_tuning)
+    monkeypatch.setattr(study, "run_trial", no_tuning)
+    summary = tune.tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True))
+    assert summary["action"] == "none"
+    assert os.stat(f).st_mtime_ns == before
+    assert not (workdir / "autotune.db").exists()
+
+
+def test_if_stale_tunes_on_a_mismatch(workdir, tiny_dataset, monkeypatch):
+    from autotune import tune
+
+    f = _write(workdir / "autotune.yaml", {**fingerprint.collect(), "cpus": 999}, dataset=fingerprint.dataset_summary(tiny_dataset))
+    called = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tuner(*a, **k):
+        called["yes"] = True
+        raise Stop
+
+    monkeypatch.setattr(tune, "Tuner", fake_tuner)
+    with pytest.raises(Stop):
+        tune.tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True, space="cpu", batch_size=4))
+    assert called

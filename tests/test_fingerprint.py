@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+from autotune import fingerprint
+from autotune.config import Config, LoaderConfig, load_config, save_config
+from autotune.errors import StaleConfigError
+
+
+def _cfg(hardware: dict, dataset: dict | None = None) -> Config:
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
+    return Config(loader=loader, hardware=hardware, dataset=dataset or {"path": "/nonexistent/train", "samples": 24})
+
+
+def test_collect_has_every_field():
+    fp = fingerprint.collect()
+    for k in (*fingerprint.MATTERS, *fingerprint.INFO):
+        assert k in fp
+    assert fp["cpus"] >= 1
+
+
+def test_usable_cpus_respects_affinity_and_quota(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(fingerprint, "cgroup_cpu_limit", lambda: 4.5)
+    assert fingerprint.usable_cpus() == 4
+    monkeypatch.setattr(fingerprint, "cgroup_cpu_limit", lambda: None)
+    assert fingerprint.usable_cpus() == 16
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert fingerprint.usable_cpus() == 2
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gpu", "NVIDIA A100-SXM4-80GB"), ("cpus", 128), ("dali", "1.30.0"), ("torch", "1.13.0"), ("gpus", 8)],
+)
+def test_a_change_that_matters(field, value):
+    now = fingerprint.collect()
+    diffs = fingerprint.diff({**now, field: value}, now)
+    assert [(d.field, d.matters) for d in diffs] == [(field, True)]
+
+
+@pytest.mark.parametrize(("field", "value"), [("hostname", "another-node"), ("ram_gib", 1.0), ("shm_mib", 64)])
+def test_a_change_that_does_not_matter(field, value):
+    now = fingerprint.collect()
+    diffs = fingerprint.diff({**now, field: value}, now)
+    assert [(d.field, d.matters) for d in diffs] == [(field, False)]
+
+
+def test_key_ignores_what_does_not_matter():
+    fp = fingerprint.collect()
+    assert fingerprint.key(fp, "sig") == fingerprint.key({**fp, "hostname": "x", "ram_gib": 1}, "sig")
+    assert fingerprint.key(fp, "sig") != fingerprint.key({**fp, "cpus": fp["cpus"] + 1}, "sig")
+    assert fingerprint.key(fp, "sig") != fingerprint.key(fp, "other")
+
+
+def test_dataset_summary_and_diff(tiny_dataset, tmp_path):
+    import shutil
+
+    old = fingerprint.dataset_summary(tiny_dataset)
+    assert old["samples"] == 24 and old["mean_bytes"] > 0 and len(old["signature"]) == 16
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_dataset, copy)
+    same = fingerprint.dataset_summary(copy)
+    assert [(d.field, d.matters) for d in fingerprint.diff_dataset(old, same)] == [("dataset.path", False)]
+    next(p for p in copy.rglob("*.jpg")).unlink()
+    changed = {d.field for d in fingerprint.diff_dataset(old, fingerprint.dataset_summary(copy)) if d.matters}
+    assert {"dataset.samples", "dataset.signature"} <= changed
+
+
+def test_load_config_warns_or_raises_on_a_change_that_matters(tmp_path):
+    now = fingerprint.collect()
+    path = tmp_path / "a.yaml"
+    save_config(_cfg({**now, "gpu": "Imaginary GPU"}), path)
+    with pytest.warns(UserWarning, match="gpu"):
+        load_config(path)
+    with pytest.raises(StaleConfigError, match="Imaginary GPU"):
+        load_config(path, strict=True)
+
+
+def test_load_config_quiet_when_only_the_hostname_changed(tmp_path):
+    path = tmp_path / "a.yaml"
+    save_config(_cfg({**fingerprint.collect(), "hostname": "elsewhere"}), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(path, strict=True)

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from autotune.measure import Measurement
+from autotune.ranks import _Windows, combine, measure_ranks, rank_device
+
+
+def _m(rate: float) -> Measurement:
+    return Measurement(rate, (rate * 0.9, rate * 1.1), [rate, rate], 0, 0.5, 0.1, 10, 100)
+
+
+def test_combine_scores_the_slowest_rank_times_n():
+    p = combine([_m(200.0), _m(150.0)])
+    assert p["samples_per_s"] == 300.0
+    assert p["per_rank_samples_per_s"] == [200.0, 150.0]
+    assert p["slowest_rank"] == 1 and p["ranks"] == 2
+    assert p["spread"] == pytest.approx([270.0, 330.0])
+    assert p["sum_samples_per_s"] == 350.0
+
+
+def test_rank_device():
+    assert rank_device("cpu", 1) == "cpu"
+    assert rank_device("cuda", 3) == "cuda:3"
+    assert rank_device("cuda:0", 1) == "cuda:1"
+
+
+def test_window_relay_reports_once_every_rank_has_the_window():
+    seen = []
+    relay = _Windows(3, lambda k, v: seen.append((k, v)) or False)
+    relay.window(0, 0, 100.0)
+    relay.window(1, 0, 90.0)
+    assert seen == []
+    relay.window(2, 0, 80.0)
+    assert seen == [(0, 240.0)]
+    relay.window(0, 1, 100.0)
+    relay.finish(0)
+    relay.window(1, 1, 70.0)
+    relay.window(2, 1, 95.0)
+    assert seen == [(0, 240.0), (1, 210.0)]
+
+
+def test_window_relay_stops_every_rank_when_pruned():
+    relay = _Windows(2, lambda k, v: True)
+    assert relay.window(0, 0, 1.0) is False
+    assert relay.window(1, 0, 1.0) is True
+    assert relay.window(0, 1, 1.0) is True
+
+
+def test_two_cpu_loaders_at_once(tiny_dataset):
+    from autotune.config import LoaderConfig
+    from autotune.dataset import scan
+    from autotune.runner import TrialSpec
+
+    spec = TrialSpec(
+        dataset=scan(tiny_dataset), loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 2, "num_workers": 0}),
+        device="cpu", warmup_batches=1, window_s=0.1, windows=2, seed=0, ranks=2,
+    )
+    windows = []
+    p = measure_ranks(spec, lambda k, v: windows.append(v) or False)
+    assert len(p["per_rank_samples_per_s"]) == 2 and p["ranks"] == 2
+    assert p["samples_per_s"] == pytest.approx(min(p["per_rank_samples_per_s"]) * 2, abs=0.2)
+    assert windows and all(v > 0 for v in windows)
+
+
+def test_run_gpus_2_on_cpu_records_two_ranks(workdir, tiny_dataset):
+    from autotune.cli import main
+    from autotune.config import load_config
+
+    rc = main([
+        "run", "--dataset", str(tiny_dataset), "--space", "cpu", "--gpus", "2", "--n-trials", "1", "--batch-size", "2",
+        "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--quiet", "--no-report", "--seed", "0",
+    ])
+    assert rc == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = load_config("autotune.yaml")
+    r = cfg.result
+    assert r["ranks"] == 2
+    assert len(r["per_rank_samples_per_s"]) == 2
+    assert r["samples_per_s"] == pytest.approx(min(r["per_rank_samples_per_s"]) * 2, rel=0.01)
+    with pytest.warns(UserWarning, match="tuned for 2 rank"):
+        load_config("autotune.yaml", world_size=4)
+    rank = cfg.for_rank(1, 2)
+    assert (rank.shard_id, rank.num_shards, rank.device) == (1, 2, "cpu")
+    with pytest.warns(UserWarning, match="tuned for 2 rank"):
+        cfg.for_rank(0, 8)
+
+
+def test_for_rank_reads_torchrun_environment(monkeypatch):
+    from autotune.config import Config, LoaderConfig
+
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), device="cuda", result={"ranks": 4})
+    monkeypatch.setenv("RANK", "5")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = cfg.for_rank()
+    assert (r.rank, r.world_size, r.local_rank, r.device, r.shard_id, r.num_shards) == (5, 8, 1, "cuda:1", 5, 8)
+    assert r.dataloader_kwargs()["batch_size"] == 8
+
+
+def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
+    from autotune import fingerprint, tune
+
+    real = fingerprint.collect
+    monkeypatch.setattr(fingerprint, "collect", lambda: {**real(), "cpus": 8})
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_tuner(dataset, space, settings, **kw):
+        seen["high"] = space["num_workers"].high
+        seen["cores"] = settings.cores
+        raise Stop
+
+    monkeypatch.setattr(tune, "Tuner", fake_tuner)
+    from autotune.cli import build_parser
+
+    args = build_parser().parse_args(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--gpus", "4", "--batch-size", "2", "--quiet"])
+    with pytest.raises(Stop):
+        tune.tune(args)
+    assert seen == {"high": 2, "cores": 2}

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+import warnings
+
+import optuna
+import pytest
+
+from autotune import fingerprint
+from autotune.config import Config, LoaderConfig, save_config
+from autotune.dataset import scan
+from autotune.errors import UserError
+from autotune.fleet import previous_best
+from autotune.space import load_space
+from autotune.study import Tuner, TuneSettings
+
+OLD = {"backend": "torch", "batch_size": 32, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": True}
+
+
+def _old_yaml(path) -> str:
+    # tuned elsewhere: another GPU, more cores
+    hw = {**fingerprint.collect(), "gpu": "Some Old GPU", "cpus": 64}
+    save_config(Config(loader=LoaderConfig.from_params(OLD), hardware=hw, dataset={"path": "/elsewhere"}), path)
+    return str(path)
+
+
+def test_warm_start_enqueues_the_old_winner_first_then_neighbours(workdir, tiny_dataset):
+    space = load_space("cpu", cores=2)
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(cores=2), storage="sqlite:///w.db", study_name="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the old machine differs: no warning, re-tuning is the point
+        params = previous_best(_old_yaml(workdir / "old.yaml"))
+    tuner.enqueue_warm_start(params)
+    tuner.enqueue_baselines()
+    waiting = tuner.study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    roles = [t.user_attrs["role"] for t in waiting]
+    assert roles[0] == "warm-start"
+    assert waiting[0].user_attrs["loader_params"] == LoaderConfig.from_params(OLD).to_params()
+    assert roles[1:] == ["warm-start-neighbour"] * (len(roles) - 3) + ["defaults", "heuristic"]
+    neighbours = [t.user_attrs["loader_params"] for t in waiting[1:-2]]
+    assert neighbours and all(n != waiting[0].user_attrs["loader_params"] for n in neighbours)
+
+
+def test_run_warm_start_measures_the_old_winner_first(workdir, tiny_dataset):
+    from autotune.cli import main
+
+    old = _old_yaml(workdir / "old.yaml")
+    rc = main([
+        "run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "1", "--batch-size", "4", "--warm-start", old,
+        "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--quiet", "--no-report", "--study-name", "ws",
+    ])
+    assert rc == 0
+    study = optuna.load_study(study_name="ws", storage="sqlite:///autotune.db")
+    first = min(study.trials, key=lambda t: t.number)
+    assert first.user_attrs["role"] == "warm-start"
+    assert first.user_attrs["loader"] == {**LoaderConfig.from_params(OLD).to_params(), "batch_size": 4}
+    assert first.state == optuna.trial.TrialState.COMPLETE
+
+
+def test_warm_start_from_a_study(workdir, tiny_dataset):
+    storage = "sqlite:///prev.db"
+    study = optuna.create_study(storage=storage, study_name="prev", direction="maximize")
+    study.add_trial(optuna.trial.create_trial(value=10.0, user_attrs={"loader": OLD}))
+    assert previous_best("study:prev", storage) == LoaderConfig.from_params(OLD).to_params()
+    with pytest.raises(UserError, match="no study named"):
+        previous_best("study:nope", storage)
+    with pytest.raises(UserError, match="needs --storage"):
+        previous_best("study:prev", None)
