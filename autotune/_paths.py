@@ -1,8 +1,13 @@
-"""Turning user-given names into safe file and folder names."""
+"""Turning user-given names (study names) into safe file and folder names."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from pathlib import Path
+
+from autotune.errors import UserError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -10,8 +15,37 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def safe_name(name: str, *, max_len: int = 120) -> str:
     """A folder name made from ``name`` that cannot leave its parent folder.
 
-    Path separators, ``..``, leading dots and odd characters become ``_``; the empty result becomes ``study``.
+    Path separators, ``..``, leading dots and odd characters (spaces, non-ASCII, bytes that are not UTF-8)
+    become ``_``; the empty result becomes ``study``. A name that had to change, or be shortened, gets
+    ``-`` and 8 hex digits of its hash, so two different names never share a folder (``a/b`` and ``a_b``).
+
+    Examples: ``run-1`` -> ``run-1``; ``../../etc`` -> ``etc-<hash>``; ``/abs/x`` -> ``abs_x-<hash>``.
     """
-    s = _UNSAFE.sub("_", name).strip("._")
-    s = s.replace("..", "_")
-    return (s or "study")[:max_len]
+    s = _UNSAFE.sub("_", name)
+    while ".." in s:
+        s = s.replace("..", "_")
+    s = s.strip("._-") or "study"
+    if s == name and len(s) <= max_len:
+        return s
+    digest = hashlib.sha1(name.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    return f"{s[: max(1, max_len - 9)]}-{digest}"
+
+
+def printable(path: str | os.PathLike[str]) -> str:
+    """``path`` for messages: bytes that are not UTF-8 (surrogate escapes) shown as ``\\xNN``, so any stream can print it."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def child_path(parent: str | os.PathLike[str], name: str) -> Path:
+    """``parent / safe_name(name)``, checked to resolve inside ``parent`` (symlinks included).
+
+    Raises:
+        UserError: the folder for ``name`` exists as a symlink that leads out of ``parent``.
+    """
+    base = Path(parent)
+    p = base / safe_name(name)
+    real_base = base.resolve()
+    real = p.resolve()
+    if real != real_base and real_base not in real.parents:
+        raise UserError(f"{str(p)!r} leads outside {str(base)!r} (a symlink to {str(real)!r}); remove the link or pass another folder")
+    return p

@@ -1,8 +1,20 @@
 """Scan an ImageFolder-style dataset (one sub-folder per class) into the file list every backend reads.
 
-The rules are torchvision's ``ImageFolder``: class folders sorted by name, files with an image extension
-(case-insensitive) found recursively, symlinks followed. On top of that: symlink loops are visited once,
-zero-byte files are skipped and reported, and both backends get the very same ``(file, label)`` list.
+The rules are torchvision's ``ImageFolder``: every sub-folder is a class (hidden ones too), classes sorted by
+name give the label indices, files with an image extension (case-insensitive) are found recursively with
+symlinks followed, in ``sorted(os.walk(..., followlinks=True))`` order. Both backends get the very same
+``(file, label)`` list. Where ImageFolder would hang, fail later or fail outright, the scan skips and reports:
+
+- a symlink loop is walked once (ImageFolder repeats it until the OS refuses the path);
+- zero-byte files, files that are not regular files (a FIFO would block a reader), unreadable files;
+- files whose header is not an image, whose format not every backend decodes (a GIF named ``.jpg``), or
+  whose header declares more than :data:`autotune.imaging.MAX_PIXELS` pixels (a decompression bomb):
+  only the header is read, about 0.1 ms a file; ``scan(path, check_headers=False)`` turns this off;
+- a class folder with no usable image keeps its label index (ImageFolder raises instead), with a warning.
+
+File names that are not UTF-8 stay ``str`` with surrogate escapes, as ``os.scandir`` returns them, in the file
+list both backends read; what is shown or recorded (messages, ``summary()`` in the YAML and the report) has
+``\\xNN`` escapes instead (:func:`autotune._paths.printable`), so it prints and serialises anywhere.
 """
 
 from __future__ import annotations
@@ -11,9 +23,12 @@ import dataclasses
 import hashlib
 import logging
 import os
+import stat
 from pathlib import Path
 
+from autotune._paths import printable
 from autotune.errors import DatasetError
+from autotune.imaging import DECODABLE_FORMATS, BadImageError, read_header
 
 logger = logging.getLogger(__name__)
 
@@ -52,8 +67,9 @@ class Dataset:
         return h.hexdigest()[:16]
 
     def summary(self) -> dict:
+        """What the YAML and the report record; a path that is not UTF-8 is shown with ``\\xNN`` escapes."""
         return {
-            "path": self.root,
+            "path": printable(self.root),
             "samples": len(self.files),
             "classes": len(self.classes),
             "mean_bytes": self.mean_bytes,
@@ -67,42 +83,88 @@ class Dataset:
         return dataclasses.replace(self, files=self.files[shard_id::num_shards], labels=self.labels[shard_id::num_shards])
 
 
-def _walk_files(top: str) -> list[str]:
-    """All files under ``top``, following symlinks, each real folder visited once (no hang on loops)."""
-    out: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    stack = [top]
+def _folder_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+    """Every non-folder entry under ``top`` in ``sorted(os.walk(top, followlinks=True))`` order.
+
+    Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), or
+    one of the folders in ``above`` (the dataset root and the folders that hold it), is skipped with a warning
+    instead of being walked again and again.
+    """
+    found: list[tuple[str, list[str]]] = []
+    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(top, above)]
     while stack:
-        d = stack.pop()
+        d, ancestors = stack.pop()
         try:
             st = os.stat(d)
         except OSError:
             continue
         key = (st.st_dev, st.st_ino)
-        if key in seen:
-            logger.warning("skipping %s: symlink loop or folder already visited", d)
+        if key in ancestors:
+            logger.warning("skipping %s: symlink loop (links back to a folder above it)", d)
             continue
-        seen.add(key)
+        ancestors = ancestors | {key}
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
+            entries = list(os.scandir(d))
         except OSError as e:
-            logger.warning("cannot list %s: %s", d, e)
+            logger.warning("cannot list %s: %s", d, e.strerror)
             continue
-        subdirs = []
+        names: list[str] = []
         for e in entries:
             try:
-                if e.is_dir(follow_symlinks=True):
-                    subdirs.append(e.path)
-                elif e.is_file(follow_symlinks=True):
-                    out.append(e.path)
+                is_dir = e.is_dir()  # follows symlinks, as os.walk does
             except OSError:
-                continue
-        stack.extend(reversed(subdirs))
-    return out
+                is_dir = False
+            if is_dir:
+                stack.append((os.path.join(d, e.name), ancestors))
+            else:
+                names.append(e.name)
+        found.append((d, sorted(names)))
+    found.sort(key=lambda x: x[0])
+    return [os.path.join(d, n) for d, names in found for n in names]
 
 
-def scan(path: str | os.PathLike[str]) -> Dataset:
-    """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix."""
+def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
+    """``(size, None)`` for a usable image, else ``(0, reason)``."""
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        return 0, f"unreadable: {e.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return 0, "not a regular file"
+    if st.st_size == 0:
+        return 0, "zero-byte file"
+    if not os.access(f, os.R_OK):
+        return 0, "permission denied"
+    if check_headers:
+        try:
+            fmt, _, _ = read_header(f)
+        except BadImageError as e:
+            return 0, str(e).removeprefix(f"{printable(f)}: ")
+        if fmt not in DECODABLE_FORMATS:
+            return 0, f"{fmt} data, which not every backend decodes; convert it to JPEG or PNG"
+    return st.st_size, None
+
+
+def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset:
+    """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
+
+    Args:
+        path: the dataset folder.
+        check_headers: read each image's header (about 0.1 ms a file) and skip files that are not images,
+            are in a format not every backend decodes, or declare more than
+            :data:`autotune.imaging.MAX_PIXELS` pixels (decompression bombs).
+
+    Returns:
+        The :class:`Dataset`; skipped files and the reasons are in ``Dataset.skipped`` and logged.
+    """
     root = Path(path).expanduser()
     if not root.exists():
         raise DatasetError(f"dataset folder {str(root)!r} does not exist; pass --dataset DIR with one sub-folder per class, or use --demo")
@@ -118,30 +180,27 @@ def scan(path: str | os.PathLike[str]) -> Dataset:
         what = "has images but no class sub-folders" if has_files else "is empty"
         raise DatasetError(f"dataset folder {str(root)!r} {what}; put the images in one sub-folder per class (root/cat/1.jpg, root/dog/2.jpg)")
 
+    above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)
     files: list[str] = []
     labels: list[int] = []
     skipped: list[tuple[str, str]] = []
     total = 0
     for index, name in enumerate(class_dirs):
-        for f in _walk_files(str(root / name)):
+        for f in _walk_files(str(root / name), above):
             if not f.lower().endswith(IMG_EXTENSIONS):
                 continue
-            try:
-                size = os.stat(f).st_size
-            except OSError as e:
-                skipped.append((f, f"unreadable: {e.strerror}"))
-                continue
-            if size == 0:
-                skipped.append((f, "zero-byte file"))
-                continue
-            if not os.access(f, os.R_OK):
-                skipped.append((f, "permission denied"))
+            size, why = _check_file(f, check_headers)
+            if why is not None:
+                skipped.append((f, why))
                 continue
             files.append(f)
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
     for f, why in skipped:
         logger.warning("skipping %s: %s", f, why)
+    empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
+    if empty and files:
+        logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))
     if not files:
         raise DatasetError(
             f"no readable images in {str(root)!r} (extensions {', '.join(IMG_EXTENSIONS)}); "

@@ -65,10 +65,41 @@ class TuneSettings:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
 
 
+_USERINFO = re.compile(r"(?P<pre>//[^\s/:@'\"]*:)[^\s'\"]*@")  # //user:password@ (up to the last @)
+_SECRET_PARAM = re.compile(r"(?i)(?P<pre>(?:password|passwd|pwd|token|secret|key|auth|credentials?|signature|sig)=)[^&;#\s'\"]*")
+
+
 def mask_url(url: str) -> str:
-    """A storage URL with its password (and any token) shown as ``***``."""
-    url = re.sub(r"(?P<pre>//[^:/@]*:)[^@]*@", r"\g<pre>***@", url)
-    return re.sub(r"(?i)((?:password|passwd|pwd|token|secret|key)=)[^&;]*", r"\1***", url)
+    """``url`` (or any text holding URLs) with passwords and tokens shown as ``***``.
+
+    Masks ``//user:password@`` (``postgresql://user:***@host/db``; a password holding ``@`` is masked up to
+    the last ``@``) and query parameters such as ``?password=``, ``sslpassword=``, ``token=``, ``api_key=``.
+    """
+    url = _USERINFO.sub(r"\g<pre>***@", url)
+    return _SECRET_PARAM.sub(r"\g<pre>***", url)
+
+
+class MaskSecrets(logging.Filter):
+    """A handler filter that masks URL passwords and tokens in log records (message, arguments, traceback)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        masked = mask_url(msg)
+        if masked != msg:
+            record.msg, record.args = masked, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = mask_url(record.exc_text)
+        return True
+
+
+def mask_log_secrets() -> None:
+    """Add :class:`MaskSecrets` to the handlers that print autotune's and Optuna's logs (idempotent)."""
+    for name in (None, "optuna"):
+        for h in logging.getLogger(name).handlers:
+            if not any(isinstance(f, MaskSecrets) for f in h.filters):
+                h.addFilter(MaskSecrets())
 
 
 def driver_url(url: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 
 from autotune import fingerprint
-from autotune._paths import safe_name
+from autotune._paths import printable, safe_name
 from autotune.config import LoaderConfig, load_config, save_config
 from autotune.dataset import scan
 from autotune.errors import UserError
@@ -161,7 +161,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
 
     dataset = scan(dataset_path)
     if dataset.skipped and not args.quiet:
-        print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {dataset.skipped[0][0]}: {dataset.skipped[0][1]}", file=sys.stderr)
+        print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {printable(dataset.skipped[0][0])}: {dataset.skipped[0][1]}", file=sys.stderr)
     settings = settings_from_args(args, fp, device)
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     from autotune.doctor import preflight
@@ -264,7 +264,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
                 logger.warning("no report written: %s", e)
         raise UserError(
             f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
-            + (f"{bad} cannot be decoded: remove it from the dataset" if bad else "see the messages with --verbose, or relax the budgets / --trial-timeout"),
+            + (f"{printable(bad)} cannot be decoded: remove it from the dataset" if bad else "see the messages with --verbose, or relax the budgets / --trial-timeout"),
             exit_code=1,
         )
     cfg = config_from_study(tuner.study, args.storage)

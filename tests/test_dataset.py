@@ -1,0 +1,181 @@
+"""The dataset scan: torchvision ImageFolder's rules, and what it skips instead of hanging or failing later."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from autotune.dataset import scan
+from autotune.errors import DatasetError
+
+
+def _png_bytes(size: tuple[int, int] = (6, 5), mode: str = "RGB") -> bytes:
+    b = io.BytesIO()
+    Image.new(mode, size, 90).save(b, "PNG")
+    return b.getvalue()
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A tiny PNG whose IHDR declares ``width x height``: a decompression bomb's header."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+
+
+def _fsname(folder: Path, name: bytes) -> str:
+    return os.fsdecode(os.path.join(os.fsencode(folder), name))
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    """A tree that exercises ImageFolder's rules: nesting, sort order, case, links, hidden and odd names."""
+    root = tmp_path / "train"
+    img = _png_bytes()
+    layout = [
+        "cat/1.jpg", "cat/2.JPG", "cat/notes.txt", "cat/x/y/deep.png", "cat/x-z/side.jpeg", "cat/x/a.bmp",
+        "dog/b.PNG", "dog/a.webp.png", "dog/README", "dog/.hidden.jpg",
+        ".cache/c.jpg", "Zebra/z.tif", "elk/sub/e.ppm",
+    ]
+    for rel in layout:
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(img)
+    (root / "empty_file_not_a_class").write_bytes(b"x")
+    ext = tmp_path / "elsewhere"
+    ext.mkdir()
+    (ext / "linked.jpg").write_bytes(img)
+    os.symlink(ext, root / "dog" / "linkdir")  # a symlinked folder is followed
+    os.symlink(root / "cat" / "1.jpg", root / "elk" / "linked_file.jpg")
+    Path(_fsname(root / "elk", b"caf\xe9.png")).write_bytes(img)  # not UTF-8
+    return root
+
+
+def test_classes_and_samples_equal_torchvision_imagefolder(tree: Path) -> None:
+    from torchvision.datasets import ImageFolder
+
+    ref = ImageFolder(str(tree))
+    ds = scan(tree)
+    assert dict(zip(ds.classes, range(len(ds.classes)))) == ref.class_to_idx
+    assert list(zip(ds.files, ds.labels)) == [(str(p), y) for p, y in ref.samples]
+    assert ds.skipped == ()
+
+
+def test_scan_order_is_sorted_walk_not_depth_first(tree: Path) -> None:
+    cat = [os.path.relpath(f, tree) for f, y in zip(scan(tree).files, scan(tree).labels) if y == scan(tree).classes.index("cat")]
+    # sorted(os.walk()) puts "cat/x-z" ('-' < '/') before "cat/x/y"
+    assert cat == ["cat/1.jpg", "cat/2.JPG", "cat/x/a.bmp", "cat/x-z/side.jpeg", "cat/x/y/deep.png"]
+
+
+def test_symlink_loop_does_not_hang(tmp_path: Path) -> None:
+    root = tmp_path / "train"
+    (root / "a" / "sub").mkdir(parents=True)
+    (root / "a" / "sub" / "1.png").write_bytes(_png_bytes())
+    os.symlink("..", root / "a" / "sub" / "up")  # a/sub/up -> a: a loop
+    os.symlink(root, root / "a" / "root")  # back to the dataset root
+    code = f"from autotune.dataset import scan; d = scan({str(root)!r}); print(len(d.files))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    # a/sub/1.png once; a/root/a/... leads back into the walk once before the loop is cut at a/root/a/root
+    assert int(out.stdout) >= 1
+    assert "symlink loop" in out.stderr
+
+
+def test_zero_byte_fifo_garbage_gif_and_bomb_are_skipped_with_their_paths(tmp_path: Path) -> None:
+    root = tmp_path / "train"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "good.png").write_bytes(_png_bytes())
+    (root / "a" / "zero.jpg").write_bytes(b"")
+    (root / "a" / "garbage.jpg").write_bytes(b"this is not an image at all" * 10)
+    gif = io.BytesIO()
+    Image.new("P", (4, 4)).save(gif, "GIF")
+    (root / "a" / "gif_named.jpg").write_bytes(gif.getvalue())
+    (root / "a" / "bomb.png").write_bytes(_png_header(60000, 60000))
+    os.mkfifo(root / "a" / "pipe.jpg")
+    ds = scan(root)
+    assert [os.path.basename(f) for f in ds.files] == ["good.png"]
+    why = {os.path.basename(f): reason for f, reason in ds.skipped}
+    assert set(why) == {"zero.jpg", "garbage.jpg", "gif_named.jpg", "bomb.png", "pipe.jpg"}
+    assert why["zero.jpg"] == "zero-byte file"
+    assert why["pipe.jpg"] == "not a regular file"
+    assert "not a readable image" in why["garbage.jpg"]
+    assert "GIF" in why["gif_named.jpg"]
+    assert "3,600,000,000 pixels" in why["bomb.png"] and "decompression bomb" in why["bomb.png"]
+    assert all(os.path.isabs(f) for f, _ in ds.skipped)
+
+
+def test_header_check_can_be_turned_off(tmp_path: Path) -> None:
+    root = tmp_path / "train"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "garbage.jpg").write_bytes(b"junk" * 10)
+    (root / "a" / "zero.jpg").write_bytes(b"")
+    ds = scan(root, check_headers=False)
+    assert [os.path.basename(f) for f in ds.files] == ["garbage.jpg"]
+    assert [os.path.basename(f) for f, _ in ds.skipped] == ["zero.jpg"]
+
+
+def test_only_unusable_files_is_a_one_line_error(tmp_path: Path) -> None:
+    root = tmp_path / "train"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "zero.jpg").write_bytes(b"")
+    with pytest.raises(DatasetError, match="no readable images") as info:
+        scan(root)
+    assert "\n" not in str(info.value)
+
+
+def test_empty_class_keeps_its_label_index(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "train"
+    for c in ("a", "b", "c"):
+        (root / c).mkdir(parents=True)
+    (root / "a" / "1.png").write_bytes(_png_bytes())
+    (root / "b" / "zero.png").write_bytes(b"")
+    (root / "c" / "1.png").write_bytes(_png_bytes())
+    ds = scan(root)
+    assert ds.classes == ("a", "b", "c") and ds.labels == (0, 2)
+    assert "no usable image: b" in caplog.text
+
+
+def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> None:
+    from autotune.config import Config, LoaderConfig, load_config, save_config
+
+    ds = scan(tree)
+    odd = [f for f in ds.files if "\udce9" in f]
+    assert len(odd) == 1 and os.path.exists(odd[0])
+    assert len(ds.signature()) == 16
+    # a dataset whose own folder name is not UTF-8: its path must survive the YAML round trip
+    weird_root = Path(_fsname(tmp_path, b"d\xffata"))
+    os.rename(tree, weird_root)
+    ds2 = scan(weird_root)
+    cfg = Config(loader=LoaderConfig("torch", 4), dataset=ds2.summary())
+    out = tmp_path / "autotune.yaml"
+    save_config(cfg, out)
+    out.read_text(encoding="utf-8")  # valid UTF-8 text
+    back = load_config(out)
+    assert back.dataset["path"].endswith("/d\\xffata")  # shown with an escape, printable anywhere
+    assert back.dataset["path"] == os.fsencode(ds2.root).decode("utf-8", "backslashreplace")
+
+
+def test_header_check_costs_well_under_a_millisecond_per_file(tmp_path: Path) -> None:
+    from autotune.synth import synthesize
+
+    root = synthesize(tmp_path / "train", images=200, classes=2, min_side=200, max_side=400, workers=1)
+    scan(root, check_headers=False)  # warm the page cache and the dentries
+    t0 = time.perf_counter()
+    scan(root, check_headers=False)
+    t1 = time.perf_counter()
+    scan(root, check_headers=True)
+    t2 = time.perf_counter()
+    per_file_ms = ((t2 - t1) - (t1 - t0)) / 200 * 1000
+    print(f"header check: {per_file_ms:.3f} ms per file")
+    assert per_file_ms < 2.0  # about 0.1 ms measured; generous for a busy machine
