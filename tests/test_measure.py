@@ -88,3 +88,19 @@ def test_steady_state_keeps_min_windows():
 def test_measure_rejects_zero_windows():
     with pytest.raises(ValueError, match="windows must be at least 1"):
         measure(SleepLoader(), windows=0)
+
+
+def test_slow_start_is_cut_and_replaced_by_steady_windows():
+    class Ramp(SleepLoader):
+        """Four times slower for the first 0.25 s of every iterator, then 800 samples/s."""
+
+        def __iter__(self):
+            t0 = time.perf_counter()
+            for _ in range(self.n):
+                time.sleep(self.period * (4 if time.perf_counter() - t0 < 0.25 else 1))
+                yield self.images, self.labels
+
+    m = measure(Ramp(batch=8, period=0.01, batches_per_epoch=10_000), "cpu", warmup_batches=0, window_s=0.2, windows=3)
+    assert m.steady_from >= 1  # the slow first window(s) are left out ...
+    assert len(m.windows) - m.steady_from >= 3  # ... and replaced
+    assert m.samples_per_s == pytest.approx(800, rel=0.10)
