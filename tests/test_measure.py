@@ -104,3 +104,11 @@ def test_slow_start_is_cut_and_replaced_by_steady_windows():
     assert m.steady_from >= 1  # the slow first window(s) are left out ...
     assert len(m.windows) - m.steady_from >= 3  # ... and replaced
     assert m.samples_per_s == pytest.approx(800, rel=0.10)
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 2])
+def test_epoch_used_up_by_startup_and_warmup(warmup):
+    # one epoch = exactly the first batch plus the warm-up batches: the next epoch must start, not fail
+    loader = SleepLoader(batch=4, period=0.002, batches_per_epoch=1 + warmup)
+    m = measure(loader, "cpu", warmup_batches=warmup, window_s=0.05, windows=2)
+    assert m.samples_per_s > 0 and m.epochs > 1
