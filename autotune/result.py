@@ -39,11 +39,13 @@ def winner(study: optuna.Study) -> tuple[optuna.trial.FrozenTrial, list[float]]:
 
 
 def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
+    """The baselines' rates, like for like with the winner: the median of their scores where they were re-measured."""
     out: dict[str, float | None] = {"defaults": None, "heuristic": None}
+    remeasured = {c["trial"]: c["median"] for c in (study.user_attrs.get("confirmation") or {}).get("candidates", [])}
     for t in study.get_trials(deepcopy=False):
         role = t.user_attrs.get("role")
         if role in out and t.user_attrs.get("samples_per_s") is not None:
-            out[role] = t.user_attrs["samples_per_s"]
+            out[role] = remeasured.get(t.number, t.user_attrs["samples_per_s"])
     return out
 
 
