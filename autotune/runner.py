@@ -8,6 +8,7 @@ to the pruner, and classifies how it ended.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -27,7 +28,7 @@ from autotune.outcomes import Outcome
 
 logger = logging.getLogger(__name__)
 
-SAMPLE_S = 0.2  # memory sampling period
+SAMPLE_S = 0.1  # memory sampling period: ten samples a second
 
 
 @dataclasses.dataclass
@@ -44,7 +45,7 @@ class TrialSpec:
     seed: int | None = None
     ranks: int = 1
     model: Any = None  # autotune.model.ModelSpec, when scoring training steps
-    inject: str | None = None  # fault injection for tests: "segfault", "hang", "alloc:<MiB>"
+    inject: str | None = None  # fault injection for tests, see autotune.trial.inject
 
 
 @dataclasses.dataclass
@@ -108,9 +109,9 @@ def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     text = f"{type(e).__name__}: {e}"
     name = type(e).__name__
     if isinstance(e, BadImageError) or name == "BadImageError":
-        msg = str(e)
-        return Outcome.BAD_DATA, msg.split(": ", 1)[0] if ": " in msg else None
-    if name == "OutOfMemoryError" or "CUDA out of memory" in text or "cudaErrorMemoryAllocation" in text or "out of memory" in text.lower() and "cuda" in text.lower():
+        return Outcome.BAD_DATA, bad_image_path(str(e))
+    gpu_alloc = ("CUDA out of memory", "cudaErrorMemoryAllocation", "CUDA allocation failed", "CUDA_ERROR_OUT_OF_MEMORY")
+    if name == "OutOfMemoryError" or any(s in text for s in gpu_alloc) or "out of memory" in text.lower() and "cuda" in text.lower():
         return Outcome.OOM_GPU, None
     if isinstance(e, MemoryError) or "std::bad_alloc" in text:
         return Outcome.OOM_HOST, None
@@ -124,12 +125,32 @@ def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     return Outcome.CRASH, None
 
 
-def _child_main(fd: int) -> None:
+def bad_image_path(text: str) -> str | None:
+    """The file a ``BadImageError`` names (``"<path>: cannot decode ..."``), also when a DataLoader worker
+    re-raised it with its traceback wrapped around the message."""
+    import re
+
+    for line in reversed(text.splitlines()):
+        line = re.sub(r"^\s*(?:[\w.]*BadImageError: )?", "", line)
+        # the longest prefix before a ': ' that is a file (a path may hold ': ' itself)
+        found = [line[:m.start()] for m in re.finditer(": ", line) if os.path.isfile(line[:m.start()])]
+        if found:
+            return found[-1]
+    from autotune.backends._base import decode_error_file
+
+    return decode_error_file(text)
+
+
+def _child_main(fd: int, parent: int | None = None) -> None:
     """Entry point of ``python -m autotune.runner FD``: receive the spec on FD, send windows and the result."""
     from multiprocessing.connection import Connection
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the tuner decides when a trial stops
     _set_parent_death_signal()
+    if parent is not None and os.getppid() != parent:  # the tuner died before the signal was armed
+        os._exit(1)
+    # DataLoader workers (forked from here) die with this process too, even when they hang
+    os.register_at_fork(after_in_child=_set_parent_death_signal)
     conn = Connection(fd)
     spec = conn.recv()
     try:
@@ -147,6 +168,14 @@ def _child_main(fd: int) -> None:
         outcome, bad = classify_exception(e)
         msg = f"{type(e).__name__}: {e}".strip().splitlines()
         logger.debug("trial failed: %s", traceback.format_exc())
+        if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
+            from autotune.trial import find_bad_file  # DALI's decoder did not say which file: look for it
+
+            bad = find_bad_file(spec.dataset)
+            if bad is not None:
+                outcome = Outcome.BAD_DATA
+        if outcome is Outcome.BAD_DATA:
+            msg = [f"cannot decode {bad}", *[ln.strip() for ln in msg if "BadImageError: " in ln or "Failed to decode" in ln][-1:]]
         try:
             conn.send(("result", outcome.value, {"message": " ".join(msg)[:2000], "bad_file": bad}))
         except Exception:  # noqa: BLE001
@@ -156,9 +185,17 @@ def _child_main(fd: int) -> None:
 
 
 # --------------------------------------------------------------------------------------------- parent
-def kill_tree(pid: int, timeout: float = 3.0) -> None:
-    """Terminate a process and all its descendants; SIGKILL what is left after ``timeout``."""
+def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None = None) -> None:
+    """Terminate a process and all its descendants; SIGKILL what is left after ``timeout``.
+
+    Args:
+        pid: the trial's child, leader of its own process group.
+        timeout: seconds to wait after SIGTERM, then after SIGKILL.
+        also: processes seen in the tree earlier (a worker re-parented to init is no longer a descendant);
+            ``psutil.Process`` checks their start time, so a reused PID is never hit.
+    """
     procs = process_tree(pid)
+    procs += [p for p in (also or ()) if p not in procs and p.is_running()]
     for p in reversed(procs):
         try:
             p.terminate()
@@ -171,6 +208,10 @@ def kill_tree(pid: int, timeout: float = 3.0) -> None:
         except psutil.NoSuchProcess:
             pass
     psutil.wait_procs(alive, timeout=timeout)
+    try:  # anything left in the child's process group
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 _SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
@@ -197,7 +238,7 @@ def run_trial(
     """
     budgets = budgets or Budgets()
     ours, theirs = socket.socketpair()
-    monitor = Monitor(budgets)
+    monitor = Monitor(budgets, spec.device)
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
@@ -208,9 +249,9 @@ def run_trial(
     try:
         # a fresh interpreter (not fork, not multiprocessing's spawn, which re-imports the caller's __main__)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.runner", str(theirs.fileno())],
+            [sys.executable, "-m", "autotune.runner", str(theirs.fileno()), str(os.getpid())],
             pass_fds=(theirs.fileno(),),
-            start_new_session=False,
+            start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
         )
         theirs.close()
         parent_conn.send(spec)
@@ -221,7 +262,7 @@ def run_trial(
                 over = monitor.sample(proc.pid)
                 next_sample = now + SAMPLE_S
                 if over is not None:
-                    result = TrialResult(over, message=f"stopped: over the {over.value.replace('oom-', '')} memory budget ({budgets.to_dict()})")
+                    result = TrialResult(over, message=monitor.reason, extra={"over": monitor.over})
                     break
             if now - start > timeout_s:
                 result = TrialResult(Outcome.TIMEOUT, message=f"no result within {timeout_s:.0f} s; raise --trial-timeout if this config is just slow to start")
@@ -256,21 +297,38 @@ def run_trial(
                 break
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns
-        if proc is not None:
-            _wait(proc, 5.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)
-            kill_tree(proc.pid)
-            _wait(proc, 2.0)
-        theirs.close()
-        parent_conn.close()
-        monitor.close()
+        with _no_sigint():
+            if proc is not None:
+                _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)  # the result is in: no need to wait for a slow teardown
+                kill_tree(proc.pid, also=monitor.seen)
+                _wait(proc, 2.0)
+            theirs.close()
+            parent_conn.close()
+            monitor.close()
     assert result is not None
     result.duration_s = time.monotonic() - start
     result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None
     if monitor.peak_gpu_mib is not None:
         result.peak_gpu_mib = max(result.peak_gpu_mib or 0.0, monitor.peak_gpu_mib)
+    if monitor.peak_shm_mib:
+        result.extra.setdefault("peak_shm_mib", round(monitor.peak_shm_mib, 1))
     if result.samples_per_s is None and last_value is not None and result.outcome is not Outcome.COMPLETE:
         result.extra.setdefault("last_window_rate", round(last_value, 1))
     return result
+
+
+@contextlib.contextmanager
+def _no_sigint():
+    """A second Ctrl-C must not cut the clean-up short (main thread only; elsewhere a no-op)."""
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
@@ -301,4 +359,4 @@ def _from_payload(outcome: Outcome, payload: dict[str, Any]) -> TrialResult:
 
 
 if __name__ == "__main__":
-    _child_main(int(sys.argv[1]))
+    _child_main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)

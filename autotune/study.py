@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
+import socket
 import statistics
 import warnings
 from collections.abc import Callable
@@ -19,7 +21,7 @@ import optuna
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-from autotune import pagecache
+from autotune import guard, pagecache
 from autotune.config import LoaderConfig
 from autotune.dataset import Dataset
 from autotune.errors import UserError
@@ -218,6 +220,34 @@ def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
     return LoaderConfig.from_params(params) if params else None
 
 
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """Mark as failed the RUNNING trials that a killed run on this host left behind (its process is gone).
+
+    Without a heartbeat Optuna keeps them RUNNING for ever, and TPE's constant liar avoids their configs.
+    Trials of other hosts sharing the storage, and of live processes, are left alone. Returns their numbers.
+    """
+    import psutil
+
+    host = socket.gethostname()
+    stale = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        owner_host, _, pid = str(t.user_attrs.get("owner", "")).rpartition(":")
+        if owner_host != host or not pid.isdigit():
+            continue
+        try:  # the same PID started after the trial is another process
+            started = psutil.Process(int(pid)).create_time()
+            alive = t.datetime_start is None or started <= t.datetime_start.timestamp() + 1
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive:
+            study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            stale.append(t.number)
+    if stale:
+        logger.info("trials %s were left running by a run that was killed: marked failed", stale)
+    return stale
+
+
 class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
@@ -241,6 +271,8 @@ class Tuner:
         if not exists:
             for k, v in (attrs or {}).items():
                 self.study.set_user_attr(k, v)
+        else:
+            fail_stale_trials(self.study)
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
 
     # -- enqueueing ------------------------------------------------------------------------------------
@@ -280,6 +312,20 @@ class Tuner:
             return over
         return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate)
 
+    def exclude_file(self, path: str) -> None:
+        """Leave an undecodable file out of the following trials: it fails every config, not just this one."""
+        d = self.dataset
+        keep = [i for i, f in enumerate(d.files) if f != path]
+        if len(keep) == len(d.files):
+            return
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        self.dataset = dataclasses.replace(
+            d, files=tuple(d.files[i] for i in keep), labels=tuple(d.labels[i] for i in keep),
+            total_bytes=d.total_bytes - size, skipped=(*d.skipped, (path, "cannot be decoded")),
+        )
+        self.study.set_user_attr("bad_files", [*self.study.user_attrs.get("bad_files", []), path])
+        logger.warning("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
+
     def objective(self, trial: optuna.Trial) -> float:
         params = self.space.suggest(trial, self.context)
         params = trial.user_attrs.get("loader_params", params)
@@ -287,24 +333,37 @@ class Tuner:
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
 
+        reported: list[int] = []
+
         def intermediate(step: int, value: float) -> bool:
             trial.report(value, step)
+            reported.append(step)
             return trial.user_attrs.get("role") is None and trial.should_prune()
 
-        result = self.measure(loader, trial.number, intermediate)
+        trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")  # lets --resume tell a dead run's trials
+        try:
+            result = self.measure(loader, trial.number, intermediate)
+        except KeyboardInterrupt:
+            trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
+            raise
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
             return float(result.samples_per_s)  # type: ignore[arg-type]
         if result.outcome.steers_sampler:
-            if not trial.user_attrs.get("windows") and result.outcome is not Outcome.PRUNED:
+            if not reported and result.outcome is not Outcome.PRUNED:
                 trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
             raise optuna.TrialPruned(f"{result.outcome.value}: {result.message}")
         raise TrialFailure(f"{result.outcome.value}: {result.message}")
+        if result.outcome is Outcome.BAD_DATA and result.bad_file:
+            self.exclude_file(result.bad_file)
 
     # -- the study ---------------------------------------------------------------------------------------
     def optimize(self, callbacks: list[Callable] | None = None) -> None:
+            if result.outcome.is_memory:
+                # infeasible: TPE ranks it below every feasible trial, even one pruned after a few windows
+                trial.set_constraint("memory", guard.violation(result, self.settings.budgets))
         s = self.settings
         if s.cache == "warm":
             pagecache.warm(self.dataset)

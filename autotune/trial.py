@@ -15,7 +15,12 @@ logger = logging.getLogger(__name__)
 
 
 def _inject(fault: str | None) -> None:
-    """Fault injection for the test-suite (``TrialSpec.inject``)."""
+    """Fault injection for the test-suite (``TrialSpec.inject``).
+
+    ``segfault``, ``hang``: the trial process itself; ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
+    at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
+    its first sample (the trial process stays well).
+    """
     if not fault:
         return
     if fault == "segfault":
@@ -25,21 +30,60 @@ def _inject(fault: str | None) -> None:
             time.sleep(1)
     elif fault.startswith("alloc:"):
         mib = int(fault.split(":", 1)[1])
-        _inject.hold = bytearray(mib * 2**20)  # type: ignore[attr-defined]
-        for i in range(0, len(_inject.hold), 4096):  # type: ignore[attr-defined]
-            _inject.hold[i] = 1  # type: ignore[attr-defined]
-        time.sleep(30)
+        hold = []
+        for _ in range(0, mib, 32):
+            hold.append(bytearray(b"\1" * (32 * 2**20)))  # touched pages: resident
+            time.sleep(0.02)
+        _inject.hold = hold  # type: ignore[attr-defined]
+        time.sleep(60)
+    elif fault in ("worker-segfault", "worker-hang"):
+        from torch.utils.data import get_worker_info
+
+        from autotune.backends._torch import FileListDataset
+
+        getitem = FileListDataset.__getitem__
+
+        def faulty(self, index):  # noqa: ANN001
+            if get_worker_info() is not None:  # forked workers inherit this patch; the trial process does not run it
+                _inject(fault.removeprefix("worker-"))
+            return getitem(self, index)
+
+        FileListDataset.__getitem__ = faulty
+    else:
+        raise ValueError(f"unknown fault {fault!r}")
+
+
+def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
+    """The first file of ``dataset`` that PIL cannot decode, looking for at most ``budget_s`` seconds.
+
+    DALI's decoders do not always name the file that failed (the GPU decoder reports the batch); this
+    decodes each file at 1/8 scale (JPEG draft mode still reads every byte, so truncation shows).
+    """
+    from PIL import Image
+
+    deadline = time.monotonic() + budget_s
+    for path in dataset.files:
+        if time.monotonic() > deadline:
+            logger.info("no undecodable file found within %.0f s", budget_s)
+            return None
+        try:
+            with Image.open(path) as img:
+                img.draft("RGB", (max(1, img.width // 8), max(1, img.height // 8)))
+                img.load()
+        except Exception:  # noqa: BLE001 - PIL's many error types: this file does not decode
+            return path
+    return None
 
 
 def execute(spec: TrialSpec, on_window: Callable[[int, float], bool]) -> dict[str, Any]:
     """Build ``spec``'s loader on its device, measure it and return the result payload."""
+    _inject(spec.inject)
     import torch
 
     from autotune.backends import get_backend
     from autotune.measure import measure
     from autotune.presets import get_preset
 
-    _inject(spec.inject)
     if spec.seed is not None:
         torch.manual_seed(spec.seed)
     device = spec.device

@@ -1,0 +1,231 @@
+"""Fault injection on the CPU: each fault costs one trial, the study goes on, and no child process remains."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from autotune.config import LoaderConfig, load_config
+from autotune.dataset import scan
+from autotune.guard import Budgets
+from autotune.outcomes import Outcome
+from autotune.runner import TrialSpec, run_trial
+from autotune.space import load_space
+from autotune.study import Tuner, TuneSettings
+
+FAST = {"window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "baselines": False, "cache": "none", "pruner": "none"}
+SMALL = {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory) -> Path:
+    """96 small JPEGs in 3 classes: a few batches an epoch at every batch size of the cpu space."""
+    from autotune.synth import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("faults") / "train", images=96, classes=3, min_side=64, max_side=96, workers=1)
+
+
+def _runners(tuner_pid: int | None = None) -> list[psutil.Process]:
+    """Trial processes and their workers (``python -m autotune.runner FD TUNER_PID``): of this test process, or
+    of ``tuner_pid`` wherever they are now (a killed tuner's orphans belong to init)."""
+    if tuner_pid is None:
+        procs = psutil.Process().children(recursive=True)
+    else:
+        procs = list(psutil.process_iter())
+    out = []
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if "autotune.runner" in cmd and (tuner_pid is None or cmd[-1] == str(tuner_pid)):
+            out.append(p)
+    return out
+
+
+def _wait_no_runners(tuner_pid: int | None = None, timeout: float = 10.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while (left := _runners(tuner_pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _tuner(dataset: Path, workdir: Path, name: str, **settings) -> Tuner:
+    s = TuneSettings(**{**FAST, **settings})
+    return Tuner(scan(dataset), load_space("cpu", cores=2), s, storage=f"sqlite:///{workdir}/faults.db", study_name=name)
+
+
+def _outcomes(tuner: Tuner) -> dict[int, str]:
+    return {t.number: t.user_attrs.get("outcome") for t in tuner.study.get_trials(deepcopy=False)}
+
+
+# ---------------------------------------------------------------------------------------- in one study
+def test_study_goes_on_through_faults(small_dataset, workdir):
+    """A worker that segfaults, host memory over budget, /dev/shm too small: one trial each, then a good one."""
+    budgets = Budgets(host_mib=1500, shm_mib=200)
+    inject = {0: "worker-segfault", 1: "alloc:4000"}
+    tuner = _tuner(small_dataset, workdir, "faults", n_trials=4, trial_timeout=120, budgets=budgets, inject=inject)
+    for _ in range(2):
+        tuner._enqueue(SMALL, "test")
+    tuner._enqueue({**SMALL, "batch_size": 64, "num_workers": 2, "prefetch_factor": 4}, "test")  # 8 batches of 37 MiB in /dev/shm
+    tuner._enqueue(SMALL, "test")
+    tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert len(trials) == 4, "the study ran every trial"
+    assert _outcomes(tuner) == {0: "crash", 1: "oom-host", 2: "shm", 3: "complete"}
+    assert "DataLoader worker" in trials[0].user_attrs["message"] and trials[0].state is optuna.trial.TrialState.FAIL
+    assert trials[1].state is optuna.trial.TrialState.PRUNED and trials[1].constraints["memory"] > 0
+    assert trials[1].intermediate_values == {0: 0.0}
+    assert "host memory" in trials[1].user_attrs["message"] and trials[1].user_attrs["peak_host_mib"] < 1500 * 1.2
+    assert trials[2].user_attrs["predicted"] and trials[2].user_attrs["estimate"]["shm_mib"] > 200
+    assert trials[3].state is optuna.trial.TrialState.COMPLETE and trials[3].value > 0
+    assert not _runners(), "a trial process or worker outlived its trial"
+
+
+def test_hung_worker_times_out(small_dataset, workdir):
+    tuner = _tuner(small_dataset, workdir, "hang", n_trials=1, trial_timeout=8, inject={0: "worker-hang"})
+    tuner._enqueue(SMALL, "test")
+    t0 = time.monotonic()
+    tuner.optimize()
+    (trial,) = tuner.study.get_trials(deepcopy=False)
+    assert trial.user_attrs["outcome"] == "timeout" and trial.state is optuna.trial.TrialState.PRUNED
+    assert time.monotonic() - t0 < 30
+    assert not _runners(), "the hung worker outlived its trial"
+
+
+def test_tiny_host_budget_is_predicted(small_dataset, workdir):
+    tuner = _tuner(small_dataset, workdir, "tiny-host", n_trials=2, budgets=Budgets(host_mib=50))
+    tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert len(trials) == 2 and set(_outcomes(tuner).values()) == {"predicted-oom"}
+    assert all(t.state is optuna.trial.TrialState.PRUNED and t.user_attrs["estimate"]["host_mib"] > 50 for t in trials)
+    assert not _runners()
+
+
+# -------------------------------------------------------------------------------------------- bad data
+def _corrupt(src: Path, dst: Path) -> None:
+    """A JPEG whose header reads but whose Huffman table is garbage (PIL: 'broken data stream')."""
+    data = src.read_bytes()
+    i = data.index(b"\xff\xc4") + 5
+    dst.write_bytes(data[:i] + b"\xff" * 16 + data[i + 16 :])
+
+
+@pytest.fixture()
+def bad_dataset(small_dataset, tmp_path) -> tuple[Path, Path, Path]:
+    root = tmp_path / "bad" / "train"
+    shutil.copytree(small_dataset, root)
+    jpgs = sorted(root.rglob("*.jpg"))
+    corrupt, truncated = jpgs[0].parent / "corrupt.jpg", jpgs[-1].parent / "truncated.jpg"
+    _corrupt(jpgs[0], corrupt)
+    data = jpgs[1].read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    return root, corrupt, truncated
+
+
+def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
+    root, corrupt, truncated = bad_dataset
+    tuner = _tuner(root, workdir, "bad-data", n_trials=3)
+    for _ in range(3):
+        tuner._enqueue({**SMALL, "num_workers": 2}, "test")
+    tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    bad = {t.user_attrs.get("bad_file") for t in trials if t.user_attrs.get("outcome") == "bad-data"}
+    assert bad == {str(corrupt), str(truncated)}, _outcomes(tuner)
+    assert all(str(t.user_attrs["bad_file"]) in t.user_attrs["message"] for t in trials if t.user_attrs.get("bad_file"))
+    assert _outcomes(tuner)[2] == "complete", "both files were left out of the following trials"
+    assert sorted(tuner.study.user_attrs["bad_files"]) == sorted(map(str, bad))
+    assert not _runners()
+
+
+def test_dali_decode_error_names_the_file(bad_dataset):
+    pytest.importorskip("nvidia.dali")
+    root, corrupt, truncated = bad_dataset
+    ds = scan(root)
+    for bad in (corrupt, truncated):
+        only = [i for i, f in enumerate(ds.files) if f == str(bad) or not f.endswith(("corrupt.jpg", "truncated.jpg"))]
+        one_bad = ds.__class__(ds.root, ds.classes, tuple(ds.files[i] for i in only), tuple(ds.labels[i] for i in only), ds.total_bytes)
+        loader = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1})
+        r = run_trial(TrialSpec(one_bad, loader, window_s=0.2, windows=2, warmup_batches=1), timeout_s=60)
+        assert (r.outcome, r.bad_file) == (Outcome.BAD_DATA, str(bad)), r.message
+    assert not _runners()
+
+
+# ---------------------------------------------------------------------------------- stopping the tuner
+def _start_tuner(dataset: Path, workdir: Path, study: str, n_trials: int, *extra: str) -> subprocess.Popen:
+    cmd = [
+        sys.executable, "-m", "autotune", "run", "--dataset", str(dataset), "--space", "cpu", "--n-trials", str(n_trials),
+        "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--confirm-top", "0", "--no-report", "--quiet",
+        "--storage", f"sqlite:///{workdir}/stop.db", "--study-name", study, "--out", str(workdir / "autotune.yaml"), *extra,
+    ]
+    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _complete(workdir: Path, study: str) -> list[int]:
+    try:
+        s = optuna.load_study(study_name=study, storage=f"sqlite:///{workdir}/stop.db")
+    except Exception:  # noqa: BLE001 - not created yet
+        return []
+    return [t.number for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+
+
+def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, timeout: float = 120.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while len(done := _complete(workdir, study)) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"only {len(done)} trials completed in {timeout:.0f} s"
+        time.sleep(0.3)
+    return done
+
+
+def test_sigint_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir):
+    proc = _start_tuner(small_dataset, workdir, "sigint", 30)
+    try:
+        _wait_complete(proc, workdir, "sigint", 1)
+        time.sleep(1.0)  # into the next trial
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    cfg = load_config(workdir / "autotune.yaml")
+    assert cfg.result["samples_per_s"] > 0
+    assert not _wait_no_runners(proc.pid, timeout=5)
+    s = optuna.load_study(study_name="sigint", storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
+    assert [t.user_attrs.get("outcome") for t in s.trials][-1] in ("interrupted", "complete", "pruned")
+
+
+def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir):
+    proc = _start_tuner(small_dataset, workdir, "sigkill", 30)
+    try:
+        _wait_complete(proc, workdir, "sigkill", 1)
+        time.sleep(1.0)  # into the next trial
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = _wait_no_runners(proc.pid, timeout=10)
+    assert not left, f"orphaned trial processes: {left}"
+    before = _complete(workdir, "sigkill")
+    assert before
+    resumed = _start_tuner(small_dataset, workdir, "sigkill", 2, "--resume")
+    out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err
+    after = _complete(workdir, "sigkill")
+    assert set(before) <= set(after) and len(after) > len(before)
+    s = optuna.load_study(study_name="sigkill", storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING], "the killed run's trial is marked failed"
+    load_config(workdir / "autotune.yaml")
+    assert not _wait_no_runners(resumed.pid, timeout=5)

@@ -1,0 +1,210 @@
+"""The memory guard without child processes: budgets, the estimate, classification, and what the sampler learns."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import optuna
+import pytest
+
+from autotune import guard
+from autotune.config import LoaderConfig
+from autotune.dataset import Dataset
+from autotune.errors import UserError
+from autotune.guard import Budgets, Monitor, TreeMemory, check_estimate, default_budgets, estimate, read_pss_mib
+from autotune.outcomes import Outcome
+from autotune.runner import TrialResult, bad_image_path, classify_exception
+from autotune.study import Tuner, TuneSettings
+from autotune.space import parse_space
+
+MiB = 2**20
+
+
+def _dataset(n: int = 100, mean_bytes: int = 50_000) -> Dataset:
+    files = tuple(f"/data/c{i % 2}/{i}.jpg" for i in range(n))
+    return Dataset(root="/data", classes=("c0", "c1"), files=files, labels=tuple(i % 2 for i in range(n)), total_bytes=n * mean_bytes)
+
+
+def _torch(b: int, w: int, pf: int | None = 2, pin: bool = False) -> LoaderConfig:
+    p = {"backend": "torch", "batch_size": b, "num_workers": w, "pin_memory": pin}
+    if w:
+        p["prefetch_factor"] = pf
+    return LoaderConfig.from_params(p)
+
+
+def _dali(b: int, threads: int = 4, q: int = 2, device: str = "gpu") -> LoaderConfig:
+    return LoaderConfig.from_params({"backend": "dali", "batch_size": b, "num_threads": threads, "prefetch_queue_depth": q, "dali_device": device})
+
+
+# ------------------------------------------------------------------------------------------------ budgets
+def test_default_budgets_cpu_takes_fractions_and_given_values(monkeypatch):
+    monkeypatch.setattr(guard, "shm_free_mib", lambda path=guard.SHM_PATH: 1000.0)
+    b = default_budgets(device="cpu")
+    assert b.gpu_mib is None
+    assert b.shm_mib == pytest.approx(800.0)
+    assert 0 < b.host_mib <= guard.psutil.virtual_memory().available / MiB
+    b = default_budgets(host_mib=1234, shm_mib=56, device="cpu")
+    assert (b.host_mib, b.shm_mib) == (1234, 56)
+    assert b.to_dict() == {"host_mib": 1234, "gpu_mib": None, "shm_mib": 56, "reserve_gpu_mib": 0}
+
+
+def test_default_gpu_budget_is_free_memory_minus_the_reserve(monkeypatch):
+    seen = []
+    monkeypatch.setattr(guard, "gpu_free_mib", lambda index=0: seen.append(index) or 10_000.0)
+    assert default_budgets(device="cuda").gpu_mib == pytest.approx(9_000.0)
+    assert default_budgets(reserve_gpu_mib=4_000, device="cuda:1").gpu_mib == pytest.approx(5_000.0)
+    assert seen[-1] == 1
+    # an explicit budget stands, but never leaves less than the reserve free
+    assert default_budgets(gpu_mib=3_000, device="cuda").gpu_mib == 3_000
+    assert default_budgets(gpu_mib=8_000, reserve_gpu_mib=4_000, device="cuda").gpu_mib == pytest.approx(6_000.0)
+    with pytest.raises(UserError, match="leaves no GPU memory"):
+        default_budgets(reserve_gpu_mib=20_000, device="cuda")
+    with pytest.raises(UserError, match="must be >= 0"):
+        default_budgets(reserve_gpu_mib=-1, device="cuda")
+
+
+def test_no_nvml_means_no_gpu_budget(monkeypatch):
+    monkeypatch.setattr(guard, "gpu_free_mib", lambda index=0: None)
+    assert default_budgets(device="cuda").gpu_mib is None
+
+
+# ----------------------------------------------------------------------------------------------- estimate
+def test_estimate_grows_with_the_batches_in_flight():
+    ds = _dataset()
+    small, big = estimate(_torch(32, 2), ds), estimate(_torch(256, 8, pf=4), ds)
+    assert big["host_mib"] > small["host_mib"]
+    out_batch = 256 * 3 * 224 * 224 * 4 / MiB
+    assert big["shm_mib"] == pytest.approx(8 * 4 * out_batch, rel=1e-3)  # workers x prefetch x batch bytes
+    assert estimate(_torch(256, 0), ds)["shm_mib"] == 0
+    assert small["gpu_mib"] is None
+    pinned = estimate(_torch(256, 8, pin=True), ds, device="cuda")
+    assert pinned["parts"]["pinned"] > 0 and pinned["gpu_mib"] > guard.CUDA_CONTEXT_MIB
+    assert "pinned" not in estimate(_torch(256, 8, pin=True), ds)["parts"]  # no pinning without a GPU
+
+
+def test_estimate_sizes_dali_decode_buffers_from_image_bytes():
+    big_images = estimate(_dali(256), _dataset(mean_bytes=500_000), device="cuda")
+    small_images = estimate(_dali(256), _dataset(mean_bytes=20_000), device="cuda")
+    assert big_images["gpu_mib"] > small_images["gpu_mib"] > guard.CUDA_CONTEXT_MIB + guard.DALI_GPU_BASE_MIB
+    assert estimate(_dali(256, threads=16), _dataset(), device="cuda")["host_mib"] > estimate(_dali(256, threads=2), _dataset(), device="cuda")["host_mib"]
+    assert estimate(_dali(256, q=3), _dataset(), device="cuda")["gpu_mib"] > estimate(_dali(256, q=1), _dataset(), device="cuda")["gpu_mib"]
+    cpu = estimate(_dali(64, device="cpu"), _dataset())
+    assert cpu["gpu_mib"] is None and cpu["shm_mib"] == 0
+
+
+def test_check_estimate_records_predicted_outcomes_with_the_estimate():
+    ds = _dataset()
+    fits = TuneSettings(budgets=Budgets(host_mib=100_000, shm_mib=100_000))
+    assert check_estimate(_torch(64, 2), ds, fits) is None
+    r = check_estimate(_torch(64, 2), ds, TuneSettings(budgets=Budgets(host_mib=100)))
+    assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "host" and r.extra["estimate"]["host_mib"] > 100
+    assert "over the 100 MiB budget" in r.message and r.to_attrs()["estimate"]["parts"]
+    r = check_estimate(_torch(256, 8, pf=4), ds, TuneSettings(budgets=Budgets(host_mib=100_000, shm_mib=200)))
+    assert r.outcome is Outcome.SHM and "/dev/shm" in r.message
+    r = check_estimate(_dali(1024), ds, TuneSettings(device="cuda", budgets=Budgets(gpu_mib=1_000)))
+    assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "gpu" and "GPU memory" in r.message
+    assert guard.violation(r, Budgets(gpu_mib=1_000)) == pytest.approx(r.extra["estimate"]["gpu_mib"] / 1_000 - 1)
+
+
+# ----------------------------------------------------------------------------------------- classification
+def test_bad_image_path_through_a_dataloader_worker_traceback(tmp_path):
+    bad = tmp_path / "a: b" / "x.jpg"  # a folder name holding ': '
+    bad.parent.mkdir()
+    bad.write_bytes(b"\xff\xd8")
+    wrapped = (
+        "Caught BadImageError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\nautotune.imaging.BadImageError: ' + f"{bad}: cannot decode image (image file is truncated)"
+    )
+    assert bad_image_path(wrapped) == str(bad)
+    assert bad_image_path(f"{bad}: cannot decode image") == str(bad)
+    from autotune.imaging import BadImageError
+
+    assert classify_exception(BadImageError(wrapped)) == (Outcome.BAD_DATA, str(bad))
+
+
+@pytest.mark.parametrize(
+    ("exc", "outcome"),
+    [
+        (MemoryError(), Outcome.OOM_HOST),
+        (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), Outcome.OOM_GPU),
+        (RuntimeError("DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory."), Outcome.SHM),
+        (RuntimeError("DataLoader worker (pid(s) 7) exited unexpectedly"), Outcome.CRASH),
+    ],
+)
+def test_classify_exception(exc, outcome):
+    assert classify_exception(exc)[0] is outcome
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def test_tree_memory_is_close_to_pss_and_cheap():
+    code = "import time; b = bytearray(200 * 2**20); b[::4096] = b'\\1' * len(b[::4096]); print('ok', flush=True); time.sleep(20)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert p.stdout.readline().strip() == b"ok"
+        procs = guard.process_tree(p.pid)
+        tm = TreeMemory()
+        first = tm.total_mib(procs)
+        exact = read_pss_mib(p.pid)
+        assert exact is not None and exact > 200
+        assert first == pytest.approx(exact, rel=0.05)
+        t = time.perf_counter()
+        for _ in range(10):
+            again = tm.total_mib(procs)
+        assert again == pytest.approx(exact, rel=0.05)
+        assert (time.perf_counter() - t) / 10 < 0.1  # several samples a second stay cheap
+        m = Monitor(Budgets(host_mib=exact / 2))
+        assert m.sample(p.pid) is Outcome.OOM_HOST and "host memory" in m.reason and m.over == "host"
+        assert Monitor(Budgets(host_mib=exact * 4)).sample(p.pid) is None
+    finally:
+        p.kill()
+        p.wait()
+
+
+# -------------------------------------------------------------------------------- what the sampler learns
+def _toy_study(monkeypatch, seed: int, oom_outcome: Outcome, n_trials: int = 40) -> list[optuna.trial.FrozenTrial]:
+    """A study whose rate rises with the batch size, but batches of 256 and more run out of memory (43% of the space)."""
+    from autotune import study
+    from autotune.study import TrialFailure
+
+    monkeypatch.setattr(study, "open_storage", lambda url: optuna.storages.InMemoryStorage())
+
+    space = parse_space({"name": "toy", "params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [16, 32, 64, 128, 256, 512, 1024]}, "num_workers": {"int": [0, 4]}}})
+    settings = TuneSettings(n_trials=n_trials, seed=seed, baselines=False, cache="none", pruner="none")
+    tuner = Tuner(_dataset(), space, settings, storage="memory", study_name="toy")
+
+    def measure(loader, number=None, on_intermediate=None):
+        if loader.batch_size >= 256:
+            return TrialResult(oom_outcome, message="stopped at the GPU budget", extra={"over": "gpu"})
+        return TrialResult(Outcome.COMPLETE, samples_per_s=float(loader.batch_size * (1 + loader.torch.num_workers)))
+
+    tuner.measure = measure
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    tuner.study.optimize(tuner.objective, n_trials=n_trials, catch=(TrialFailure,))
+    return tuner.study.get_trials(deepcopy=False)
+
+
+def _late_oom_share(trials: list[optuna.trial.FrozenTrial], start: int = 10) -> float:
+    late = trials[start:]
+    return sum(t.params["batch_size"] >= 256 for t in late) / len(late)
+
+
+def test_tpe_moves_away_from_an_oom_region(monkeypatch):
+    """Optuna 5's TPE drops FAILED trials from its model (``_sample`` reads COMPLETE and PRUNED only) and ranks
+    PRUNED ones after every COMPLETE one; a constraint above 0 makes a trial infeasible, ranked after every
+    feasible one. So a memory outcome is told as PRUNED with a 0 report and a ``memory`` constraint, and the
+    sampler leaves the region; told as FAILED, TPE keeps proposing it (the rate it cannot see keeps rising)."""
+    ours, failed = [], []
+    for seed in (0, 1):
+        trials = _toy_study(monkeypatch, seed, Outcome.OOM_GPU)
+        for t in trials:
+            if t.params["batch_size"] >= 256:
+                assert t.state is optuna.trial.TrialState.PRUNED and t.user_attrs["outcome"] == "oom-gpu"
+                assert t.intermediate_values == {0: 0.0} and t.constraints == {"memory": 1.0}
+        assert max((t for t in trials if t.value is not None), key=lambda t: t.value).params["batch_size"] == 128
+        ours.append(_late_oom_share(trials))
+        failed.append(_late_oom_share(_toy_study(monkeypatch, seed, Outcome.CRASH)))
+    ours_share, failed_share = sum(ours) / 2, sum(failed) / 2
+    assert ours_share < 0.40, f"{ours_share:.0%} of the later trials in the OOM region (random sampling: 43%)"
+    assert failed_share > 0.70 and ours_share < failed_share / 2, (ours, failed)
