@@ -351,19 +351,19 @@ class Tuner:
         logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
             return float(result.samples_per_s)  # type: ignore[arg-type]
+        if result.outcome is Outcome.BAD_DATA and result.bad_file:
+            self.exclude_file(result.bad_file)
         if result.outcome.steers_sampler:
             if not reported and result.outcome is not Outcome.PRUNED:
                 trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
-            raise optuna.TrialPruned(f"{result.outcome.value}: {result.message}")
-        raise TrialFailure(f"{result.outcome.value}: {result.message}")
-        if result.outcome is Outcome.BAD_DATA and result.bad_file:
-            self.exclude_file(result.bad_file)
-
-    # -- the study ---------------------------------------------------------------------------------------
-    def optimize(self, callbacks: list[Callable] | None = None) -> None:
             if result.outcome.is_memory:
                 # infeasible: TPE ranks it below every feasible trial, even one pruned after a few windows
                 trial.set_constraint("memory", guard.violation(result, self.settings.budgets))
+            raise optuna.TrialPruned(f"{result.outcome.value}: {result.message}")
+        raise TrialFailure(f"{result.outcome.value}: {result.message}")
+
+    # -- the study ---------------------------------------------------------------------------------------
+    def optimize(self, callbacks: list[Callable] | None = None) -> None:
         s = self.settings
         if s.cache == "warm":
             pagecache.warm(self.dataset)
