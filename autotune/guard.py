@@ -235,6 +235,13 @@ def check_estimate(loader: LoaderConfig, dataset: Dataset, settings: TuneSetting
     from autotune.runner import TrialResult
 
     est = estimate(loader, dataset, settings.pipeline, settings.device, settings.ranks)
+    if settings.model is not None and est["gpu_mib"] is not None:
+        from autotune.model import estimate_gpu_mib
+
+        model_mib = estimate_gpu_mib(settings.model, loader.batch_size)  # the training model shares the GPU
+        if model_mib:
+            est["parts"]["gpu_model"] = model_mib
+            est["gpu_mib"] += model_mib
     bud = settings.budgets
     checks = (
         ("shm", est["shm_mib"], bud.shm_mib, Outcome.SHM, "/dev/shm"),

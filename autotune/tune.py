@@ -286,6 +286,8 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"
         if r.get("speedup_vs_defaults"):
             line += f" ({r['speedup_vs_defaults']:.1f}x the defaults' {r['defaults_samples_per_s']:,.0f})"
+        if r.get("fraction_of_ceiling"):
+            line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)
         print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
     if interrupted:

@@ -175,10 +175,10 @@ def test_unreadable_image_warns_and_names_it(machine, four_jpegs):
     bad.write_bytes(b"this is not a JPEG")
     by = checks_by_name(dataset=four_jpegs)
     assert by["dataset"].status is Status.OK
-    assert by["dataset"].value.startswith("5 images, 2 classes, JPEG 4, mean")
+    assert by["dataset"].value.startswith("4 images, 2 classes, JPEG 4, mean")  # the scan skips it ...
     c = by["unreadable"]
-    assert c.status is Status.WARN
-    assert c.value.startswith(f"1 unreadable, first {bad}: cannot decode image")
+    assert c.status is Status.WARN  # ... and the doctor names it
+    assert c.value.startswith(f"1 unreadable, first {bad}: ")
     assert c.fix == f"remove or re-encode them (first: {bad}); trials that read one fail as bad-data"
     assert by["page-cache"].value.startswith("fits:")
 
@@ -186,8 +186,10 @@ def test_unreadable_image_warns_and_names_it(machine, four_jpegs):
 def test_all_images_unreadable_fails_and_stops_preflight(machine, tmp_path):
     (tmp_path / "d" / "a").mkdir(parents=True)
     (tmp_path / "d" / "a" / "x.jpg").write_bytes(b"junk")
-    assert checks_by_name(dataset=tmp_path / "d")["unreadable"].status is Status.FAIL
-    with pytest.raises(UserError, match="unreadable check failed: 1 unreadable"):
+    # the scan already refuses a dataset with no readable image: the dataset check fails and names the fix
+    c = checks_by_name(dataset=tmp_path / "d")["dataset"]
+    assert c.status is Status.FAIL and "no readable images" in c.value
+    with pytest.raises(UserError, match="no readable images"):
         doctor.preflight(tmp_path / "d", "cpu")
 
 

@@ -98,8 +98,6 @@ def test_model_memory_is_charged_to_the_gpu_budget(tiny_dataset, tmp_path, monke
     settings = TuneSettings(device="cuda", model=spec, budgets=Budgets(gpu_mib=need * 0.8), baselines=False)
     tuner = Tuner(scan(tiny_dataset), space, settings, storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
     r = tuner.measure(LoaderConfig.from_params({"backend": "torch", "batch_size": 64}))
-    if ran:
-        pytest.xfail("autotune.guard.check_estimate does not add autotune.model.estimate_gpu_mib(settings.model, batch_size) yet")
     assert r.outcome is Outcome.PREDICTED_OOM and not ran
 
 
@@ -195,22 +193,22 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
 def sixty_four(tmp_path_factory):
     from autotune.synth import synthesize
 
-    return synthesize(tmp_path_factory.mktemp("m64") / "train", images=64, classes=4, min_side=64, max_side=96, workers=1)
+    return synthesize(tmp_path_factory.mktemp("m64") / "train", images=64, classes=4, min_side=400, max_side=500, workers=1)  # decoding 4 takes ~100 ms
 
 
 def test_slow_model_picks_the_cheapest_loader_within_tolerance(sixty_four, workdir, monkeypatch):
-    """400 ms a step at batch 4 is far slower than the loader: 1 worker keeps up as well as 2, 0 does not
+    """200 ms a step at batch 16 (decoding 16 images of 400-500 px takes ~50 ms) is slower than the loader: 1 worker keeps up as well as 2, 0 does not
     (loading and the step then run in turn). Tolerance 10 %: these 2 cores are shared with other work."""
     from autotune.cli import main
 
     persistent = {"persistent_workers": True, "prefetch_factor": 2}
     monkeypatch.setattr("autotune.study.baseline_configs", lambda space, settings: {
-        "defaults": {"backend": "torch", "batch_size": 4, "num_workers": 0},
-        "heuristic": {"backend": "torch", "batch_size": 4, "num_workers": 2, **persistent},
-        "one-worker": {"backend": "torch", "batch_size": 4, "num_workers": 1, **persistent},
+        "defaults": {"backend": "torch", "batch_size": 16, "num_workers": 0},
+        "heuristic": {"backend": "torch", "batch_size": 16, "num_workers": 2, **persistent},
+        "one-worker": {"backend": "torch", "batch_size": 16, "num_workers": 1, **persistent},
     })
-    (workdir / "space.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [4]}\n  num_workers: {choices: [0, 1, 2]}\n")
-    rc = main(["run", "--dataset", str(sixty_four), "--space", "space.yaml", "--device", "cpu", "--n-trials", "3", "--step-ms", "400",
+    (workdir / "space.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [16]}\n  num_workers: {choices: [0, 1, 2]}\n")
+    rc = main(["run", "--dataset", str(sixty_four), "--space", "space.yaml", "--device", "cpu", "--n-trials", "3", "--step-ms", "200",
                "--tolerance", "0.10", "--window", "1.2", "--windows", "2", "--warmup-batches", "1", "--confirm-repeats", "0",
                "--no-report", "--quiet"])
     assert rc == 0
@@ -218,7 +216,7 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(sixty_four, workd
     sel = cfg.result["selection"]
     study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///autotune.db")
     ceiling = study.user_attrs["model_ceiling"]
-    assert ceiling["per_batch_size"]["4"]["samples_per_s"] == pytest.approx(4 / 0.400, rel=0.02)
+    assert ceiling["per_batch_size"]["16"]["samples_per_s"] == pytest.approx(16 / 0.200, rel=0.02)
     rates = model.trial_rates(study)
     workers = {t.number: t.user_attrs["loader"]["num_workers"] for t in study.trials}
     floor = max(rates.values()) * 0.90
@@ -227,5 +225,5 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(sixty_four, workd
     assert workers[sel["chosen_trial"]] == min(workers[n] for n in within)
     assert rates[0] < floor  # no workers: loading and the step run in turn, clearly slower
     assert cfg.loader.torch.num_workers == 1  # the cheapest that keeps up, not the 2-worker loader
-    assert cfg.result["fraction_of_ceiling"] >= 0.9 and sel["headroom"]["model_bound"]
+    assert cfg.result["fraction_of_ceiling"] >= 0.85 and sel["headroom"]["model_bound"]
     assert all("fraction_of_ceiling" in t.user_attrs for t in study.trials)
