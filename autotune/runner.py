@@ -25,6 +25,7 @@ import psutil
 
 from autotune.guard import Budgets, Monitor, process_tree
 from autotune.outcomes import Outcome
+from autotune.zygote import ForkedTrial, Zygote
 
 logger = logging.getLogger(__name__)
 
@@ -223,14 +224,16 @@ def run_trial(
     timeout_s: float = 120.0,
     budgets: Budgets | None = None,
     on_intermediate: Callable[[int, float], bool] | None = None,
+    zygote: Zygote | None = None,
 ) -> TrialResult:
-    """Run ``spec`` in a spawned child and return how it went.
+    """Run ``spec`` in a fresh child process and return how it went.
 
     Args:
         spec: the config and measurement settings.
         timeout_s: wall-clock limit for the whole child (start-up included).
         budgets: memory budgets enforced while the child runs.
         on_intermediate: called with (window index, median rate so far); returning True prunes the trial.
+        zygote: fork the child from this pre-imported process (:mod:`autotune.zygote`) instead of spawning it.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
@@ -242,17 +245,20 @@ def run_trial(
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen | ForkedTrial | None = None
     from multiprocessing.connection import Connection
 
     parent_conn = Connection(ours.detach())
     try:
-        # a fresh interpreter (not fork, not multiprocessing's spawn, which re-imports the caller's __main__)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "autotune.runner", str(theirs.fileno()), str(os.getpid())],
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
-        )
+        if zygote is not None and zygote.alive():
+            proc = zygote.fork(theirs.fileno())  # a fresh process forked from one that has imported torch already
+        else:
+            # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autotune.runner", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
+            )
         theirs.close()
         parent_conn.send(spec)
         next_sample = 0.0
@@ -331,7 +337,7 @@ def _no_sigint():
         signal.signal(signal.SIGINT, old)
 
 
-def _wait(proc: subprocess.Popen, timeout: float) -> int | None:
+def _wait(proc: subprocess.Popen | ForkedTrial, timeout: float) -> int | None:
     try:
         return proc.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -359,4 +365,9 @@ def _from_payload(outcome: Outcome, payload: dict[str, Any]) -> TrialResult:
 
 
 if __name__ == "__main__":
-    _child_main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    if sys.argv[1] == "--zygote":
+        from autotune.zygote import serve
+
+        serve(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        _child_main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -29,6 +29,7 @@ from autotune.guard import Budgets
 from autotune.outcomes import Outcome
 from autotune.runner import TrialResult, TrialSpec, run_trial
 from autotune.space import SearchSpace
+from autotune.zygote import Zygote
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class TuneSettings:
     budgets: Budgets = dataclasses.field(default_factory=Budgets)
     model: Any = None
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
+    fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
@@ -274,6 +276,7 @@ class Tuner:
         else:
             fail_stale_trials(self.study)
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
+        self._zygote: Zygote | bool | None = None
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
@@ -307,10 +310,19 @@ class Tuner:
 
         if self.settings.cache == "cold":
             pagecache.evict(self.dataset)
-        over = guard.check_estimate(loader, self.dataset, self.settings) if hasattr(guard, "check_estimate") else None
+        over = guard.check_estimate(loader, self.dataset, self.settings)
         if over is not None:
             return over
-        return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate)
+        if self._zygote is None and self.settings.fork_trials:
+            self._zygote = Zygote.start() or False  # False: could not start; spawn every trial instead
+        zygote = self._zygote or None
+        return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
+
+    def close(self) -> None:
+        """End the process that trials are forked from."""
+        if self._zygote:
+            self._zygote.close()
+        self._zygote = None
 
     def exclude_file(self, path: str) -> None:
         """Leave an undecodable file out of the following trials: it fails every config, not just this one."""
@@ -375,7 +387,10 @@ class Tuner:
         if s.baselines:
             self.enqueue_baselines()
         optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
-        self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+        try:
+            self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+        finally:
+            self.close()
 
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
         return [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None]
@@ -401,13 +416,16 @@ class Tuner:
             raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
         scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
         if len(cands) > 1 and s.confirm_repeats > 0:
-            for _ in range(s.confirm_repeats):
-                for t in cands:
-                    r = self.measure(trial_loader(t))  # type: ignore[arg-type]
-                    if r.outcome is Outcome.COMPLETE and r.samples_per_s:
-                        scores[t.number].append(float(r.samples_per_s))
-                    if on_step is not None:
-                        on_step(t.user_attrs.get("config", ""), r.samples_per_s)
+            try:
+                for _ in range(s.confirm_repeats):
+                    for t in cands:
+                        r = self.measure(trial_loader(t))  # type: ignore[arg-type]
+                        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+                            scores[t.number].append(float(r.samples_per_s))
+                        if on_step is not None:
+                            on_step(t.user_attrs.get("config", ""), r.samples_per_s)
+            finally:
+                self.close()
         medians = {n: statistics.median(v) for n, v in scores.items()}
         winner = max(cands, key=lambda t: medians[t.number])
         record = {

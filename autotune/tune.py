@@ -228,15 +228,14 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             progress.note("measuring the model's ceiling ...")
             tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
         tuner.optimize(callbacks=[progress])
-        if not tuner.complete_trials():
-            pass
-        else:
+        if tuner.complete_trials():
             progress.note("re-measuring the top candidates ...")
             tuner.confirm()
     except KeyboardInterrupt:
         interrupted = True
     finally:
         progress.stop()
+        tuner.close()
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():

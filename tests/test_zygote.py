@@ -1,0 +1,52 @@
+"""Trials forked from a pre-imported process: fresh processes, same outcomes, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+
+import psutil
+import pytest
+
+from autotune.config import LoaderConfig
+from autotune.dataset import scan
+from autotune.outcomes import Outcome
+from autotune.runner import TrialSpec, run_trial
+from autotune.zygote import Zygote
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote.start()
+    assert z is not None
+    yield z
+    z.close()
+
+
+def _spec(dataset, **kw):
+    return TrialSpec(scan(dataset), LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2}), window_s=0.1, windows=2, **kw)
+
+
+def test_forked_trial_completes_in_a_fresh_process(tiny_dataset, zygote):
+    seen = []
+    r1 = run_trial(_spec(tiny_dataset), zygote=zygote, on_intermediate=lambda s, v: seen.append(v) or False)
+    r2 = run_trial(_spec(tiny_dataset), zygote=zygote)
+    assert r1.outcome is Outcome.COMPLETE and r2.outcome is Outcome.COMPLETE and r1.samples_per_s > 0
+    assert seen  # windows reach the pruner as with spawned trials
+    assert psutil.Process(zygote.proc.pid).children() == []  # each trial process is gone when its trial ends
+
+
+def test_forked_trial_crash_and_hang_are_classified(tiny_dataset, zygote):
+    assert run_trial(_spec(tiny_dataset, inject="segfault"), zygote=zygote).outcome is Outcome.CRASH
+    r = run_trial(_spec(tiny_dataset, inject="hang"), zygote=zygote, timeout_s=3)
+    assert r.outcome is Outcome.TIMEOUT
+    assert psutil.Process(zygote.proc.pid).children() == []
+
+
+def test_zygote_ends_with_close_and_its_trials_with_it(tiny_dataset):
+    z = Zygote.start()
+    pid = z.proc.pid
+    assert psutil.pid_exists(pid) and psutil.Process(pid).ppid() == os.getpid()
+    z.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # a closed zygote falls back to spawning
+    assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE
