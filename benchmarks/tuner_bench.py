@@ -232,7 +232,10 @@ def cmd_grid(b: Bench) -> int:
         per_trial = statistics.mean(durations) if durations else 30.0
         timeout = max(1.0, a.time_budget - per_trial) if a.time_budget else None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        tuner.study.optimize(tuner.objective, n_trials=waiting, timeout=timeout, catch=(Exception,), callbacks=[_echo], gc_after_trial=False)
+        try:
+            tuner.study.optimize(tuner.objective, n_trials=waiting, timeout=timeout, catch=(Exception,), callbacks=[_echo], gc_after_trial=False)
+        finally:
+            tuner.close()
     left = len(tuner.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)))
     g = grid_summary(tuner.study)
     print(f"grid: {g['measured']} of {g['size']} measured in {g['wall_s']:.0f} s of trials" + (f"; {left} left: run the same command again" if left else "; complete")
@@ -283,7 +286,10 @@ def run_method(b: Bench, method: str, seed: int, budget: int) -> dict[str, Any]:
     t0 = time.monotonic()
     if baselines:
         tuner.enqueue_baselines()
-    tuner.study.optimize(tuner.objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=False)
+    try:
+        tuner.study.optimize(tuner.objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=False)
+    finally:
+        tuner.close()
     searched = time.monotonic() - t0
     if tuner.complete_trials() and remeasure:
         tuner.confirm()
@@ -361,14 +367,19 @@ def cmd_compare(b: Bench) -> int:
     scores: dict[str, list[float]] = {k: [] for k in configs}
     keys = list(configs)
     print(f"re-measuring {len(keys)} configs, {a.rounds} rounds, interleaved", file=sys.stderr)
+    from autotune.zygote import Zygote
+
+    zygote = Zygote.start()  # every measurement a fresh process, as in the studies
     for r in range(a.rounds):
         order = keys[r % len(keys):] + keys[: r % len(keys)]  # each round starts elsewhere: no config always goes first
         for k in order:
             spec = TrialSpec(dataset=b.dataset, loader=LoaderConfig.from_params(configs[k]), pipeline=a.pipeline, device=b.device,
                              warmup_batches=a.warmup_batches, window_s=a.window, windows=a.windows, seed=0)
-            res = run_trial(spec, timeout_s=a.trial_timeout)
+            res = run_trial(spec, timeout_s=a.trial_timeout, zygote=zygote)
             scores[k].append(float(res.samples_per_s or 0.0) if res.outcome.value == "complete" else 0.0)
             print(f"  round {r + 1}: {k}: {scores[k][-1]:,.1f}/s", file=sys.stderr)
+    if zygote is not None:
+        zygote.close()
     med = {k: statistics.median(v) for k, v in scores.items()}
     grid_keys = [t.user_attrs["config"] for t in g["top"][: a.grid_top]]
     ref_key = max(grid_keys, key=lambda k: med[k])
