@@ -76,7 +76,9 @@ def _sync_fn(device: str) -> Callable[[], None]:
         import torch
 
         dev = torch.device(device)
-        return lambda: torch.cuda.synchronize(dev)
+        # the stream the batch was delivered on, not the whole device: a device-wide sync would also wait
+        # for work the loader queued ahead (DALI decodes the next batches on its own streams)
+        return lambda: torch.cuda.current_stream(dev).synchronize()
     return lambda: None
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -112,7 +113,9 @@ def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     if isinstance(e, BadImageError) or name == "BadImageError":
         return Outcome.BAD_DATA, bad_image_path(str(e))
     gpu_alloc = ("CUDA out of memory", "cudaErrorMemoryAllocation", "CUDA allocation failed", "CUDA_ERROR_OUT_OF_MEMORY")
-    if name == "OutOfMemoryError" or any(s in text for s in gpu_alloc) or "out of memory" in text.lower() and "cuda" in text.lower():
+    # DALI 2.x: "Can't allocate 38535168 bytes on device 0" (its GPU operators and nvJPEG's allocator)
+    dali_alloc = re.search(r"Can't allocate \d+ bytes on device", text) is not None
+    if name == "OutOfMemoryError" or dali_alloc or any(s in text for s in gpu_alloc) or "out of memory" in text.lower() and "cuda" in text.lower():
         return Outcome.OOM_GPU, None
     if isinstance(e, MemoryError) or "std::bad_alloc" in text:
         return Outcome.OOM_HOST, None

@@ -280,8 +280,14 @@ class Tuner:
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
-        in_space = {k: v for k, v in params.items() if k in self.space}
-        self.study.enqueue_trial(in_space, user_attrs={"role": role, "loader_params": params}, skip_if_exists=False)
+        """Queue a fixed config (a baseline, a warm start). A config outside the space (the torch baselines in a
+        DALI-only space) is measured as it is, with no sampled parameters, so the sampler learns nothing false."""
+        inside = params.get("backend", "torch") in self.space.backends()
+        fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)} if inside else {}
+        attrs = {"role": role, "loader_params": params}
+        if not inside:
+            attrs["outside_space"] = True
+        self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
 
     def enqueue_baselines(self) -> None:
         have = {t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)}
@@ -339,8 +345,11 @@ class Tuner:
         logger.warning("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:
-        params = self.space.suggest(trial, self.context)
-        params = trial.user_attrs.get("loader_params", params)
+        if trial.user_attrs.get("outside_space"):
+            params = trial.user_attrs["loader_params"]
+        else:
+            params = self.space.suggest(trial, self.context)  # enqueued values are taken as they are
+            params = trial.user_attrs.get("loader_params", params)
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())

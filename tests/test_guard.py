@@ -208,3 +208,10 @@ def test_tpe_moves_away_from_an_oom_region(monkeypatch):
     ours_share, failed_share = sum(ours) / 2, sum(failed) / 2
     assert ours_share < 0.40, f"{ours_share:.0%} of the later trials in the OOM region (random sampling: 43%)"
     assert failed_share > 0.70 and ours_share < failed_share / 2, (ours, failed)
+
+
+def test_dali_device_allocation_failure_is_oom_gpu():
+    # seen on an H200 with the GPU almost full: DALI's resize could not allocate its output
+    err = RuntimeError("Critical error in pipeline: Error in GPU operator `nvidia.dali.fn.resize` ... encountered:  "
+                       "Can't allocate 38535168 bytes on device 0. Current pipeline object is no longer valid.")
+    assert classify_exception(err)[0] is Outcome.OOM_GPU

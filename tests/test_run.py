@@ -133,3 +133,15 @@ def test_demo_dataset_is_imagenet_like(tmp_path):
     assert len(set(sizes)) > 1  # varied sizes
     mean = sum(f.stat().st_size for f in files) / len(files)
     assert 15_000 < mean < 120_000  # photo-like JPEG sizes, not flat colour
+
+
+def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdir):
+    pytest.importorskip("nvidia.dali")
+    space = workdir / "dali-only.yaml"
+    space.write_text("params:\n  backend: {choices: [dali]}\n  batch_size: {choices: [8]}\n  num_threads: {int: [1, 2]}\n")
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", str(space), "--n-trials", "3", "--confirm-top", "0", *FAST])
+    assert rc == 0
+    trials = _trials("sqlite:///autotune.db")
+    assert [t.user_attrs["loader"]["backend"] for t in trials] == ["torch", "torch", "dali"]
+    assert trials[0].params == {} and trials[0].user_attrs["outcome"] == "complete"  # measured, nothing sampled
+    assert autotune.load_config(workdir / "autotune.yaml").result["defaults_samples_per_s"] > 0
