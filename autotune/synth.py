@@ -110,3 +110,29 @@ def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path
         synthesize(root, images=images, classes=classes)
         marker.write_text("ok\n")
     return root
+
+
+def mixed_formats(root: str | os.PathLike[str]) -> Path:
+    """Eight images that decoders disagree on most, in 2 classes: grayscale and CMYK JPEGs, grayscale, alpha and
+    palette PNGs, a PNG named ``.jpg``, and a file name that is not UTF-8 (``b/caf\\xe9.jpg``).
+
+    Both backends must turn each into the same RGB batch (``tests/backends``, ``benchmarks/gpu_mixed_formats.py``).
+    """
+    import shutil
+
+    from PIL import Image
+
+    root = Path(root)
+    (root / "a").mkdir(parents=True, exist_ok=True)
+    (root / "b").mkdir(exist_ok=True)
+    rng = np.random.default_rng(1)
+    base = Image.fromarray((rng.random((9, 11, 3)) * 255).astype(np.uint8)).resize((88, 72), Image.BICUBIC)
+    base.save(root / "a" / "rgb.jpg", quality=95)
+    base.convert("L").save(root / "a" / "gray.jpg", quality=95)
+    base.convert("CMYK").save(root / "a" / "cmyk.jpg", quality=95)
+    base.convert("L").save(root / "b" / "gray.png")
+    base.convert("RGBA").save(root / "b" / "rgba.png")
+    base.convert("P").save(root / "b" / "palette.png")
+    base.save(root / "b" / "png_named.jpg", "PNG")
+    shutil.copyfile(root / "a" / "rgb.jpg", os.path.join(os.fsencode(root / "b"), b"caf\xe9.jpg"))
+    return root

@@ -17,7 +17,7 @@ import optuna
 
 from autotune import fingerprint
 from autotune._paths import printable, safe_name
-from autotune.config import LoaderConfig, load_config, save_config
+from autotune.config import save_config
 from autotune.dataset import scan
 from autotune.errors import UserError
 from autotune.guard import Budgets

@@ -31,21 +31,11 @@ from pathlib import Path
 
 def build_dataset(root: Path) -> tuple[list[str], list[str]]:
     """The odd images (2 classes) and the files the scan must skip; returns (usable names, skipped names)."""
-    import numpy as np
     from PIL import Image
 
-    (root / "a").mkdir(parents=True)
-    (root / "b").mkdir()
-    rng = np.random.default_rng(1)
-    base = Image.fromarray((rng.random((9, 11, 3)) * 255).astype(np.uint8)).resize((88, 72), Image.BICUBIC)
-    base.save(root / "a" / "rgb.jpg", quality=95)
-    base.convert("L").save(root / "a" / "gray.jpg", quality=95)
-    base.convert("CMYK").save(root / "a" / "cmyk.jpg", quality=95)
-    base.convert("L").save(root / "b" / "gray.png")
-    base.convert("RGBA").save(root / "b" / "rgba.png")
-    base.convert("P").save(root / "b" / "palette.png")
-    base.save(root / "b" / "png_named.jpg", "PNG")
-    shutil.copyfile(root / "a" / "rgb.jpg", os.path.join(os.fsencode(root / "b"), b"caf\xe9.jpg"))
+    from autotune.synth import mixed_formats
+
+    mixed_formats(root)
     usable = ["rgb.jpg", "gray.jpg", "cmyk.jpg", "gray.png", "rgba.png", "palette.png", "png_named.jpg", "caf\\xe9.jpg"]
 
     (root / "a" / "zero.jpg").write_bytes(b"")

@@ -29,22 +29,6 @@ def workdir(tmp_path, monkeypatch) -> Path:
 def odd_images(tmp_path_factory) -> Path:
     """8 images PIL and decoders disagree on most: grayscale and CMYK JPEGs, grayscale/alpha/palette PNGs,
     a PNG named .jpg, and a file name that is not UTF-8; 2 classes."""
-    import shutil
+    from autotune.synth import mixed_formats
 
-    import numpy as np
-    from PIL import Image
-
-    root = tmp_path_factory.mktemp("odd") / "train"
-    (root / "a").mkdir(parents=True)
-    (root / "b").mkdir()
-    rng = np.random.default_rng(1)
-    base = Image.fromarray((rng.random((9, 11, 3)) * 255).astype(np.uint8)).resize((88, 72), Image.BICUBIC)
-    base.save(root / "a" / "rgb.jpg", quality=95)
-    base.convert("L").save(root / "a" / "gray.jpg", quality=95)
-    base.convert("CMYK").save(root / "a" / "cmyk.jpg", quality=95)
-    base.convert("L").save(root / "b" / "gray.png")
-    base.convert("RGBA").save(root / "b" / "rgba.png")
-    base.convert("P").save(root / "b" / "palette.png")
-    base.save(root / "b" / "png_named.jpg", "PNG")
-    shutil.copyfile(root / "a" / "rgb.jpg", os.path.join(os.fsencode(root / "b"), b"caf\xe9.jpg"))
-    return root
+    return mixed_formats(tmp_path_factory.mktemp("odd") / "train")

@@ -145,3 +145,21 @@ def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdi
     assert [t.user_attrs["loader"]["backend"] for t in trials] == ["torch", "torch", "dali"]
     assert trials[0].params == {} and trials[0].user_attrs["outcome"] == "complete"  # measured, nothing sampled
     assert autotune.load_config(workdir / "autotune.yaml").result["defaults_samples_per_s"] > 0
+
+
+def test_dali_cpu_study_writes_a_dali_yaml_that_build_loader_iterates(tiny_dataset, workdir):
+    pytest.importorskip("nvidia.dali")
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "dali", "--device", "cpu", "--batch-size", "8", "--n-trials", "3",
+               "--no-baselines", "--confirm-top", "2", "--confirm-repeats", "1", *FAST])
+    assert rc == 0
+    cfg = autotune.load_config(workdir / "autotune.yaml")
+    assert cfg.loader.backend.value == "dali" and cfg.loader.dali.device == "cpu"
+    assert "loader" in cfg.to_dict() and cfg.result["samples_per_s"] > 0
+    loader = autotune.build_loader(tiny_dataset, cfg)
+    n = 0
+    for epoch in range(2):  # resettable per epoch
+        for images, labels in loader:
+            assert tuple(images.shape) == (8, 3, 224, 224) and str(labels.dtype) == "torch.int64"
+            n += 1
+    assert n == 2 * len(loader) == 2 * (24 // 8)
+    loader.close()

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import transforms
-from torchvision.datasets.folder import default_loader
 
 from autotune.backends._base import BatchLoader, LoaderBackend
 

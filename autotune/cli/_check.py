@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from autotune.cli._types import positive_float
+
 NAME = "check"
 HELP = "say whether an autotune.yaml still fits this machine (exit 0 yes, 1 no, 2 error)"
 DESCRIPTION = (
@@ -24,19 +26,9 @@ EXAMPLES = """examples:
 """
 
 
-def _days(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of days, but got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, but got {v}")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="the autotune.yaml to check")
-    p.add_argument("--max-age", type=_days, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
+    p.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--dataset", metavar="DIR", default=None, help="compare this dataset folder (default: the recorded folder, if it exists here)")
     d.add_argument("--no-dataset", action="store_true", help="do not compare the dataset")

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import logging
 import os
 import sys
-import time
-from pathlib import Path
-from typing import Any
 
-from autotune.errors import UserError
+from autotune.cli._types import nonneg_int, positive_float, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -36,36 +32,6 @@ exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad inp
 """
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, but got {v}")
-    return v
-
-
-def _positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, but got {s!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, but got {v}")
-    return v
-
-
-def _nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, but got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, but got {v}")
-    return v
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from autotune.presets import PRESETS
     from autotune.study import PRUNERS, SAMPLERS
@@ -74,43 +40,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
     p.add_argument("--space", default="search_spaces/default.yaml", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
-    p.add_argument("--n-trials", type=_positive_int, default=None, metavar="N", help="trials to run (default 20; 12 with --demo)")
-    p.add_argument("--timeout", type=_positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
+    p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="trials to run (default 20; 12 with --demo)")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", default="autotune.yaml", metavar="FILE", help="where to write the config (default: %(default)s)")
     p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
     p.add_argument("--study-name", metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
     p.add_argument("--pipeline", default="imagenet-train", metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: %(default)s)")
     p.add_argument("--device", default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
-    p.add_argument("--batch-size", type=_positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
     p.add_argument("--seed", type=int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")
-    m.add_argument("--window", type=_positive_float, default=1.0, metavar="S", help="seconds per timed window (default: %(default)s)")
-    m.add_argument("--windows", type=_positive_int, default=5, metavar="N", help="steady windows per trial; the score is their median (default: %(default)s)")
-    m.add_argument("--warmup-batches", type=_nonneg_int, default=2, metavar="N", help="untimed batches after the first (default: %(default)s)")
-    m.add_argument("--trial-timeout", type=_positive_float, default=180.0, metavar="S", help="wall-clock limit of one trial (default: %(default)s)")
-    m.add_argument("--confirm-top", type=_nonneg_int, default=3, metavar="K", help="re-measure the K best configs before choosing (default: %(default)s)")
-    m.add_argument("--confirm-repeats", type=_nonneg_int, default=2, metavar="R", help="re-measurements of each (default: %(default)s)")
+    m.add_argument("--window", type=positive_float, default=1.0, metavar="S", help="seconds per timed window (default: %(default)s)")
+    m.add_argument("--windows", type=positive_int, default=5, metavar="N", help="steady windows per trial; the score is their median (default: %(default)s)")
+    m.add_argument("--warmup-batches", type=nonneg_int, default=2, metavar="N", help="untimed batches after the first (default: %(default)s)")
+    m.add_argument("--trial-timeout", type=positive_float, default=180.0, metavar="S", help="wall-clock limit of one trial (default: %(default)s)")
+    m.add_argument("--confirm-top", type=nonneg_int, default=3, metavar="K", help="re-measure the K best configs before choosing (default: %(default)s)")
+    m.add_argument("--confirm-repeats", type=nonneg_int, default=2, metavar="R", help="re-measurements of each (default: %(default)s)")
     m.add_argument("--cache", choices=("warm", "cold"), default="warm", help="warm: read the data once first (if it fits in RAM); cold: evict it before each trial")
     m.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default: %(default)s)")
     m.add_argument("--pruner", choices=PRUNERS, default="median", help="Optuna pruner (default: %(default)s)")
     m.add_argument("--no-baselines", action="store_true", help="do not enqueue the defaults and heuristic baselines")
     g = p.add_argument_group("memory budgets")
-    g.add_argument("--host-budget", metavar="MIB", type=_positive_float, default=None, help="host memory a trial's process tree may use (default: 80%% of available)")
-    g.add_argument("--gpu-budget", metavar="MIB", type=_positive_float, default=None, help="GPU memory a trial may use (default: 90%% of free minus --reserve-gpu-mem)")
+    g.add_argument("--host-budget", metavar="MIB", type=positive_float, default=None, help="host memory a trial's process tree may use (default: 80%% of available)")
+    g.add_argument("--gpu-budget", metavar="MIB", type=positive_float, default=None, help="GPU memory a trial may use (default: 90%% of free minus --reserve-gpu-mem)")
     g.add_argument("--reserve-gpu-mem", metavar="MIB", type=float, default=0.0, help="GPU memory to leave for the training model (default: 0)")
-    g.add_argument("--shm-budget", metavar="MIB", type=_positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
+    g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
     f.add_argument("--warm-start", metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first")
     f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune")
     f.add_argument("--reuse", action="store_true", help="if the storage holds a finished study for this fingerprint, write its config without tuning")
-    f.add_argument("--max-age", type=_positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
-    f.add_argument("--gpus", type=_positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")
+    f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
+    f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")
     t = p.add_argument_group("model in the loop")
     t.add_argument("--model", metavar="NAME", help="score training steps of a torchvision model (random weights), e.g. resnet50")
     t.add_argument("--amp", action="store_true", help="with --model: bf16 autocast on GPU")
     t.add_argument("--channels-last", action="store_true", help="with --model: channels_last memory format")
-    t.add_argument("--step-ms", type=_positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
+    t.add_argument("--step-ms", type=positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
     t.add_argument("--tolerance", type=float, default=0.02, metavar="F", help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
