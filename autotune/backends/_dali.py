@@ -138,6 +138,10 @@ def _graph(fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[s
     decode_kw: dict[str, Any] = {"device": "mixed" if gpu_decode else "cpu", "output_type": types.RGB}
     if gpu_decode:
         decode_kw["hw_decoder_load"] = opts.hw_decoder_load
+        # NVIDIA's ResNet-50 recipe: pad nvJPEG's buffers so they are not re-allocated batch after batch while the
+        # pipeline warms up (the paddings DALI's own examples use)
+        decode_kw["device_memory_padding"] = 211025920
+        decode_kw["host_memory_padding"] = 140544512
     mean = [m * 255.0 for m in preset.mean]
     std = [s * 255.0 for s in preset.std]
     if preset.train:
