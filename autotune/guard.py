@@ -46,6 +46,8 @@ WORKER_BASE_MIB = 60  # a forked DataLoader worker's own pages
 DALI_BASE_MIB = 300  # DALI's libraries and host pools
 CUDA_CONTEXT_MIB = 500  # a CUDA context and torch's allocator slack
 DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
+NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (backends/_dali.py)
+NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
 #: A decoded image is about this many times its JPEG file.
 DECODE_RATIO = 6
 
@@ -201,7 +203,8 @@ def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-t
         stage = b * (decoded + 3 * crop * crop / MiB)  # decoded images + resized crops, one batch
         if d.device == "gpu":
             gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-            gpu_parts["decoder"] = DALI_GPU_BASE_MIB
+            gpu_parts["decoder"] = DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB
+            parts["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
             gpu_parts["stages"] = q * (stage + out_batch)
             gpu_parts["batches_on_gpu"] = 2 * out_batch
         else:
