@@ -139,7 +139,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
 
 def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=6)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=4)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "qmc":
@@ -158,14 +158,29 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
 
 
 def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
-    """The framework defaults and the common heuristic, at the space's usual batch size."""
+    """The framework defaults and the common heuristic (at the space's usual batch size), and DALI's usual start.
+
+    They are measured first: the YAML reports the winner against the first two, and all of them seed the sampler.
+    """
     choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
     batch = 64 if 64 in choices else choices[0]
     cuda = settings.device.startswith("cuda")
-    return {
+    out = {
         "defaults": {"backend": "torch", "batch_size": batch, "num_workers": 0, "pin_memory": False},
         "heuristic": {"backend": "torch", "batch_size": batch, "num_workers": settings.cores, "pin_memory": cuda, "prefetch_factor": 2, "persistent_workers": True},
     }
+    if "dali" in space.backends():
+        # where DALI is offered, its usual starting point too: a thread per core, DALI's own queue depth and
+        # hardware-decoder share, GPU decode when there is a GPU, a middle batch size
+        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": settings.cores, "prefetch_queue_depth": 2}
+        if "num_threads" in space and space["num_threads"].kind == "int":
+            dali["num_threads"] = int(min(max(settings.cores, space["num_threads"].low), space["num_threads"].high))
+        if "dali_device" in space:
+            dali["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
+            if dali["dali_device"] == "gpu":
+                dali["hw_decoder_load"] = 0.65
+        out["dali-heuristic"] = dali
+    return out
 
 
 def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> list[dict[str, Any]]:
