@@ -213,7 +213,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         from autotune.fleet import previous_best
 
         tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
-    done_before = len(tuner.study.trials)
+    done_before = sum(t.state.is_finished() for t in tuner.study.trials)  # enqueued trials are still to run
     if not args.quiet:
         print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
               + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
