@@ -136,3 +136,15 @@ def mixed_formats(root: str | os.PathLike[str]) -> Path:
     base.save(root / "b" / "png_named.jpg", "PNG")
     shutil.copyfile(root / "a" / "rgb.jpg", os.path.join(os.fsencode(root / "b"), b"caf\xe9.jpg"))
     return root
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares ``width x height`` pixels: a decompression bomb's header, for tests."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")

@@ -25,7 +25,6 @@ import shutil
 import struct
 import sys
 import tempfile
-import zlib
 from pathlib import Path
 
 
@@ -33,7 +32,7 @@ def build_dataset(root: Path) -> tuple[list[str], list[str]]:
     """The odd images (2 classes) and the files the scan must skip; returns (usable names, skipped names)."""
     from PIL import Image
 
-    from autotune.synth import mixed_formats
+    from autotune.synth import mixed_formats, png_bomb
 
     mixed_formats(root)
     usable = ["rgb.jpg", "gray.jpg", "cmyk.jpg", "gray.png", "rgba.png", "palette.png", "png_named.jpg", "caf\\xe9.jpg"]
@@ -41,11 +40,7 @@ def build_dataset(root: Path) -> tuple[list[str], list[str]]:
     (root / "a" / "zero.jpg").write_bytes(b"")
     (root / "a" / "garbage.jpg").write_bytes(b"not an image" * 20)
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", 60000, 60000, 8, 2, 0, 0, 0)
-    (root / "b" / "bomb.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b""))
+    (root / "b" / "bomb.png").write_bytes(png_bomb(60000, 60000))
     jpg = io.BytesIO()
     Image.new("RGB", (8, 8)).save(jpg, "JPEG")
     data = bytearray(jpg.getvalue())

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import io
 import os
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,9 @@ def _png_bytes(size: tuple[int, int] = (6, 5), mode: str = "RGB") -> bytes:
 
 
 def _png_header(width: int, height: int) -> bytes:
-    """A tiny PNG whose IHDR declares ``width x height``: a decompression bomb's header."""
+    from autotune.synth import png_bomb
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+    return png_bomb(width, height)
 
 
 def _fsname(folder: Path, name: bytes) -> str:

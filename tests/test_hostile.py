@@ -11,7 +11,6 @@ import stat
 import struct
 import time
 import tracemalloc
-import zlib
 from pathlib import Path
 
 import optuna
@@ -32,13 +31,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _png_header(width: int, height: int) -> bytes:
-    """A tiny PNG whose IHDR declares ``width x height``: a decompression bomb's header."""
+    from autotune.synth import png_bomb
 
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 16)) + chunk(b"IEND", b"")
+    return png_bomb(width, height)
 
 
 def _fsname(folder: Path, name: bytes) -> str:
