@@ -20,9 +20,8 @@ from autotune._paths import printable, safe_name
 from autotune.config import save_config
 from autotune.dataset import scan
 from autotune.errors import UserError
-from autotune.guard import Budgets
 from autotune.presets import get_preset
-from autotune.result import config_from_study
+from autotune.result import config_from_study, outcome_counts
 from autotune.space import load_space
 from autotune.study import Tuner, TuneSettings, mask_log_secrets, mask_url, open_storage
 
@@ -56,7 +55,7 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
         from autotune.model import ModelSpec
 
         model = ModelSpec.from_args(args)
-    budgets = guard.default_budgets(host_mib=args.host_budget, gpu_mib=args.gpu_budget, reserve_gpu_mib=args.reserve_gpu_mem, shm_mib=args.shm_budget, device=device) if hasattr(guard, "default_budgets") else Budgets(args.host_budget, args.gpu_budget, args.shm_budget)
+    budgets = guard.default_budgets(host_mib=args.host_budget, gpu_mib=args.gpu_budget, reserve_gpu_mib=args.reserve_gpu_mem, shm_mib=args.shm_budget, device=device)
     return TuneSettings(
         pipeline=args.pipeline, device=device, n_trials=args.n_trials, timeout=args.timeout, seed=args.seed,
         warmup_batches=args.warmup_batches, window_s=args.window, windows=args.windows, trial_timeout=args.trial_timeout,
@@ -247,10 +246,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     if not tuner.complete_trials():
         if interrupted:
             raise KeyboardInterrupt
-        counts = {}
-        for t in tuner.study.trials:
-            o = t.user_attrs.get("outcome", t.state.name.lower())
-            counts[o] = counts.get(o, 0) + 1
+        counts = outcome_counts(tuner.study)
         bad = next((t.user_attrs["bad_file"] for t in tuner.study.trials if t.user_attrs.get("bad_file")), None)
         if not args.no_report:  # the failures by outcome, for the user to read
             try:
