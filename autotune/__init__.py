@@ -1,16 +1,25 @@
 """autotune: find the fastest data-loader configuration for PyTorch image training on this machine.
 
-    import autotune
-    cfg = autotune.load_config("autotune.yaml")
-    loader = autotune.build_loader("/data/train", cfg)      # torch DataLoader or DALI iterator
-    # or: DataLoader(my_dataset, **cfg.dataloader_kwargs())
+```python
+import autotune
+cfg = autotune.load_config("autotune.yaml")
+loader = autotune.build_loader("/data/train", cfg)      # torch DataLoader or DALI iterator
+# or: DataLoader(my_dataset, **cfg.dataloader_kwargs())
+```
 """
 
 from __future__ import annotations
 
-from autotune.config import Config, DaliOptions, LoaderConfig, TorchOptions, load_config
-from autotune.errors import ConfigError, DatasetError, SpaceError, StaleConfigError, UserError
-from autotune.loader import build_loader
+from autotune.config.files import load_config
+from autotune.config.schema import Config, DaliOptions, LoaderConfig, TorchOptions
+from autotune.errors import (
+    ConfigError,
+    DatasetError,
+    SpaceError,
+    StaleConfigError,
+    UserError,
+)
+from autotune.loaders.factory import build_loader
 from autotune.outcomes import Backend, Outcome
 
 __version__ = "0.1.0"

@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autotune import _imports, fingerprint, pagecache
+from autotune import _imports
+from autotune.config import fingerprint
+from autotune.dataset import pagecache
 from autotune.errors import DatasetError, UserError
 
 logger = logging.getLogger(__name__)
@@ -360,8 +362,8 @@ def check_dataset(path: str | os.PathLike[str]) -> list[Check]:
     """Image count, formats, mean size, unreadable files (scan + a decoded sample), and page-cache fit."""
     from PIL import Image
 
-    from autotune.dataset import scan
-    from autotune.imaging import BadImageError, open_rgb
+    from autotune.dataset.imaging import BadImageError, open_rgb
+    from autotune.dataset.scan import scan
 
     try:
         ds = scan(path)
@@ -413,10 +415,10 @@ def _last_line(text: str) -> str:
 
 def _smoke_child(kind: str, root: str) -> None:
     """Child process: build one loader (``torch``, ``dali-cpu``, ``dali-gpu``) on ``root`` and read one batch."""
-    from autotune.backends import get_backend
-    from autotune.config import DaliOptions, LoaderConfig, TorchOptions
-    from autotune.dataset import scan
-    from autotune.presets import get_preset
+    from autotune.config.schema import DaliOptions, LoaderConfig, TorchOptions
+    from autotune.dataset.scan import scan
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
 
     backend = get_backend("torch" if kind == "torch" else "dali")  # imports torch: not part of the time
     t0 = time.perf_counter()
@@ -470,7 +472,7 @@ def _start_smokes(gpus: int, dali: bool) -> tuple[str, dict[str, subprocess.Pope
     """Write 4 tiny JPEGs to a temporary folder and start one child per smoke test on them."""
     import shutil
 
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     tmp = tempfile.mkdtemp(prefix="autotune-doctor-")
     try:

@@ -15,15 +15,16 @@ from typing import Any
 
 import optuna
 
-from autotune import fingerprint
-from autotune._paths import printable, safe_name
-from autotune.config import save_config
-from autotune.dataset import scan
+from autotune.config import fingerprint
+from autotune.config.files import save_config
+from autotune.dataset.paths import printable, safe_name
+from autotune.dataset.scan import scan
 from autotune.errors import UserError
-from autotune.presets import get_preset
-from autotune.result import config_from_study, outcome_counts
-from autotune.space import load_space
-from autotune.study import Tuner, TuneSettings, mask_log_secrets, mask_url, open_storage
+from autotune.loaders.presets import get_preset
+from autotune.study.result import config_from_study, outcome_counts
+from autotune.study.space import load_space
+from autotune.study.storage import mask_log_secrets, mask_url, open_storage
+from autotune.study.tuner import Tuner, TuneSettings
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +46,14 @@ def _find_studies(storage_url: str, key: str) -> list[optuna.study.StudySummary]
 
 
 def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str) -> TuneSettings:
-    from autotune import guard
+    from autotune.trials import guard
 
     ranks = args.gpus if args.gpus is not None else (max(1, fp.get("gpus") or 1) if device.startswith("cuda") else 1)
     if device.startswith("cuda") and ranks > (fp.get("gpus") or 0):
         raise UserError(f"--gpus {ranks} asks for more GPUs than the {fp.get('gpus') or 0} visible here; pass --gpus {fp.get('gpus') or 1} or fewer")
     model = None
     if args.model or args.step_ms:
-        from autotune.model import ModelSpec
+        from autotune.trials.model import ModelSpec
 
         model = ModelSpec.from_args(args)
     budgets = guard.default_budgets(host_mib=args.host_budget, gpu_mib=args.gpu_budget, reserve_gpu_mib=args.reserve_gpu_mem, shm_mib=args.shm_budget, device=device)
@@ -74,7 +75,13 @@ class _Progress:
         self.start = time.monotonic()
         if enabled:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
 
             self.progress = Progress(
                 TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("best {task.fields[best]} samples/s"),
@@ -125,7 +132,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     fp = fingerprint.collect()
 
     if args.if_stale:
-        from autotune.staleness import is_stale
+        from autotune.config.staleness import is_stale
 
         stale, reasons = is_stale(args.if_stale, fp, max_age_days=args.max_age, dataset=args.dataset)
         if not stale:
@@ -138,7 +145,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             args.warm_start = args.if_stale
 
     if args.demo:
-        from autotune.synth import demo_dataset
+        from autotune.dataset.synth import demo_dataset
 
         if not args.quiet:
             print("preparing the demo dataset ...", file=sys.stderr)
@@ -174,7 +181,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None))
 
     if args.reuse:
-        from autotune.fleet import reuse
+        from autotune.study.fleet import reuse
 
         reused = reuse(args.storage, key, out_path, max_age_days=args.max_age)
         if reused is not None:
@@ -209,7 +216,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         attrs["model"] = settings.model.describe()
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
     if args.warm_start:
-        from autotune.fleet import previous_best
+        from autotune.study.fleet import previous_best
 
         tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
     done_before = sum(t.state.is_finished() for t in tuner.study.trials)  # enqueued trials are still to run
@@ -222,7 +229,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
         if settings.model is not None:
-            from autotune.model import measure_ceiling
+            from autotune.study.ceiling import measure_ceiling
 
             progress.note("measuring the model's ceiling ...")
             tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
@@ -238,7 +245,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():
-        from autotune.model import choose_enough
+        from autotune.study.selection import choose_enough
 
         choose_enough(tuner.study, args.tolerance)
 

@@ -52,4 +52,4 @@ for name in ("gpu-budget", "real-oom"):
         print(f"  #{t.number:2d} {a.get('config','?'):45s} {a.get('outcome','?'):13s} {t.state.name:8s} {a.get('samples_per_s') or 0:8.0f}/s "
               f"peak gpu {a.get('peak_gpu_mib')} MiB  est {(a.get('estimate') or {}).get('gpu_mib')}  {a.get('message','')[:110]}")
 PY
-echo "== leftover trial processes (expect none):"; pgrep -af autotune.runner || echo none
+echo "== leftover trial processes (expect none):"; pgrep -af "autotune.trials" || echo none

@@ -32,7 +32,7 @@ def build_dataset(root: Path) -> tuple[list[str], list[str]]:
     """The odd images (2 classes) and the files the scan must skip; returns (usable names, skipped names)."""
     from PIL import Image
 
-    from autotune.synth import mixed_formats, png_bomb
+    from autotune.dataset.synth import mixed_formats, png_bomb
 
     mixed_formats(root)
     usable = ["rgb.jpg", "gray.jpg", "cmyk.jpg", "gray.png", "rgba.png", "palette.png", "png_named.jpg", "caf\\xe9.jpg"]
@@ -55,9 +55,9 @@ def read_all(backend: str, dataset, device: str):
     """Every image and label of the eval preset, one batch per file, in file order."""
     import torch
 
-    from autotune.backends import get_backend
-    from autotune.config import DaliOptions, LoaderConfig, TorchOptions
-    from autotune.presets import get_preset
+    from autotune.config.schema import DaliOptions, LoaderConfig, TorchOptions
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
 
     if backend == "torch":
         cfg = LoaderConfig("torch", 1, torch=TorchOptions(num_workers=0))
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from autotune._paths import printable
-    from autotune.dataset import scan
+    from autotune.dataset.paths import printable
+    from autotune.dataset.scan import scan
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA GPU visible: this check needs the DALI GPU decoder", file=sys.stderr)

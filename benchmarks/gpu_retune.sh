@@ -56,7 +56,7 @@ import warnings
 import optuna
 
 from autotune.config import Config, read_yaml
-from autotune.study import open_storage
+from autotune.study.storage import open_storage
 
 db, previous, reach, names = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4:]
 prev = Config.from_dict(read_yaml(previous))
@@ -88,8 +88,8 @@ import torch
 
 from autotune.config import LoaderConfig
 from autotune.dataset import scan
-from autotune.ranks import measure_ranks
-from autotune.runner import TrialSpec
+from autotune.trials.ranks import measure_ranks
+from autotune.trials.spec import TrialSpec
 
 n = torch.cuda.device_count()
 if n == 0:

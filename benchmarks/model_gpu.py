@@ -44,7 +44,7 @@ def _pct(x: float | None) -> str:
 
 
 def ensure_data(path: Path, images: int, classes: int) -> None:
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     have = sum(1 for _ in path.rglob("*.jpg")) if path.exists() else 0
     if have >= images:
@@ -57,8 +57,9 @@ def ensure_data(path: Path, images: int, classes: int) -> None:
 
 def seed_dali(work: Path, batch_size: int) -> Path:
     """A DALI GPU-decode config to enqueue first (the study still samples the rest of the space)."""
-    from autotune import fingerprint
-    from autotune.config import Config, LoaderConfig, save_config
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
 
     cores = os.cpu_count() or 8
     loader = LoaderConfig.from_params({"backend": "dali", "batch_size": batch_size, "dali_device": "gpu", "num_threads": max(1, cores // 4),
@@ -133,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     cmd = ["autotune", "run", "--dataset", str(data), "--space", "default", *model, "--n-trials", str(a.n_trials), "--timeout", str(a.timeout),
            "--window", "0.5", "--windows", "3", "--warmup-batches", "3", "--trial-timeout", "90", "--confirm-top", "3", "--confirm-repeats", "1",
            "--storage", storage, "--study-name", study_name, "--out", str(work / "autotune-model.yaml"), "--no-report", "--json", *shlex.split(a.extra)]
-    from autotune import fingerprint
     from autotune._imports import is_available
+    from autotune.config import fingerprint
 
     if not a.no_seed_dali and is_available("dali") and fingerprint.collect().get("gpus"):
         cmd += ["--warm-start", str(seed_dali(work, 128))]
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import optuna
 
-    from autotune.model import training_summary
+    from autotune.study.selection import training_summary
 
     study = optuna.load_study(study_name=study_name, storage=storage)
     summary = training_summary(study)

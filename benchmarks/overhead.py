@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from autotune.measure import measure  # noqa: E402
+from autotune.trials.measure import measure  # noqa: E402
 
 LIMIT = 0.02
 

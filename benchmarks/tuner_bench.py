@@ -42,15 +42,18 @@ if str(ROOT) not in sys.path:
 
 import optuna  # noqa: E402
 
-from autotune import fingerprint, pagecache  # noqa: E402
-from autotune.config import LoaderConfig  # noqa: E402
-from autotune.dataset import scan  # noqa: E402
+from autotune.config import fingerprint  # noqa: E402
+from autotune.config.schema import LoaderConfig  # noqa: E402
+from autotune.dataset import pagecache
+from autotune.dataset.scan import scan  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
-from autotune.presets import get_preset  # noqa: E402
-from autotune.result import winner  # noqa: E402
-from autotune.runner import TrialSpec, run_trial  # noqa: E402
-from autotune.space import SearchSpace, load_space  # noqa: E402
-from autotune.study import Tuner, TuneSettings, baseline_configs, open_storage  # noqa: E402
+from autotune.loaders.presets import get_preset  # noqa: E402
+from autotune.study.result import winner  # noqa: E402
+from autotune.study.space import SearchSpace, load_space  # noqa: E402
+from autotune.study.storage import open_storage
+from autotune.study.tuner import Tuner, TuneSettings, baseline_configs  # noqa: E402
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialSpec  # noqa: E402
 
 logger = logging.getLogger("tuner_bench")
 
@@ -367,7 +370,7 @@ def cmd_compare(b: Bench) -> int:
     scores: dict[str, list[float]] = {k: [] for k in configs}
     keys = list(configs)
     print(f"re-measuring {len(keys)} configs, {a.rounds} rounds, interleaved", file=sys.stderr)
-    from autotune.zygote import Zygote
+    from autotune.trials.zygote import Zygote
 
     zygote = Zygote.start()  # every measurement a fresh process, as in the studies
     for r in range(a.rounds):

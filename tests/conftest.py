@@ -12,7 +12,7 @@ os.environ.setdefault("AUTOTUNE_TEST", "1")
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory) -> Path:
     """24 small JPEGs in 3 classes (64-96 px): fast to decode on 2 cores."""
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     return synthesize(tmp_path_factory.mktemp("tiny") / "train", images=24, classes=3, min_side=64, max_side=96, workers=1)
 
@@ -29,6 +29,6 @@ def workdir(tmp_path, monkeypatch) -> Path:
 def odd_images(tmp_path_factory) -> Path:
     """8 images PIL and decoders disagree on most: grayscale and CMYK JPEGs, grayscale/alpha/palette PNGs,
     a PNG named .jpg, and a file name that is not UTF-8; 2 classes."""
-    from autotune.synth import mixed_formats
+    from autotune.dataset.synth import mixed_formats
 
     return mixed_formats(tmp_path_factory.mktemp("odd") / "train")

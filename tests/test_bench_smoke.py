@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 tuner_bench = pytest.importorskip("tuner_bench")
 
-from autotune.config import LoaderConfig  # noqa: E402
-from autotune.space import load_space  # noqa: E402
+from autotune.config.schema import LoaderConfig  # noqa: E402
+from autotune.study.space import load_space  # noqa: E402
 
 
 def kinds(grid):

@@ -6,10 +6,11 @@ import os
 
 import pytest
 
-from autotune import fingerprint
 from autotune.cli import main
-from autotune.config import Config, LoaderConfig, save_config
-from autotune.staleness import is_stale
+from autotune.config import fingerprint
+from autotune.config.files import save_config
+from autotune.config.schema import Config, LoaderConfig
+from autotune.config.staleness import is_stale
 
 
 def _write(path, hardware: dict, dataset: dict | None = None, created: str | None = None) -> str:
@@ -102,7 +103,8 @@ def _run_args(**kw) -> argparse.Namespace:
 
 
 def test_if_stale_does_nothing_on_a_match(workdir, tiny_dataset, monkeypatch):
-    from autotune import study, tune
+    from autotune import tune
+    from autotune.study import tuner as study
 
     f = _write(workdir / "autotune.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset))
     before = os.stat(f).st_mtime_ns

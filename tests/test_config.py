@@ -7,7 +7,8 @@ import os
 import pytest
 import torch
 
-from autotune.config import Config, LoaderConfig, TorchOptions, atomic_write_text, load_config, save_config
+from autotune.config.files import atomic_write_text, load_config, save_config
+from autotune.config.schema import Config, LoaderConfig, TorchOptions
 from autotune.errors import ConfigError
 
 

@@ -6,12 +6,12 @@ import random
 
 import optuna
 
-from autotune.config import LoaderConfig
-from autotune.dataset import scan
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
-from autotune.runner import TrialResult
-from autotune.space import parse_space
-from autotune.study import Tuner, TuneSettings
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.spec import TrialResult
 
 SPACE = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4]}}}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from autotune.dataset import scan
+from autotune.dataset.scan import scan
 from autotune.errors import DatasetError
 
 
@@ -23,7 +23,7 @@ def _png_bytes(size: tuple[int, int] = (6, 5), mode: str = "RGB") -> bytes:
 
 
 def _png_header(width: int, height: int) -> bytes:
-    from autotune.synth import png_bomb
+    from autotune.dataset.synth import png_bomb
 
     return png_bomb(width, height)
 
@@ -141,7 +141,8 @@ def test_empty_class_keeps_its_label_index(tmp_path: Path, caplog: pytest.LogCap
 
 
 def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> None:
-    from autotune.config import Config, LoaderConfig, load_config, save_config
+    from autotune.config.files import load_config, save_config
+    from autotune.config.schema import Config, LoaderConfig
 
     ds = scan(tree)
     odd = [f for f in ds.files if "\udce9" in f]
@@ -161,7 +162,7 @@ def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> N
 
 
 def test_header_check_costs_well_under_a_millisecond_per_file(tmp_path: Path) -> None:
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     root = synthesize(tmp_path / "train", images=200, classes=2, min_side=200, max_side=400, workers=1)
     scan(root, check_headers=False)  # warm the page cache and the dentries

@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from autotune import doctor, fingerprint, pagecache
+from autotune import doctor
 from autotune.cli import main
+from autotune.config import fingerprint
+from autotune.dataset import pagecache
 from autotune.doctor import Status
 from autotune.errors import UserError
 
@@ -40,7 +42,7 @@ def machine(monkeypatch):
 
 @pytest.fixture()
 def four_jpegs(tmp_path):
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     return synthesize(tmp_path / "data", images=4, classes=2, min_side=32, max_side=48, workers=1)
 

@@ -14,13 +14,15 @@ import optuna
 import psutil
 import pytest
 
-from autotune.config import LoaderConfig, load_config
-from autotune.dataset import scan
-from autotune.guard import Budgets
+from autotune.config.files import load_config
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
-from autotune.runner import TrialSpec, run_trial
-from autotune.space import load_space
-from autotune.study import Tuner, TuneSettings
+from autotune.study.space import load_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.guard import Budgets
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialSpec
 
 FAST = {"window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "baselines": False, "cache": "none", "pruner": "none"}
 SMALL = {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}
@@ -29,13 +31,13 @@ SMALL = {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_facto
 @pytest.fixture(scope="module")
 def small_dataset(tmp_path_factory) -> Path:
     """96 small JPEGs in 3 classes: a few batches an epoch at every batch size of the cpu space."""
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     return synthesize(tmp_path_factory.mktemp("faults") / "train", images=96, classes=3, min_side=64, max_side=96, workers=1)
 
 
 def _runners(tuner_pid: int | None = None) -> list[psutil.Process]:
-    """Trial processes and their workers (``python -m autotune.runner FD TUNER_PID``): of this test process, or
+    """Trial processes and their workers (``python -m autotune.trials FD TUNER_PID``): of this test process, or
     of ``tuner_pid`` wherever they are now (a killed tuner's orphans belong to init)."""
     if tuner_pid is None:
         procs = psutil.Process().children(recursive=True)
@@ -47,7 +49,7 @@ def _runners(tuner_pid: int | None = None) -> list[psutil.Process]:
             cmd = p.cmdline()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
-        if "autotune.runner" in cmd and (tuner_pid is None or cmd[-1] == str(tuner_pid)):
+        if "autotune.trials" in cmd and (tuner_pid is None or cmd[-1] == str(tuner_pid)):
             out.append(p)
     return out
 

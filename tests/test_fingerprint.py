@@ -5,8 +5,9 @@ import warnings
 
 import pytest
 
-from autotune import fingerprint
-from autotune.config import Config, LoaderConfig, load_config, save_config
+from autotune.config import fingerprint
+from autotune.config.files import load_config, save_config
+from autotune.config.schema import Config, LoaderConfig
 from autotune.errors import StaleConfigError
 
 

@@ -13,12 +13,13 @@ import warnings
 import optuna
 import pytest
 
-from autotune import fingerprint
 from autotune.cli import main
-from autotune.config import LoaderConfig, load_config
-from autotune.dataset import scan
-from autotune.fleet import fresh_study, reuse
-from autotune.study import mask_url, open_storage
+from autotune.config import fingerprint
+from autotune.config.files import load_config
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.study.fleet import fresh_study, reuse
+from autotune.study.storage import mask_url, open_storage
 
 PG_URL = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
 needs_pg = pytest.mark.skipif(not PG_URL, reason="AUTOTUNE_TEST_POSTGRES_URL not set (.ci/pg.sh start)")
@@ -54,7 +55,7 @@ def _run_reuse(dataset, storage, *extra) -> int:
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, needs_pg])])
 def test_reuse_writes_the_yaml_without_tuning(workdir, tiny_dataset, monkeypatch, backend):
-    from autotune import study as study_mod
+    from autotune.study import tuner as study_mod
 
     storage = f"sqlite:///{workdir}/fleet.db" if backend == "sqlite" else PG_URL
     key = _key(tiny_dataset)
@@ -119,7 +120,7 @@ def test_study_is_named_and_tagged_by_fingerprint(workdir, tiny_dataset):
 _WRITER = textwrap.dedent("""
     import sys, time
     import optuna
-    from autotune.study import open_storage
+    from autotune.study.storage import open_storage
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     study = optuna.create_study(storage=open_storage(url), study_name=name, direction="maximize", load_if_exists=True)

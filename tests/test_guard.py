@@ -9,15 +9,24 @@ import time
 import optuna
 import pytest
 
-from autotune import guard
-from autotune.config import LoaderConfig
-from autotune.dataset import Dataset
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
-from autotune.guard import Budgets, Monitor, TreeMemory, check_estimate, default_budgets, estimate, read_pss_mib
 from autotune.outcomes import Outcome
-from autotune.runner import TrialResult, bad_image_path, classify_exception
-from autotune.study import Tuner, TuneSettings
-from autotune.space import parse_space
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials import guard
+from autotune.trials.child import bad_image_path, classify_exception
+from autotune.trials.guard import (
+    Budgets,
+    Monitor,
+    TreeMemory,
+    check_estimate,
+    default_budgets,
+    estimate,
+    read_pss_mib,
+)
+from autotune.trials.spec import TrialResult
 
 MiB = 2**20
 
@@ -96,14 +105,14 @@ def test_estimate_sizes_dali_decode_buffers_from_image_bytes():
 
 def test_check_estimate_records_predicted_outcomes_with_the_estimate():
     ds = _dataset()
-    fits = TuneSettings(budgets=Budgets(host_mib=100_000, shm_mib=100_000))
+    fits = Budgets(host_mib=100_000, shm_mib=100_000)
     assert check_estimate(_torch(64, 2), ds, fits) is None
-    r = check_estimate(_torch(64, 2), ds, TuneSettings(budgets=Budgets(host_mib=100)))
+    r = check_estimate(_torch(64, 2), ds, Budgets(host_mib=100))
     assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "host" and r.extra["estimate"]["host_mib"] > 100
     assert "over the 100 MiB budget" in r.message and r.to_attrs()["estimate"]["parts"]
-    r = check_estimate(_torch(256, 8, pf=4), ds, TuneSettings(budgets=Budgets(host_mib=100_000, shm_mib=200)))
+    r = check_estimate(_torch(256, 8, pf=4), ds, Budgets(host_mib=100_000, shm_mib=200))
     assert r.outcome is Outcome.SHM and "/dev/shm" in r.message
-    r = check_estimate(_dali(1024), ds, TuneSettings(device="cuda", budgets=Budgets(gpu_mib=1_000)))
+    r = check_estimate(_dali(1024), ds, Budgets(gpu_mib=1_000), device="cuda")
     assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "gpu" and "GPU memory" in r.message
     assert guard.violation(r, Budgets(gpu_mib=1_000)) == pytest.approx(r.extra["estimate"]["gpu_mib"] / 1_000 - 1)
 
@@ -119,7 +128,7 @@ def test_bad_image_path_through_a_dataloader_worker_traceback(tmp_path):
     )
     assert bad_image_path(wrapped) == str(bad)
     assert bad_image_path(f"{bad}: cannot decode image") == str(bad)
-    from autotune.imaging import BadImageError
+    from autotune.dataset.imaging import BadImageError
 
     assert classify_exception(BadImageError(wrapped)) == (Outcome.BAD_DATA, str(bad))
 
@@ -165,8 +174,8 @@ def test_tree_memory_is_close_to_pss_and_cheap():
 # -------------------------------------------------------------------------------- what the sampler learns
 def _toy_study(monkeypatch, seed: int, oom_outcome: Outcome, n_trials: int = 40) -> list[optuna.trial.FrozenTrial]:
     """A study whose rate rises with the batch size, but batches of 256 and more run out of memory (43% of the space)."""
-    from autotune import study
-    from autotune.study import TrialFailure
+    from autotune.study import tuner as study
+    from autotune.study.tuner import TrialFailure
 
     monkeypatch.setattr(study, "open_storage", lambda url: optuna.storages.InMemoryStorage())
 

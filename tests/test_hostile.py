@@ -19,19 +19,19 @@ import yaml
 from PIL import Image
 
 from autotune._imports import is_available
-from autotune._paths import child_path, safe_name
-from autotune.config import atomic_write_text, load_config, read_yaml
-from autotune.dataset import scan
+from autotune.config.files import atomic_write_text, load_config, read_yaml
+from autotune.dataset.imaging import MAX_PIXELS, BadImageError, open_rgb, read_header
+from autotune.dataset.paths import child_path, safe_name
+from autotune.dataset.scan import scan
 from autotune.errors import ConfigError, SpaceError, UserError
-from autotune.imaging import MAX_PIXELS, BadImageError, open_rgb, read_header
-from autotune.study import MaskSecrets, mask_url, open_storage
+from autotune.study.storage import MaskSecrets, mask_url, open_storage
 
 SECRET = "hunter2"
 REPO = Path(__file__).resolve().parent.parent
 
 
 def _png_header(width: int, height: int) -> bytes:
-    from autotune.synth import png_bomb
+    from autotune.dataset.synth import png_bomb
 
     return png_bomb(width, height)
 
@@ -149,7 +149,7 @@ def _space(tmp_path: Path, text: str) -> str:
     ],
 )
 def test_unknown_keys_in_a_space_file_are_an_error_naming_the_key(tmp_path: Path, text: str, key: str) -> None:
-    from autotune.space import load_space
+    from autotune.study.space import load_space
 
     with pytest.raises(SpaceError, match=key.replace(".", r"\.")):
         load_space(_space(tmp_path, text))
@@ -255,9 +255,9 @@ BACKENDS = ["torch", pytest.param("dali", marks=pytest.mark.skipif(not is_availa
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_odd_images_give_rgb_batches_with_scan_labels(odd_images: Path, backend: str) -> None:
-    from autotune.backends import get_backend
-    from autotune.config import DaliOptions, LoaderConfig
-    from autotune.presets import get_preset
+    from autotune.config.schema import DaliOptions, LoaderConfig
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
 
     ds = scan(odd_images)
     assert len(ds) == 8 and ds.skipped == ()

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from autotune.measure import measure, robust_rate, steady_start
+from autotune.trials.measure import measure, robust_rate, steady_start
 
 
 class SleepLoader:

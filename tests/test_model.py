@@ -11,19 +11,22 @@ import optuna
 import pytest
 
 import autotune
-from autotune import model
-from autotune.config import LoaderConfig
-from autotune.dataset import scan
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
 from autotune.errors import UserError
-from autotune.guard import Budgets
-from autotune.measure import measure
-from autotune.model import ModelSpec, choose_enough, estimate_gpu_mib, prepare_consumer
+from autotune.loaders.presets import Preset
 from autotune.outcomes import Outcome
-from autotune.presets import Preset
-from autotune.result import config_from_study
-from autotune.runner import TrialResult
-from autotune.space import parse_space
-from autotune.study import Tuner, TuneSettings
+from autotune.study.result import config_from_study
+from autotune.study import selection
+from autotune.study.ceiling import measure_ceiling
+from autotune.study.selection import choose_enough
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials import model
+from autotune.trials.guard import Budgets
+from autotune.trials.measure import measure
+from autotune.trials.model import ModelSpec, estimate_gpu_mib, prepare_consumer
+from autotune.trials.spec import TrialResult
 
 TINY = Preset("tiny", train=True, crop=32)
 
@@ -91,7 +94,7 @@ def test_model_memory_estimate_grows_with_the_batch():
 def test_model_memory_is_charged_to_the_gpu_budget(tiny_dataset, tmp_path, monkeypatch):
     """A config whose loader fits the GPU budget but whose model does not is predicted-oom, never run."""
     ran = []
-    monkeypatch.setattr("autotune.study.run_trial", lambda *a, **k: ran.append(1) or TrialResult(Outcome.COMPLETE, samples_per_s=1.0))
+    monkeypatch.setattr("autotune.study.tuner.run_trial", lambda *a, **k: ran.append(1) or TrialResult(Outcome.COMPLETE, samples_per_s=1.0))
     spec = ModelSpec(name="resnet18")
     need = estimate_gpu_mib(spec, 64)
     space = parse_space({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [64]}}})
@@ -112,9 +115,9 @@ def test_ceiling_of_a_model_that_cannot_be_built_is_a_user_error(tiny_dataset, t
         seen.append((spec.loader.batch_size, spec.model.resident, spec.ranks))
         return TrialResult(Outcome.CRASH, message="ValueError: --model must be a torchvision classification model ...")
 
-    monkeypatch.setattr("autotune.runner.run_trial", fake_run)
+    monkeypatch.setattr("autotune.trials.runner.run_trial", fake_run)
     with pytest.raises(UserError, match="could not be trained: ValueError: --model must be"):
-        model.measure_ceiling(tuner)
+        measure_ceiling(tuner)
     assert seen == [(8, True, 1), (16, True, 1)]
 
 
@@ -129,13 +132,13 @@ def test_ceiling_records_each_batch_size_and_the_measured_memory(tiny_dataset, t
             return TrialResult(Outcome.OOM_GPU, message="CUDA out of memory")
         return TrialResult(Outcome.COMPLETE, samples_per_s=10.0 * b, spread=(9.0 * b, 11.0 * b), extra={"model_gpu_mib": 1000.0 + 10 * b})
 
-    monkeypatch.setattr("autotune.runner.run_trial", fake_run)
-    c = model.measure_ceiling(tuner)
+    monkeypatch.setattr("autotune.trials.runner.run_trial", fake_run)
+    c = measure_ceiling(tuner)
     assert c["samples_per_s"] == 1280.0 and c["batch_size"] == 128
     assert c["per_batch_size"]["256"]["outcome"] == "oom-gpu"
     assert tuner.settings.model.gpu_mib == ((64, 1640.0), (128, 2280.0))
-    assert model.ceiling_attrs(c, 64, 320.0) == {"model_ceiling_samples_per_s": 640.0, "fraction_of_ceiling": 0.5}
-    assert model.ceiling_at(c, 256) == 1280.0  # not measured there: the nearest batch size that was
+    assert selection.ceiling_attrs(c, 64, 320.0) == {"model_ceiling_samples_per_s": 640.0, "fraction_of_ceiling": 0.5}
+    assert selection.ceiling_at(c, 256) == 1280.0  # not measured there: the nearest batch size that was
 
 
 # ----------------------------------------------------------------------------------------- enough rule
@@ -176,7 +179,7 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
     assert cfg.result["fraction_of_ceiling"] == pytest.approx(0.985)
     assert cfg.result["selection"]["tolerance"] == 0.02 and cfg.result["model"] == "resnet50 bf16"
 
-    s = model.training_summary(study)
+    s = selection.training_summary(study)
     by = {r["label"]: r for r in s["rows"]}
     assert by["defaults"]["samples_per_s"] == 400.0 and by["best torch"]["trial"] == 1 and by["best DALI"]["trial"] == 3
     assert s["dali_over_torch"] == pytest.approx(2980 / 2990, abs=0.01)
@@ -191,7 +194,7 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
 # ------------------------------------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
 def sixty_four(tmp_path_factory):
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     return synthesize(tmp_path_factory.mktemp("m64") / "train", images=64, classes=4, min_side=400, max_side=500, workers=1)  # decoding 4 takes ~100 ms
 
@@ -202,7 +205,7 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(sixty_four, workd
     from autotune.cli import main
 
     persistent = {"persistent_workers": True, "prefetch_factor": 2}
-    monkeypatch.setattr("autotune.study.baseline_configs", lambda space, settings: {
+    monkeypatch.setattr("autotune.study.tuner.baseline_configs", lambda space, settings: {
         "defaults": {"backend": "torch", "batch_size": 16, "num_workers": 0},
         "heuristic": {"backend": "torch", "batch_size": 16, "num_workers": 2, **persistent},
         "one-worker": {"backend": "torch", "batch_size": 16, "num_workers": 1, **persistent},
@@ -217,7 +220,7 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(sixty_four, workd
     study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///autotune.db")
     ceiling = study.user_attrs["model_ceiling"]
     assert ceiling["per_batch_size"]["16"]["samples_per_s"] == pytest.approx(16 / 0.120, rel=0.02)
-    rates = model.trial_rates(study)
+    rates = selection.trial_rates(study)
     workers = {t.number: t.user_attrs["loader"]["num_workers"] for t in study.trials}
     floor = max(rates.values()) * 0.90
     within = [n for n in rates if rates[n] >= floor]

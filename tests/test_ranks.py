@@ -4,8 +4,8 @@ import warnings
 
 import pytest
 
-from autotune.measure import Measurement
-from autotune.ranks import _Windows, combine, measure_ranks, rank_device
+from autotune.trials.measure import Measurement
+from autotune.trials.ranks import _Windows, combine, measure_ranks, rank_device
 
 
 def _m(rate: float) -> Measurement:
@@ -50,9 +50,9 @@ def test_window_relay_stops_every_rank_when_pruned():
 
 
 def test_two_cpu_loaders_at_once(tiny_dataset):
-    from autotune.config import LoaderConfig
-    from autotune.dataset import scan
-    from autotune.runner import TrialSpec
+    from autotune.config.schema import LoaderConfig
+    from autotune.dataset.scan import scan
+    from autotune.trials.spec import TrialSpec
 
     spec = TrialSpec(
         dataset=scan(tiny_dataset), loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 2, "num_workers": 0}),
@@ -67,7 +67,7 @@ def test_two_cpu_loaders_at_once(tiny_dataset):
 
 def test_run_gpus_2_on_cpu_records_two_ranks(workdir, tiny_dataset):
     from autotune.cli import main
-    from autotune.config import load_config
+    from autotune.config.files import load_config
 
     rc = main([
         "run", "--dataset", str(tiny_dataset), "--space", "cpu", "--gpus", "2", "--n-trials", "1", "--batch-size", "2",
@@ -90,7 +90,7 @@ def test_run_gpus_2_on_cpu_records_two_ranks(workdir, tiny_dataset):
 
 
 def test_for_rank_reads_torchrun_environment(monkeypatch):
-    from autotune.config import Config, LoaderConfig
+    from autotune.config.schema import Config, LoaderConfig
 
     cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), device="cuda", result={"ranks": 4})
     monkeypatch.setenv("RANK", "5")
@@ -105,7 +105,8 @@ def test_for_rank_reads_torchrun_environment(monkeypatch):
 
 
 def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
-    from autotune import fingerprint, tune
+    from autotune import tune
+    from autotune.config import fingerprint
 
     real = fingerprint.collect
     monkeypatch.setattr(fingerprint, "collect", lambda: {**real(), "cpus": 8})

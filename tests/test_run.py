@@ -104,7 +104,7 @@ def test_bad_arguments(tiny_dataset, workdir, capsys, extra, needle):
         bad.write_text("params:\n  batch_size: {choices: [8]}\n  num_workers: {int: [0]}\n")
         extra = ["--space", str(bad)]
     if extra == ["--device", "cuda"]:
-        from autotune import fingerprint
+        from autotune.config import fingerprint
 
         if fingerprint.gpu_info()["gpus"]:
             pytest.skip("a GPU is visible")
@@ -123,7 +123,7 @@ def test_no_command_prints_help(capsys):
 def test_demo_dataset_is_imagenet_like(tmp_path):
     from PIL import Image
 
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     root = synthesize(tmp_path / "d", images=12, classes=3)
     files = sorted(root.rglob("*.jpg"))

@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from autotune.errors import SpaceError
-from autotune.space import SPACES_DIR, load_space, parse_space
+from autotune.study.space import SPACES_DIR, load_space, parse_space
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in SPACES_DIR.glob("*.yaml")))

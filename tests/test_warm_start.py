@@ -5,13 +5,14 @@ import warnings
 import optuna
 import pytest
 
-from autotune import fingerprint
-from autotune.config import Config, LoaderConfig, save_config
-from autotune.dataset import scan
+from autotune.config import fingerprint
+from autotune.config.files import save_config
+from autotune.config.schema import Config, LoaderConfig
+from autotune.dataset.scan import scan
 from autotune.errors import UserError
-from autotune.fleet import previous_best
-from autotune.space import load_space
-from autotune.study import Tuner, TuneSettings
+from autotune.study.fleet import previous_best
+from autotune.study.space import load_space
+from autotune.study.tuner import Tuner, TuneSettings
 
 OLD = {"backend": "torch", "batch_size": 32, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": True}
 

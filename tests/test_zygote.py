@@ -7,11 +7,12 @@ import os
 import psutil
 import pytest
 
-from autotune.config import LoaderConfig
-from autotune.dataset import scan
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
-from autotune.runner import TrialSpec, run_trial
-from autotune.zygote import Zygote
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialSpec
+from autotune.trials.zygote import Zygote
 
 
 @pytest.fixture(scope="module")

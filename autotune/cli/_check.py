@@ -37,9 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune import fingerprint
-    from autotune.config import Config, read_yaml
-    from autotune.staleness import assess
+    from autotune.config import fingerprint
+    from autotune.config.files import read_yaml
+    from autotune.config.schema import Config
+    from autotune.config.staleness import assess
 
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     current = fingerprint.collect()

@@ -33,8 +33,8 @@ exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad inp
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from autotune.presets import PRESETS
-    from autotune.study import PRUNERS, SAMPLERS
+    from autotune.loaders.presets import PRESETS
+    from autotune.study.tuner import PRUNERS, SAMPLERS
 
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")

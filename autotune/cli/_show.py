@@ -55,7 +55,7 @@ def _show_study(args: argparse.Namespace) -> int:
     from autotune.errors import UserError
     from autotune.report import load, overview, trial_rows
     from autotune.report._render import TRIAL_COLUMNS, trial_cells
-    from autotune.result import config_from_study
+    from autotune.study.result import config_from_study
 
     storage = args.storage or "sqlite:///autotune.db"
     study = load(storage, args.study)
@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from autotune.config import Config, read_yaml
+    from autotune.config.files import read_yaml
+    from autotune.config.schema import Config
     from autotune.errors import UserError
 
     if args.study:

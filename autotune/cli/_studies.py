@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autotune.report import list_studies
-    from autotune.study import mask_url
+    from autotune.study.storage import mask_url
 
     rows = list_studies(args.storage)
     if args.json:

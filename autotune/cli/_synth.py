@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.synth import synthesize
+    from autotune.dataset.synth import synthesize
 
     root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
     print(f"wrote {args.images} images in {args.classes} classes under {root}", file=sys.stderr)

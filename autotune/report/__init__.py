@@ -18,9 +18,17 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from autotune._paths import safe_name
+from autotune.dataset.paths import safe_name
 from autotune.errors import UserError
-from autotune.report._data import importances, latest_study_name, list_studies, load, outcome_table, overview, trial_rows
+from autotune.report._data import (
+    importances,
+    latest_study_name,
+    list_studies,
+    load,
+    outcome_table,
+    overview,
+    trial_rows,
+)
 from autotune.report._render import Figure, html_page, markdown
 
 if TYPE_CHECKING:

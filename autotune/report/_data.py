@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 
 from autotune.errors import UserError
-from autotune.study import mask_url, open_storage
+from autotune.study.storage import mask_url, open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def _ceiling(value: Any) -> float | None:
 
 def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     """The study's settings, the winner with its evidence, and the baselines it is compared with."""
-    from autotune.result import outcome_counts, winner
+    from autotune.study.result import outcome_counts, winner
 
     a = study.user_attrs
     rows = trial_rows(study)

@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from autotune._imports import is_available
-from autotune.backends import BatchLoader, get_backend
-from autotune.config import DaliOptions, LoaderConfig, TorchOptions
-from autotune.dataset import Dataset, scan
-from autotune.presets import get_preset
+from autotune.config.schema import DaliOptions, LoaderConfig, TorchOptions
+from autotune.dataset.scan import Dataset, scan
+from autotune.loaders.backends import BatchLoader, get_backend
+from autotune.loaders.presets import get_preset
 
 BATCH = 5  # 24 images: train gives 4 full batches, eval 4 full + 1 of 4
 BACKENDS = [

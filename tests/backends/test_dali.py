@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from autotune._imports import is_available
-from autotune.backends import get_backend
-from autotune.config import DaliOptions, LoaderConfig
-from autotune.dataset import Dataset, scan
+from autotune.config.schema import DaliOptions, LoaderConfig
+from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError
-from autotune.presets import get_preset
+from autotune.loaders.backends import get_backend
+from autotune.loaders.presets import get_preset
 
 needs_dali = pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -60,7 +60,7 @@ def test_bad_device_string_is_a_user_error(dataset: Dataset) -> None:
 
 @needs_dali
 def test_non_utf8_names_are_linked_and_the_links_removed_on_close(tmp_path: Path) -> None:
-    from autotune.backends._dali import dali_file_list
+    from autotune.loaders.backends._dali import dali_file_list
 
     good = tmp_path / "a.jpg"
     good.write_bytes(b"x")

@@ -1,0 +1,95 @@
+"""Reading and writing config YAML: safe loading with one-line errors, atomic writes, :func:`load_config`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from autotune.config.schema import Config
+from autotune.errors import ConfigError
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+
+    A reader sees the old file or the new one, never half of one. The file gets the user's umask.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
+    """Write ``cfg`` as YAML, atomically."""
+    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); see README 'YAML schema'\n" + dump_yaml(cfg.to_dict()))
+
+
+def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
+    """Safe-load a YAML file, or raise a one-line error."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{what} {str(p)!r} does not exist; check the path")
+    if p.is_dir():
+        raise ConfigError(f"{what} {str(p)!r} is a folder; pass a YAML file")
+    try:
+        return yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{at}: {getattr(e, 'problem', e)}; fix the syntax") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None
+
+
+def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool = False, world_size: int | None = None) -> Config:
+    """Read an ``autotune.yaml``.
+
+    Args:
+        path: the YAML written by ``autotune run``.
+        strict: raise :class:`~autotune.errors.StaleConfigError` instead of warning when this machine's
+            fingerprint differs from the one the config was tuned on in a way that matters.
+        world_size: the number of ranks that will each run this loader; warns if it differs from the
+            number the config was tuned for.
+
+    Returns:
+        The typed :class:`Config`.
+    """
+    cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
+    from autotune.config import fingerprint
+
+    diffs = [d for d in fingerprint.compare(cfg) if d.matters]
+    if diffs:
+        msg = f"{path} was tuned on a different machine: " + "; ".join(str(d) for d in diffs) + "; re-tune with 'autotune run --warm-start " + str(path) + "'"
+        if strict:
+            from autotune.errors import StaleConfigError
+
+            raise StaleConfigError(msg)
+        warnings.warn(msg, stacklevel=2)
+    tuned_ranks = cfg.result.get("ranks")
+    if world_size is not None and tuned_ranks is not None and int(tuned_ranks) != int(world_size):
+        warnings.warn(f"{path} was tuned for {tuned_ranks} rank(s) per node but world size is {world_size}; re-tune with --gpus {world_size}", stacklevel=2)
+    return cfg

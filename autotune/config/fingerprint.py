@@ -1,0 +1,227 @@
+"""The hardware and software fingerprint a config was measured on, and how another machine differs from it.
+
+One module computes it; the YAML stores it under ``hardware`` (this machine) and ``dataset`` (what was read).
+
+Fields that *matter* (a change can make the tuned config slow or unsafe): GPU model, count and memory,
+driver major version, CUDA, usable CPU cores (affinity and cgroup quota), Python, torch, torchvision and
+DALI versions, and the dataset (sample count, mean file size, content signature). Fields recorded for the
+record only: hostname, full driver version, RAM, /dev/shm size, online CPUs. Free memory and the time are
+not part of the fingerprint at all: they change from one minute to the next.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import shutil
+import socket
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+if TYPE_CHECKING:
+    from autotune.config.schema import Config
+
+logger = logging.getLogger(__name__)
+
+#: fingerprint keys whose change invalidates a tuned config
+MATTERS = ("gpu", "gpus", "gpu_mib", "driver_major", "cuda", "cpus", "python", "torch", "torchvision", "dali", "dali_flavour")
+#: recorded for the record only
+INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
+#: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
+DATASET_MATTERS = ("samples", "mean_bytes", "signature")
+
+
+def cgroup_cpu_limit() -> float | None:
+    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), or None when unlimited."""
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        if quota > 0 and period > 0:
+            return quota / period
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def usable_cpus() -> int:
+    """CPU cores this process may really use: affinity mask, capped by the cgroup quota (not ``os.cpu_count()``)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        n = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    if limit is not None:
+        n = min(n, max(1, int(limit)))
+    return max(1, n)
+
+
+def shm_bytes() -> int | None:
+    try:
+        return shutil.disk_usage("/dev/shm").total
+    except OSError:
+        return None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def dali_install() -> tuple[str | None, str | None]:
+    """(version, flavour) of the installed DALI wheel, e.g. ("2.4.0", "cuda120"); (None, None) when absent."""
+    for flavour in ("cuda130", "cuda120", "cuda110"):
+        v = _version(f"nvidia-dali-{flavour}")
+        if v:
+            return v, flavour
+    return None, None
+
+
+def gpu_info() -> dict[str, Any]:
+    """GPU model, count, memory and driver from NVML; empty values when there is no GPU or no driver."""
+    out: dict[str, Any] = {"gpu": None, "gpus": 0, "gpu_mib": None, "driver": None, "cuda": None}
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as e:  # noqa: BLE001 - no driver, no library: no GPU
+        logger.debug("NVML unavailable: %s", e)
+        return out
+    try:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        count = pynvml.nvmlDeviceGetCount()
+        indices = list(range(count))
+        if visible is not None:
+            try:
+                indices = [int(i) for i in visible.split(",") if i.strip() != "" and int(i) < count]
+            except ValueError:
+                pass
+        out["gpus"] = len(indices)
+        if indices:
+            h = pynvml.nvmlDeviceGetHandleByIndex(indices[0])
+            name = pynvml.nvmlDeviceGetName(h)
+            out["gpu"] = name.decode() if isinstance(name, bytes) else name
+            out["gpu_mib"] = int(pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20)
+        drv = pynvml.nvmlSystemGetDriverVersion()
+        out["driver"] = drv.decode() if isinstance(drv, bytes) else drv
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        out["cuda"] = f"{cuda // 1000}.{(cuda % 1000) // 10}"
+    except Exception as e:  # noqa: BLE001
+        logger.debug("NVML query failed: %s", e)
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+    return out
+
+
+def collect() -> dict[str, Any]:
+    """This machine's fingerprint (cheap: no CUDA context, no torch import)."""
+    fp = gpu_info()
+    fp["driver_major"] = int(fp["driver"].split(".")[0]) if fp.get("driver") else None
+    fp["cpus"] = usable_cpus()
+    fp["cpus_online"] = os.cpu_count()
+    fp["ram_gib"] = round(psutil.virtual_memory().total / 2**30, 1)
+    shm = shm_bytes()
+    fp["shm_mib"] = shm // 2**20 if shm else None
+    fp["python"] = platform.python_version()
+    fp["torch"] = _version("torch")
+    fp["torchvision"] = _version("torchvision")
+    fp["dali"], fp["dali_flavour"] = dali_install()
+    fp["hostname"] = socket.gethostname()
+    return fp
+
+
+def key(fp: dict[str, Any], dataset_signature: str | None = None) -> str:
+    """A short stable hash of what matters; studies for one kind of node share it."""
+    payload = {k: fp.get(k) for k in MATTERS}
+    if dataset_signature:
+        payload["dataset"] = dataset_signature
+    return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:10]
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    field: str
+    was: Any
+    now: Any
+    matters: bool
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.was!r} -> {self.now!r}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"field": self.field, "was": self.was, "now": self.now, "matters": self.matters}
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
+    out = []
+    for k in (*MATTERS, *INFO):
+        if k in old and old.get(k) != new.get(k):
+            out.append(Difference(k, old.get(k), new.get(k), k in MATTERS))
+    return out
+
+
+def dataset_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The dataset part of the fingerprint: path, sample count, classes, mean file size, content signature.
+
+    The signature hashes every file's relative path and size (a ``stat`` per file, no reads), so a re-sized,
+    added or removed image changes it while a copy of the folder elsewhere keeps it.
+    """
+    from autotune.dataset.scan import scan
+
+    return scan(path).summary()
+
+
+def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
+    """Differences between two dataset summaries; a new path with the same content does not matter."""
+    out = []
+    for k in DATASET_MATTERS:
+        if old.get(k) is not None and old.get(k) != new.get(k):
+            out.append(Difference(f"dataset.{k}", old.get(k), new.get(k), True))
+    if old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"]):
+        out.append(Difference("dataset.path", old["path"], new["path"], False))
+    return out
+
+
+def compare(
+    cfg: Config,
+    current: dict[str, Any] | None = None,
+    *,
+    dataset_signature: str | None = None,
+    dataset: dict[str, Any] | None = None,
+) -> list[Difference]:
+    """How this machine (and optionally the dataset) differs from the one ``cfg`` was tuned on.
+
+    Args:
+        cfg: the loaded config.
+        current: this machine's fingerprint (default: :func:`collect`).
+        dataset_signature: compare only the dataset's content signature.
+        dataset: compare a whole dataset summary (:func:`dataset_summary`).
+
+    Returns:
+        Every difference, those that matter flagged ``matters=True``.
+    """
+    current = collect() if current is None else current
+    out = diff(cfg.hardware, current)
+    if dataset is not None:
+        out.extend(diff_dataset(cfg.dataset, dataset))
+    elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
+        out.append(Difference("dataset.signature", cfg.dataset.get("signature"), dataset_signature, True))
+    return out

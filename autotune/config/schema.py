@@ -1,0 +1,341 @@
+"""The YAML schema, its reader and its writer: the one place the schema lives.
+
+A config file holds the winning loader and the evidence for it::
+
+    schema: 1
+    created: ...
+    dataset: {path, samples, classes, mean_bytes, signature}
+    pipeline: imagenet-train
+    device: cuda
+    hardware: {...}                  # autotune.fingerprint
+    loader: {backend, batch_size, torch: {...} | dali: {...}}
+    result: {samples_per_s, spread, ...}
+    study: {name, storage, trials, ...}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from autotune.errors import ConfigError
+from autotune.outcomes import Backend
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+
+#: ``autotune.loaders.build_loader``, registered by that package (a layer above this one) when it is imported,
+#: so that :meth:`RankConfig.build` can build a loader without the schema importing the loader factory.
+_loader_factory: Callable[..., Any] | None = None
+
+
+def register_loader_factory(factory: Callable[..., Any]) -> None:
+    """Called once by :mod:`autotune.loaders`: the function :meth:`RankConfig.build` calls."""
+    global _loader_factory
+    _loader_factory = factory
+
+
+def _from_dict(cls: type, data: Any, where: str):
+    """Build a dataclass from a mapping; unknown keys are an error naming the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping, but got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown key {where}.{unknown[0]}; allowed keys are: {', '.join(sorted(names))}")
+    return cls(**data)
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchOptions:
+    """``torch.utils.data.DataLoader`` keywords, under their own names."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None  # only with num_workers > 0
+    persistent_workers: bool = False  # only with num_workers > 0
+
+    def __post_init__(self) -> None:
+        if self.num_workers < 0:
+            raise ConfigError(f"loader.torch.num_workers must be >= 0, but got {self.num_workers}")
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
+            # DataLoader rejects these without workers; normalise rather than fail at training time.
+            object.__setattr__(self, "prefetch_factor", None)
+            object.__setattr__(self, "persistent_workers", False)
+
+
+@dataclasses.dataclass(frozen=True)
+class DaliOptions:
+    """DALI pipeline arguments, under DALI's own names (``device`` is where JPEGs are decoded: gpu = ``mixed``)."""
+
+    device: str = "cpu"  # gpu | cpu
+    num_threads: int = 2
+    prefetch_queue_depth: int = 2
+    hw_decoder_load: float = 0.65
+
+    def __post_init__(self) -> None:
+        if self.device not in ("gpu", "cpu"):
+            raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
+        if self.num_threads < 1:
+            raise ConfigError(f"loader.dali.num_threads must be >= 1, but got {self.num_threads}")
+        if self.prefetch_queue_depth < 1:
+            raise ConfigError(f"loader.dali.prefetch_queue_depth must be >= 1, but got {self.prefetch_queue_depth}")
+        if not 0.0 <= self.hw_decoder_load <= 1.0:
+            raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {self.hw_decoder_load}")
+
+
+#: Optuna parameter names -> (section, key). The flat names are what a search space uses.
+_TORCH_PARAMS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
+_DALI_PARAMS = {"dali_device": "device", "num_threads": "num_threads", "prefetch_queue_depth": "prefetch_queue_depth", "hw_decoder_load": "hw_decoder_load"}
+PARAM_NAMES = ("backend", "batch_size", *_TORCH_PARAMS, *_DALI_PARAMS)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderConfig:
+    """The tuned loader: backend, batch size and that backend's options."""
+
+    backend: Backend
+    batch_size: int
+    torch: TorchOptions | None = None
+    dali: DaliOptions | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "backend", Backend(str(self.backend)))
+        if self.batch_size < 1:
+            raise ConfigError(f"loader.batch_size must be >= 1, but got {self.batch_size}")
+        if self.backend is Backend.TORCH and self.torch is None:
+            object.__setattr__(self, "torch", TorchOptions())
+        if self.backend is Backend.DALI and self.dali is None:
+            object.__setattr__(self, "dali", DaliOptions())
+
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
+        """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
+        backend = Backend(params.get("backend", "torch"))
+        unknown = set(params) - set(PARAM_NAMES)
+        if unknown:
+            raise ConfigError(f"unknown loader parameter {sorted(unknown)[0]!r}; known: {', '.join(PARAM_NAMES)}")
+        if backend is Backend.TORCH:
+            opts = TorchOptions(**{k: params[k] for k in _TORCH_PARAMS if k in params})
+            return cls(backend, int(params["batch_size"]), torch=opts)
+        opts = DaliOptions(**{v: params[k] for k, v in _DALI_PARAMS.items() if k in params})
+        return cls(backend, int(params["batch_size"]), dali=opts)
+
+    def to_params(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.backend.value, "batch_size": self.batch_size}
+        if self.backend is Backend.TORCH:
+            assert self.torch is not None
+            out.update({k: v for k, v in dataclasses.asdict(self.torch).items() if v is not None})
+        else:
+            assert self.dali is not None
+            out.update({k: getattr(self.dali, v) for k, v in _DALI_PARAMS.items()})
+        return out
+
+    def describe(self) -> str:
+        """A short human description, e.g. ``torch b=128 workers=16 pin prefetch=2``."""
+        if self.backend is Backend.TORCH:
+            t = self.torch
+            assert t is not None
+            s = f"torch b={self.batch_size} workers={t.num_workers}"
+            if t.pin_memory:
+                s += " pin"
+            if t.prefetch_factor:
+                s += f" prefetch={t.prefetch_factor}"
+            if t.persistent_workers:
+                s += " persistent"
+            return s
+        d = self.dali
+        assert d is not None
+        s = f"dali-{d.device} b={self.batch_size} threads={d.num_threads} queue={d.prefetch_queue_depth}"
+        if d.device == "gpu":
+            s += f" hw_load={d.hw_decoder_load:g}"
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.backend.value, "batch_size": self.batch_size}
+        if self.backend is Backend.TORCH:
+            out["torch"] = dataclasses.asdict(self.torch)  # type: ignore[arg-type]
+        else:
+            out["dali"] = dataclasses.asdict(self.dali)  # type: ignore[arg-type]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
+        if not isinstance(data, dict):
+            raise ConfigError("loader must be a mapping with backend and batch_size")
+        unknown = set(data) - {"backend", "batch_size", "torch", "dali"}
+        if unknown:
+            raise ConfigError(f"unknown key loader.{sorted(unknown)[0]}; allowed keys are: backend, batch_size, torch, dali")
+        try:
+            backend = Backend(data.get("backend"))
+        except ValueError:
+            raise ConfigError(f"loader.backend must be one of torch, dali, but got {data.get('backend')!r}") from None
+        if not isinstance(data.get("batch_size"), int):
+            raise ConfigError(f"loader.batch_size must be an integer, but got {data.get('batch_size')!r}")
+        torch_opts = _from_dict(TorchOptions, data["torch"], "loader.torch") if data.get("torch") is not None else None
+        dali_opts = _from_dict(DaliOptions, data["dali"], "loader.dali") if data.get("dali") is not None else None
+        return cls(backend, data["batch_size"], torch=torch_opts, dali=dali_opts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A whole ``autotune.yaml``. Sections other than ``loader`` are kept as plain mappings of evidence."""
+
+    loader: LoaderConfig
+    pipeline: str = "imagenet-train"
+    device: str = "cpu"
+    dataset: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hardware: dict[str, Any] = dataclasses.field(default_factory=dict)
+    result: dict[str, Any] = dataclasses.field(default_factory=dict)
+    study: dict[str, Any] = dataclasses.field(default_factory=dict)
+    budgets: dict[str, Any] = dataclasses.field(default_factory=dict)
+    measurement: dict[str, Any] = dataclasses.field(default_factory=dict)
+    created: str = dataclasses.field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    schema: int = SCHEMA_VERSION
+    path: str | None = dataclasses.field(default=None, compare=False)
+
+    # -- what training uses -------------------------------------------------------------------------
+    @property
+    def backend(self) -> Backend:
+        return self.loader.backend
+
+    @property
+    def batch_size(self) -> int:
+        return self.loader.batch_size
+
+    def dataloader_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """Keywords for ``torch.utils.data.DataLoader(my_dataset, **kwargs)``.
+
+        Only for a torch-backend config; a DALI config raises (use :func:`autotune.build_loader`).
+        """
+        if self.loader.backend is not Backend.TORCH:
+            raise ConfigError(
+                f"this config's backend is {self.loader.backend.value}, so it has no DataLoader keywords; "
+                "use autotune.build_loader(path, cfg) instead"
+            )
+        t = self.loader.torch
+        assert t is not None
+        kwargs: dict[str, Any] = {"batch_size": self.loader.batch_size, "num_workers": t.num_workers, "pin_memory": t.pin_memory}
+        if t.num_workers > 0:
+            if t.prefetch_factor is not None:
+                kwargs["prefetch_factor"] = t.prefetch_factor
+            kwargs["persistent_workers"] = t.persistent_workers
+        kwargs.update(overrides)
+        return kwargs
+
+    def for_rank(self, rank: int | None = None, world_size: int | None = None, *, local_world_size: int | None = None) -> RankConfig:
+        """What one rank of a DDP job uses: this loader on shard ``rank`` of ``world_size``.
+
+        The config's loader is already the per-rank one (tuned with ``--gpus N``: N loaders at once, each
+        with its share of the CPUs). Under torchrun the arguments default to ``RANK``, ``WORLD_SIZE`` and
+        ``LOCAL_WORLD_SIZE`` from the environment. Warns when the ranks per node differ from the count the
+        config was tuned for (``result.ranks``).
+        """
+        env = os.environ
+        rank = int(env.get("RANK", 0)) if rank is None else int(rank)
+        world_size = int(env.get("WORLD_SIZE", 1)) if world_size is None else int(world_size)
+        if not 0 <= rank < world_size:
+            raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
+        if local_world_size is None:
+            local_world_size = int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else world_size
+        local_rank = int(env.get("LOCAL_RANK", rank % local_world_size))
+        tuned = self.result.get("ranks")
+        if tuned is not None and int(tuned) != int(local_world_size):
+            warnings.warn(
+                f"{self.path or 'this config'} was tuned for {tuned} rank(s) per node but {local_world_size} run here; "
+                f"re-tune with 'autotune run --gpus {local_world_size}'",
+                stacklevel=2,
+            )
+        device = f"cuda:{local_rank}" if self.device.startswith("cuda") else self.device
+        return RankConfig(self, rank, world_size, local_rank, device)
+
+    # -- YAML ---------------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "created": self.created,
+            "dataset": self.dataset,
+            "pipeline": self.pipeline,
+            "device": self.device,
+            "hardware": self.hardware,
+            "loader": self.loader.to_dict(),
+            "result": self.result,
+            "measurement": self.measurement,
+            "budgets": self.budgets,
+            "study": self.study,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str | None = None) -> Config:
+        where = f"{path}: " if path else ""
+        if not isinstance(data, dict):
+            raise ConfigError(f"{where}not an autotune config (expected a mapping with schema and loader); re-create it with 'autotune run'")
+        allowed = {f.name for f in dataclasses.fields(cls)} - {"path"}
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ConfigError(f"{where}unknown key {unknown[0]!r}; allowed keys are: {', '.join(sorted(allowed))}")
+        schema = data.get("schema")
+        if schema != SCHEMA_VERSION:
+            raise ConfigError(f"{where}schema must be {SCHEMA_VERSION}, but got {schema!r}; re-create the file with this version's 'autotune run'")
+        if "loader" not in data:
+            raise ConfigError(f"{where}missing the 'loader' section; re-create the file with 'autotune run'")
+        try:
+            loader = LoaderConfig.from_dict(data["loader"])
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e}") from None
+        except TypeError as e:
+            raise ConfigError(f"{where}bad loader section ({e})") from None
+        kw = {k: v for k, v in data.items() if k != "loader"}
+        for k in ("dataset", "hardware", "result", "study", "budgets", "measurement"):
+            if kw.get(k) is None:
+                kw.pop(k, None)
+            elif not isinstance(kw[k], dict):
+                raise ConfigError(f"{where}{k} must be a mapping, but got {type(kw[k]).__name__}")
+        if "created" in kw:
+            kw["created"] = str(kw["created"])
+        return cls(loader=loader, path=path, **kw)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankConfig:
+    """One rank's view of a config (:meth:`Config.for_rank`): the same loader, its shard and its device."""
+
+    config: Config
+    rank: int
+    world_size: int
+    local_rank: int
+    device: str
+
+    @property
+    def shard_id(self) -> int:
+        return self.rank
+
+    @property
+    def num_shards(self) -> int:
+        return self.world_size
+
+    @property
+    def loader(self) -> LoaderConfig:
+        return self.config.loader
+
+    def dataloader_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """DataLoader keywords for this rank; add ``sampler=self.sampler(ds)`` (or use :meth:`build`)."""
+        return self.config.dataloader_kwargs(**overrides)
+
+    def sampler(self, dataset: Any, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> Any:
+        """A ``DistributedSampler`` over ``dataset`` for this rank (call ``set_epoch`` each epoch)."""
+        from torch.utils.data import DistributedSampler
+
+        return DistributedSampler(dataset, num_replicas=self.world_size, rank=self.rank, shuffle=shuffle, seed=seed, drop_last=drop_last)
+
+    def build(self, path: str | os.PathLike[str], *, seed: int | None = None) -> Any:
+        """``autotune.build_loader`` for this rank: its shard of the dataset at ``path``, on its device."""
+        if _loader_factory is None:  # pragma: no cover - registered when the package is imported
+            raise RuntimeError("autotune.loaders is not imported; import autotune first")
+        return _loader_factory(path, self.config, device=self.device, shard_id=self.rank, num_shards=self.world_size, seed=seed)

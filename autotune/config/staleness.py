@@ -1,0 +1,87 @@
+"""Is a tuned config still right for this machine? What ``autotune check`` and ``autotune run --if-stale`` ask.
+
+A config is stale when this machine's fingerprint differs from the recorded one in a field that matters
+(:data:`autotune.fingerprint.MATTERS`), when the dataset changed, or when it is older than ``max_age_days``.
+
+The dataset is compared when a folder is given, or else when the folder recorded in the YAML exists on this
+machine; a config checked where its dataset is absent (a YAML copied to a new node before the data) is
+judged on hardware and software alone.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from autotune.config import fingerprint
+from autotune.config.files import read_yaml
+from autotune.config.fingerprint import Difference
+from autotune.config.schema import Config
+
+logger = logging.getLogger(__name__)
+
+
+def age_days(cfg: Config, now: _dt.datetime | None = None) -> float | None:
+    """Days since ``cfg`` was created, or None when its ``created`` stamp does not parse."""
+    try:
+        created = _dt.datetime.fromisoformat(str(cfg.created).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    return (now - created).total_seconds() / 86400.0
+
+
+def assess(
+    cfg: Config,
+    current: dict[str, Any] | None = None,
+    *,
+    max_age_days: float | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+    compare_dataset: bool = True,
+) -> list[Difference]:
+    """Every difference between ``cfg``'s machine and this one (``matters`` says which invalidate it).
+
+    Args:
+        cfg: the config to check.
+        current: this machine's fingerprint (default: collected now).
+        max_age_days: a config older than this gets an ``age`` difference that matters.
+        dataset: the dataset folder to compare; default: the recorded folder, when it exists here.
+        compare_dataset: False leaves the dataset out.
+
+    Returns:
+        The differences; empty when this machine matches.
+    """
+    diffs = fingerprint.compare(cfg, current)
+    if compare_dataset:
+        folder = dataset if dataset is not None else cfg.dataset.get("path")
+        if folder is not None and (dataset is not None or Path(folder).is_dir()):
+            diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder)))
+    if max_age_days is not None:
+        age = age_days(cfg)
+        if age is not None and age > max_age_days:
+            diffs.append(Difference("age_days", round(age, 1), f"over the {max_age_days:g}-day limit", True))
+    return diffs
+
+
+def is_stale(
+    path: str | os.PathLike[str],
+    current: dict[str, Any] | None = None,
+    *,
+    max_age_days: float | None = None,
+    dataset: str | os.PathLike[str] | None = None,
+) -> tuple[bool, list[str]]:
+    """Whether the config at ``path`` needs re-tuning here, and why (one short reason per difference).
+
+    A missing file is stale (the first run of a cron job tunes); a file that is not an autotune config
+    raises :class:`~autotune.errors.ConfigError` rather than being overwritten.
+    """
+    if not Path(path).exists():
+        return True, [f"{path} does not exist"]
+    cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
+    diffs = [d for d in assess(cfg, current, max_age_days=max_age_days, dataset=dataset) if d.matters]
+    return bool(diffs), [str(d) for d in diffs]

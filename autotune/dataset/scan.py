@@ -1,0 +1,209 @@
+"""Scan an ImageFolder-style dataset (one sub-folder per class) into the file list every backend reads.
+
+The rules are torchvision's ``ImageFolder``: every sub-folder is a class (hidden ones too), classes sorted by
+name give the label indices, files with an image extension (case-insensitive) are found recursively with
+symlinks followed, in ``sorted(os.walk(..., followlinks=True))`` order. Both backends get the very same
+``(file, label)`` list. Where ImageFolder would hang, fail later or fail outright, the scan skips and reports:
+
+- a symlink loop is walked once (ImageFolder repeats it until the OS refuses the path);
+- zero-byte files, files that are not regular files (a FIFO would block a reader), unreadable files;
+- files whose header is not an image, whose format not every backend decodes (a GIF named ``.jpg``), or
+  whose header declares more than :data:`autotune.imaging.MAX_PIXELS` pixels (a decompression bomb):
+  only the header is read, about 0.1 ms a file; ``scan(path, check_headers=False)`` turns this off;
+- a class folder with no usable image keeps its label index (ImageFolder raises instead), with a warning.
+
+File names that are not UTF-8 stay ``str`` with surrogate escapes, as ``os.scandir`` returns them, in the file
+list both backends read; what is shown or recorded (messages, ``summary()`` in the YAML and the report) has
+``\\xNN`` escapes instead (:func:`autotune._paths.printable`), so it prints and serialises anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import os
+import stat
+from pathlib import Path
+
+from autotune.dataset.imaging import DECODABLE_FORMATS, BadImageError, read_header
+from autotune.dataset.paths import printable
+from autotune.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+#: torchvision.datasets.folder.IMG_EXTENSIONS
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """The scanned dataset: what a backend needs to build a loader."""
+
+    root: str
+    classes: tuple[str, ...]
+    files: tuple[str, ...]
+    labels: tuple[int, ...]
+    total_bytes: int
+    skipped: tuple[tuple[str, str], ...] = ()  # (path, reason)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    @property
+    def mean_bytes(self) -> int:
+        return self.total_bytes // max(1, len(self.files))
+
+    def signature(self) -> str:
+        """A cheap content signature: hash of every file's relative path and size."""
+        h = hashlib.sha1()
+        for f in self.files:
+            rel = os.path.relpath(f, self.root)
+            h.update(rel.encode("utf-8", "surrogateescape"))
+            try:
+                h.update(str(os.stat(f).st_size).encode())
+            except OSError:
+                pass
+        return h.hexdigest()[:16]
+
+    def summary(self) -> dict:
+        """What the YAML and the report record; a path that is not UTF-8 is shown with ``\\xNN`` escapes."""
+        return {
+            "path": printable(self.root),
+            "samples": len(self.files),
+            "classes": len(self.classes),
+            "mean_bytes": self.mean_bytes,
+            "signature": self.signature(),
+        }
+
+    def shard(self, shard_id: int, num_shards: int) -> Dataset:
+        """Every ``num_shards``-th sample starting at ``shard_id`` (how DistributedSampler splits without shuffle)."""
+        if num_shards == 1:
+            return self
+        return dataclasses.replace(self, files=self.files[shard_id::num_shards], labels=self.labels[shard_id::num_shards])
+
+
+def _folder_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+    """Every non-folder entry under ``top`` in ``sorted(os.walk(top, followlinks=True))`` order.
+
+    Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), or
+    one of the folders in ``above`` (the dataset root and the folders that hold it), is skipped with a warning
+    instead of being walked again and again.
+    """
+    found: list[tuple[str, list[str]]] = []
+    stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(top, above)]
+    while stack:
+        d, ancestors = stack.pop()
+        try:
+            st = os.stat(d)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:
+            logger.warning("skipping %s: symlink loop (links back to a folder above it)", d)
+            continue
+        ancestors = ancestors | {key}
+        try:
+            entries = list(os.scandir(d))
+        except OSError as e:
+            logger.warning("cannot list %s: %s", d, e.strerror)
+            continue
+        names: list[str] = []
+        for e in entries:
+            try:
+                is_dir = e.is_dir()  # follows symlinks, as os.walk does
+            except OSError:
+                is_dir = False
+            if is_dir:
+                stack.append((os.path.join(d, e.name), ancestors))
+            else:
+                names.append(e.name)
+        found.append((d, sorted(names)))
+    found.sort(key=lambda x: x[0])
+    return [os.path.join(d, n) for d, names in found for n in names]
+
+
+def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
+    """``(size, None)`` for a usable image, else ``(0, reason)``."""
+    try:
+        st = os.stat(f)
+    except OSError as e:
+        return 0, f"unreadable: {e.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        return 0, "not a regular file"
+    if st.st_size == 0:
+        return 0, "zero-byte file"
+    if not os.access(f, os.R_OK):
+        return 0, "permission denied"
+    if check_headers:
+        try:
+            fmt, _, _ = read_header(f)
+        except BadImageError as e:
+            return 0, str(e).removeprefix(f"{printable(f)}: ")
+        if fmt not in DECODABLE_FORMATS:
+            return 0, f"{fmt} data, which not every backend decodes; convert it to JPEG or PNG"
+    return st.st_size, None
+
+
+def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset:
+    """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
+
+    Args:
+        path: the dataset folder.
+        check_headers: read each image's header (about 0.1 ms a file) and skip files that are not images,
+            are in a format not every backend decodes, or declare more than
+            :data:`autotune.imaging.MAX_PIXELS` pixels (decompression bombs).
+
+    Returns:
+        The :class:`Dataset`; skipped files and the reasons are in ``Dataset.skipped`` and logged.
+    """
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise DatasetError(f"dataset folder {str(root)!r} does not exist; pass --dataset DIR with one sub-folder per class, or use --demo")
+    if not root.is_dir():
+        raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
+    root = root.resolve()
+    try:
+        class_dirs = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=True))
+    except PermissionError as e:
+        raise DatasetError(f"cannot read dataset folder {str(root)!r} ({e.strerror}); fix its permissions") from None
+    if not class_dirs:
+        has_files = any(True for _ in os.scandir(root))
+        what = "has images but no class sub-folders" if has_files else "is empty"
+        raise DatasetError(f"dataset folder {str(root)!r} {what}; put the images in one sub-folder per class (root/cat/1.jpg, root/dog/2.jpg)")
+
+    above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)
+    files: list[str] = []
+    labels: list[int] = []
+    skipped: list[tuple[str, str]] = []
+    total = 0
+    for index, name in enumerate(class_dirs):
+        for f in _walk_files(str(root / name), above):
+            if not f.lower().endswith(IMG_EXTENSIONS):
+                continue
+            size, why = _check_file(f, check_headers)
+            if why is not None:
+                skipped.append((f, why))
+                continue
+            files.append(f)
+            labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
+            total += size
+    for f, why in skipped:
+        logger.warning("skipping %s: %s", f, why)
+    empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
+    if empty and files:
+        logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))
+    if not files:
+        raise DatasetError(
+            f"no readable images in {str(root)!r} (extensions {', '.join(IMG_EXTENSIONS)}); "
+            "put JPEG/PNG files in one sub-folder per class"
+        )
+    return Dataset(str(root), tuple(class_dirs), tuple(files), tuple(labels), total, tuple(skipped))

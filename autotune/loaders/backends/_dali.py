@@ -1,0 +1,309 @@
+"""The DALI backend: ``fn.readers.file`` over the scanned file list, the preset as DALI operators, a PyTorch iterator.
+
+The pipelines equal the torch backend's (:func:`autotune.backends._torch.build_transform`):
+
+- train: random resized crop (``decoders.image_random_crop`` + ``resize``), random horizontal flip, normalize;
+- eval: resize of the shorter side, center crop, normalize.
+
+Decoding happens on the GPU (``mixed``) when ``loader.dali.device`` is ``gpu``, else on the CPU. DALI's decoders
+give RGB for grayscale, CMYK, palette and alpha images, as PIL's ``convert("RGB")`` does.
+
+File names that are not valid UTF-8 (``str`` with surrogate escapes, as ``os.scandir`` returns them) cannot be
+passed to DALI, which takes UTF-8 strings; such files are read through symlinks with ASCII names in a private
+temporary folder (copies where symlinks are refused), removed by :meth:`DaliLoader.close`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from autotune._imports import try_import
+from autotune.errors import UserError
+from autotune.loaders.backends._base import BatchLoader, LoaderBackend
+
+if TYPE_CHECKING:
+    import torch
+
+    from autotune.config.schema import DaliOptions, LoaderConfig
+    from autotune.dataset.scan import Dataset
+    from autotune.loaders.presets import Preset
+
+logger = logging.getLogger(__name__)
+
+#: The reader's name, which the iterator uses to learn the epoch and shard sizes.
+READER_NAME = "Reader"
+
+
+def _is_utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def dali_file_list(files: tuple[str, ...]) -> tuple[list[str], str | None]:
+    """Paths DALI can open: the files themselves, or links with ASCII names for those that are not UTF-8.
+
+    Args:
+        files: the dataset's files, as scanned (may hold surrogate escapes for undecodable bytes).
+
+    Returns:
+        ``(paths, tmpdir)``: one path per file in the same order, and the temporary folder holding the links
+        (``None`` when every name was usable as is). The caller removes the folder.
+
+    Raises:
+        UserError: when a file can be neither linked nor copied into the temporary folder.
+    """
+    bad = [i for i, f in enumerate(files) if not _is_utf8(f)]
+    if not bad:
+        return list(files), None
+    tmpdir = tempfile.mkdtemp(prefix="autotune-dali-")
+    out = list(files)
+    try:
+        for i in bad:
+            ext = os.path.splitext(files[i])[1]
+            link = os.path.join(tmpdir, f"{i:09d}{ext if _is_utf8(ext) else ''}")
+            try:
+                os.symlink(os.path.abspath(files[i]), link)
+            except OSError:
+                shutil.copyfile(files[i], link)
+            out[i] = link
+    except OSError as e:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise UserError(
+            f"cannot make a UTF-8 named link to {files[bad[0]]!r} for DALI ({e.strerror}); rename the files to UTF-8 names or use the torch backend"
+        ) from None
+    logger.info("%d file name(s) are not UTF-8; DALI reads them through links in %s", len(bad), tmpdir)
+    return out, tmpdir
+
+
+def _device_id(device: str, dali_device: str) -> int | None:
+    """The CUDA device index for the pipeline, or ``None`` for a CPU-only pipeline.
+
+    Raises:
+        UserError: for GPU decoding with a CPU target, or an unknown device string.
+    """
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', but got {device!r}") from None
+    if dev.type == "cpu":
+        if dali_device == "gpu":
+            raise UserError(
+                "loader.dali.device 'gpu' decodes on the GPU, so batches cannot be delivered to device 'cpu'; "
+                "set loader.dali.device to cpu or use a cuda device"
+            )
+        return None  # no CUDA at all: CPU_ONLY_DEVICE_ID would still look for a driver
+    if dev.type != "cuda":
+        raise UserError(f"the DALI backend delivers batches to 'cpu' or 'cuda[:N]', but got {device!r}")
+    if not torch.cuda.is_available():
+        raise UserError(f"device {device!r} needs a CUDA GPU, but torch sees none; use device 'cpu' with loader.dali.device cpu")
+    return dev.index if dev.index is not None else torch.cuda.current_device()
+
+
+def _graph(fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int) -> tuple[Any, Any]:
+    """The preset as DALI operators; called inside the pipeline definition.
+
+    Args:
+        fn, types: ``nvidia.dali.fn`` and ``nvidia.dali.types``.
+        preset: the pipeline preset.
+        opts: the DALI knobs (``device`` decides where decoding runs).
+        files, labels: what the reader reads, in ``ImageFolder`` order.
+        to_gpu: whether the outputs go to a GPU (CPU decoding then moves the images before normalizing).
+        shard_id, num_shards: this reader's shard.
+
+    Returns:
+        ``(images, labels)`` DataNodes: float32 CHW images and int32 labels.
+    """
+    jpegs, lab = fn.readers.file(
+        files=files,
+        labels=labels,
+        random_shuffle=preset.train,  # a fixed global shuffle, then a shuffle buffer: shards stay disjoint
+        shard_id=shard_id,
+        num_shards=num_shards,
+        pad_last_batch=True,  # every epoch the same length
+        stick_to_shard=not preset.train,  # eval: each rank keeps its part, like DistributedSampler
+        name=READER_NAME,
+    )
+    gpu_decode = opts.device == "gpu"
+    decode_kw: dict[str, Any] = {"device": "mixed" if gpu_decode else "cpu", "output_type": types.RGB}
+    if gpu_decode:
+        decode_kw["hw_decoder_load"] = opts.hw_decoder_load
+        # NVIDIA's ResNet-50 recipe: pad nvJPEG's buffers so they are not re-allocated batch after batch while the
+        # pipeline warms up (the paddings DALI's own examples use)
+        decode_kw["device_memory_padding"] = 211025920
+        decode_kw["host_memory_padding"] = 140544512
+    mean = [m * 255.0 for m in preset.mean]
+    std = [s * 255.0 for s in preset.std]
+    if preset.train:
+        images = fn.decoders.image_random_crop(
+            jpegs, random_area=list(preset.scale), random_aspect_ratio=list(preset.ratio), num_attempts=10, **decode_kw
+        )
+        images = fn.resize(images, resize_x=preset.crop, resize_y=preset.crop)
+        if to_gpu and not gpu_decode:
+            images = images.gpu()
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="CHW", mean=mean, std=std, mirror=fn.random.coin_flip(probability=0.5)
+        )
+    else:
+        images = fn.decoders.image(jpegs, **decode_kw)
+        images = fn.resize(images, resize_shorter=preset.resize)
+        if to_gpu and not gpu_decode:
+            images = images.gpu()
+        images = fn.crop_mirror_normalize(
+            images, dtype=types.FLOAT, output_layout="CHW", crop=(preset.crop, preset.crop), mean=mean, std=std
+        )
+    if to_gpu:
+        lab = lab.gpu()
+    return images, lab
+
+
+def epoch_batches(samples: int, batch_size: int, train: bool, shard_id: int, num_shards: int) -> int:
+    """Batches one shard yields per epoch.
+
+    DALI's readers split the dataset into contiguous shards of ``floor(samples * i / num_shards)`` boundaries.
+    Train (``LastBatchPolicy.DROP``): every shard yields the full batches of the smallest shard, so that all
+    ranks take the same number of steps. Eval (``PARTIAL``): a shard yields all of its own samples.
+
+    Args:
+        samples: images in the whole dataset.
+        batch_size: samples per batch.
+        train: whether the last partial batch is dropped.
+        shard_id, num_shards: the shard.
+
+    Returns:
+        The number of batches.
+    """
+    if train:
+        return samples // num_shards // batch_size
+    size = samples * (shard_id + 1) // num_shards - samples * shard_id // num_shards
+    return -(-size // batch_size)
+
+
+class DaliLoader(BatchLoader):
+    """``(images, labels)`` batches from a DALI pipeline through ``DALIGenericIterator``.
+
+    Each ``iter()`` is one epoch. DALI cannot restart an epoch that was left half-read, so a new ``iter()``
+    first reads (and discards) what is left of an unfinished one.
+    """
+
+    def __init__(self, pipeline: Any, iterator: Any, device: str, tmpdir: str | None, length: int) -> None:
+        self.pipeline = pipeline
+        self.iterator = iterator
+        self.device = device
+        self.tmpdir = tmpdir  # links for file names that are not UTF-8, if any
+        self._len = length
+        self._unfinished = False
+        self._cleanup = weakref.finalize(self, shutil.rmtree, tmpdir, True) if tmpdir else None
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        import torch
+
+        if self.iterator is None:
+            raise UserError("this DALI loader was closed; build a new one with autotune.build_loader")
+        if self._unfinished:
+            logger.debug("finishing the previous, partly read epoch before starting a new one")
+            for _ in self.iterator:
+                pass
+        self._unfinished = True
+        for batch in self.iterator:
+            out = batch[0]
+            if out["images"].shape[0] == 0:
+                continue  # PARTIAL policy: the shorter of uneven shards ends with an empty batch
+            labels = out["labels"]
+            if labels.dim() > 1:
+                labels = labels.squeeze(-1)
+            yield out["images"], labels.to(torch.int64)
+        self._unfinished = False
+
+    def close(self) -> None:
+        """Release the pipeline (its threads and device memory) and the temporary link folder."""
+        self.iterator = None
+        self.pipeline = None
+        if self._cleanup is not None:
+            self._cleanup()
+
+
+class DaliBackend(LoaderBackend):
+    name = "dali"
+
+    def build(
+        self,
+        dataset: Dataset,
+        preset: Preset,
+        loader: LoaderConfig,
+        device: str,
+        *,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        seed: int | None = None,
+    ) -> DaliLoader:
+        """Build the DALI pipeline and its PyTorch iterator.
+
+        Args:
+            dataset: the scanned dataset.
+            preset: the pipeline preset (train or eval).
+            loader: the loader config; its ``dali`` section holds the knobs.
+            device: where batches are delivered: ``cpu``, ``cuda`` (the current CUDA device) or ``cuda:N``.
+            shard_id, num_shards: this rank's shard of the dataset.
+            seed: seeds shuffling and augmentation; ``None`` for a random seed.
+
+        Returns:
+            A :class:`DaliLoader`; train presets drop the last partial batch, eval presets keep it.
+
+        Raises:
+            UserError: DALI is not installed, GPU decoding with a CPU target, or bad shard arguments.
+        """
+        try_import("dali")  # a missing DALI is a one-line error naming the pip extra
+        from nvidia.dali import fn, types
+        from nvidia.dali.pipeline import Pipeline
+        from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+        from autotune.config.schema import DaliOptions
+
+        opts = loader.dali if loader.dali is not None else DaliOptions()
+        if not 0 <= shard_id < num_shards:
+            raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
+        if len(dataset) < num_shards:
+            raise UserError(f"the dataset has {len(dataset)} images, fewer than num_shards={num_shards}; use fewer shards or more images")
+        device_id = _device_id(device, opts.device)
+        to_gpu = device_id is not None
+        if to_gpu and not str(device).startswith("cuda:"):
+            device = f"cuda:{device_id}"
+        files, tmpdir = dali_file_list(dataset.files)
+        try:
+            pipe = Pipeline(
+                batch_size=loader.batch_size,
+                num_threads=opts.num_threads,
+                device_id=device_id,
+                seed=None if seed is None else int(seed) % 2**31,
+                prefetch_queue_depth=opts.prefetch_queue_depth,
+            )
+            with pipe:
+                images, labels = _graph(
+                    fn, types, preset, opts, files, list(dataset.labels), to_gpu=to_gpu, shard_id=shard_id, num_shards=num_shards
+                )
+                pipe.set_outputs(images, labels)
+            pipe.build()
+            policy = LastBatchPolicy.DROP if preset.train else LastBatchPolicy.PARTIAL
+            iterator = DALIGenericIterator(
+                [pipe], ["images", "labels"], reader_name=READER_NAME, auto_reset=True, last_batch_policy=policy
+            )
+        except BaseException:
+            if tmpdir:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+            raise
+        logger.debug("built DALI %s pipeline: %s, device_id=%s, shard %d/%d", preset.name, loader.describe(), device_id, shard_id, num_shards)
+        return DaliLoader(pipe, iterator, device, tmpdir, epoch_batches(len(dataset), loader.batch_size, preset.train, shard_id, num_shards))

@@ -1,0 +1,60 @@
+"""``build_loader``: the loader a config describes, exactly as the study measured it."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autotune.config.schema import Config, LoaderConfig
+    from autotune.loaders.backends import BatchLoader
+
+
+def default_device() -> str:
+    """``cuda`` when torch sees a GPU, else ``cpu``. (Initialises CUDA: not for the study's parent process.)"""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def build_loader(
+    path: str | os.PathLike[str],
+    cfg: Config | LoaderConfig,
+    *,
+    pipeline: str | None = None,
+    device: str | None = None,
+    shard_id: int = 0,
+    num_shards: int = 1,
+    seed: int | None = None,
+) -> BatchLoader:
+    """Build the tuned loader over the dataset at ``path``.
+
+    Args:
+        path: the dataset folder (one sub-folder per class).
+        cfg: a :class:`~autotune.config.Config` (from :func:`autotune.load_config`) or just its ``loader``.
+        pipeline: preset name; defaults to the config's (``imagenet-train`` or ``imagenet-eval``).
+        device: where batches are delivered; defaults to the config's device when available, else ``cpu``.
+        shard_id, num_shards: this rank's shard (DDP): rank and world size.
+        seed: seeds shuffling and augmentation.
+
+    Returns:
+        An iterable of ``(images, labels)`` batches on ``device``; each ``iter()`` is one epoch and ``len()``
+        counts batches. Train presets drop the last partial batch; eval presets keep it.
+    """
+    from autotune.config.schema import Config
+    from autotune.dataset.scan import scan
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
+
+    loader_cfg = cfg.loader if isinstance(cfg, Config) else cfg
+    if pipeline is None:
+        pipeline = cfg.pipeline if isinstance(cfg, Config) else "imagenet-train"
+    if device is None:
+        wanted = cfg.device if isinstance(cfg, Config) else None
+        device = wanted if wanted == "cpu" else default_device()
+    if not 0 <= shard_id < num_shards:
+        from autotune.errors import UserError
+
+        raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
+    dataset = scan(path)
+    return get_backend(loader_cfg.backend.value).build(dataset, get_preset(pipeline), loader_cfg, device, shard_id=shard_id, num_shards=num_shards, seed=seed)

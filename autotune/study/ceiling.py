@@ -1,0 +1,67 @@
+"""The model's ceiling: its training samples/s on one batch already resident on the device, measured once per
+study in a child process like any trial, at each batch size the space allows."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from autotune.errors import UserError
+from autotune.study.selection import ceiling_batch_sizes
+
+if TYPE_CHECKING:
+    from autotune.study.tuner import Tuner
+
+logger = logging.getLogger(__name__)
+
+
+def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
+    """The model's training samples/s on one device-resident batch, at each batch size the space allows.
+
+    Each batch size runs in a spawned child like a trial (same windows, budgets and timeout). The measured
+    GPU footprints are put on ``tuner.settings.model`` so that later memory estimates use them.
+
+    Returns:
+        The record stored as the study attr ``model_ceiling``: ``model``, ``per_batch_size`` (rate, spread,
+        outcome, model_gpu_mib per batch size), ``samples_per_s`` and ``batch_size`` of the best.
+
+    Raises:
+        UserError: no batch size completed because the model cannot be built (e.g. an unknown name).
+    """
+    from autotune.config.schema import LoaderConfig
+    from autotune.outcomes import Outcome
+    from autotune.trials.runner import run_trial
+
+    s = tuner.settings
+    model = dataclasses.replace(s.model, resident=True)
+    per: dict[str, dict[str, Any]] = {}
+    measured: list[tuple[int, float]] = []
+    for b in ceiling_batch_sizes(tuner.space):
+        spec = dataclasses.replace(tuner.spec(LoaderConfig.from_params({"backend": "torch", "batch_size": b})), model=model, ranks=1, inject=None)
+        r = run_trial(spec, timeout_s=s.trial_timeout, budgets=s.budgets)
+        row: dict[str, Any] = {"outcome": r.outcome.value}
+        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+            row.update(samples_per_s=round(r.samples_per_s, 1), spread=[round(x, 1) for x in r.spread or ()])
+            if "model_gpu_mib" in r.extra:
+                row["model_gpu_mib"] = r.extra["model_gpu_mib"]
+                measured.append((b, float(r.extra["model_gpu_mib"])))
+        else:
+            row["message"] = r.message[:300]
+        per[str(b)] = row
+        logger.info("model ceiling at batch %d: %s", b, row)
+    done = {int(b): v["samples_per_s"] for b, v in per.items() if "samples_per_s" in v}
+    if not done:
+        first = next(iter(per.values()))
+        if first["outcome"] == Outcome.CRASH.value:
+            raise UserError(f"the model {model.describe()!r} could not be trained: {first.get('message', '')}")
+    if measured:
+        tuner.settings.model = dataclasses.replace(s.model, gpu_mib=tuple(measured))
+    best_b = max(done, key=done.get) if done else None  # type: ignore[arg-type]
+    return {
+        "model": s.model.describe(),
+        "method": "the same training steps on one batch resident on the device",
+        "per_batch_size": per,
+        "samples_per_s": done.get(best_b) if best_b else None,
+        "batch_size": best_b,
+    }

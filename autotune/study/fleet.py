@@ -1,0 +1,110 @@
+"""A fleet: many machines share one Optuna storage (PostgreSQL), one study per fingerprint.
+
+Each study carries the user attribute ``fingerprint_key``: a hash of what matters on the machine (GPU
+model, usable cores, library versions, ...), the dataset signature, the pipeline, the space and the rank
+count (:func:`autotune.tune._study_key`). A node whose key already has a finished, fresh study writes that
+study's config instead of tuning (``autotune run --reuse``). A study is finished once its winner was chosen
+(the ``confirmation`` attribute); a study still running on another node is not reused.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.errors import UserError
+from autotune.study.storage import mask_url, open_storage
+
+logger = logging.getLogger(__name__)
+
+
+def _created(s: optuna.study.StudySummary) -> _dt.datetime | None:
+    text = s.user_attrs.get("created")
+    if text:
+        try:
+            t = _dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+            return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+        except ValueError:
+            pass
+    if s.datetime_start is not None:
+        return s.datetime_start.astimezone(_dt.timezone.utc) if s.datetime_start.tzinfo else s.datetime_start.replace(tzinfo=_dt.timezone.utc)
+    return None
+
+
+def studies_for(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
+    """Studies in the storage whose ``fingerprint_key`` is ``key``, oldest first."""
+    storage = open_storage(storage_url)
+    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
+    epoch = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
+    return sorted(found, key=lambda s: _created(s) or epoch)
+
+
+def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.study.StudySummary | None:
+    """The newest finished study for ``key`` no older than ``max_age_days`` (any age when None), or None."""
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    for s in reversed(studies_for(storage_url, key)):
+        if "confirmation" not in s.user_attrs:
+            logger.info("study %s for this fingerprint is not finished: not reused", s.study_name)
+            continue
+        created = _created(s)
+        if max_age_days is not None and created is not None and (now - created).total_seconds() > max_age_days * 86400:
+            logger.info("study %s is older than %g days: not reused", s.study_name, max_age_days)
+            return None  # the newest finished one is too old: so are the others
+        return s
+    return None
+
+
+def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_age_days: float | None = None) -> dict[str, Any] | None:
+    """Write the config of a fresh study for ``key`` to ``out_path`` without tuning.
+
+    Returns:
+        The run summary (``action: reused``) or None when the storage has no fresh finished study for ``key``.
+    """
+    from autotune.config.files import save_config
+    from autotune.study.result import config_from_study
+
+    found = fresh_study(storage_url, key, max_age_days=max_age_days)
+    if found is None:
+        return None
+    study = optuna.load_study(study_name=found.study_name, storage=open_storage(storage_url))
+    cfg = config_from_study(study, storage_url)
+    save_config(cfg, out_path)
+    return {
+        "action": "reused",
+        "study": found.study_name,
+        "storage": mask_url(storage_url),
+        "config_path": str(out_path),
+        "loader": cfg.loader.to_dict(),
+        "result": cfg.result,
+        "study_section": cfg.study,
+        "interrupted": False,
+        "tuning_s": 0.0,
+    }
+
+
+def previous_best(source: str, storage_url: str | None = None) -> dict[str, Any]:
+    """The loader parameters to warm-start from: an autotune.yaml path, or ``study:NAME`` in ``storage_url``.
+
+    The config is read without the fingerprint warning: re-tuning after a change is the point.
+    """
+    from autotune.config.files import read_yaml
+    from autotune.config.schema import Config
+    from autotune.study.result import config_from_study
+
+    if source.startswith("study:"):
+        name = source.removeprefix("study:")
+        if not storage_url:
+            raise UserError(f"--warm-start {source} needs --storage URL, the storage that holds the study")
+        try:
+            study = optuna.load_study(study_name=name, storage=open_storage(storage_url))
+        except KeyError:
+            raise UserError(f"--warm-start: no study named {name!r} in {mask_url(storage_url)}; list them with 'autotune studies --storage URL'") from None
+        return config_from_study(study, storage_url).loader.to_params()
+    if not Path(source).exists() and not source.endswith((".yaml", ".yml")):
+        raise UserError(f"--warm-start {source!r} is neither a file nor study:NAME; pass an autotune.yaml or study:NAME")
+    return Config.from_dict(read_yaml(source, "config"), path=source).loader.to_params()

@@ -1,0 +1,248 @@
+"""Search spaces: YAML data that says which knobs to tune, their ranges or choices, and when each applies.
+
+A space file::
+
+    name: default
+    params:
+      backend: {choices: [torch, dali]}
+      batch_size: {choices: [64, 128, 256]}
+      num_workers: {int: [0, cores], when: {backend: torch}}
+      prefetch_factor: {choices: [2, 4], when: {backend: torch, num_workers: {gt: 0}}}
+      hw_decoder_load: {float: [0.0, 1.0], step: 0.05, when: {backend: dali, dali_device: gpu}}
+
+Each parameter has exactly one of ``choices`` (a list), ``int`` ([low, high]) or ``float`` ([low, high]),
+optionally ``log: true`` or ``step``. ``cores`` (optionally ``cores*K`` or ``cores/K``) stands for the CPU
+cores usable here. ``when`` holds conditions on earlier parameters or on the context (``device``: cuda or
+cpu); a value is equality, a list is membership, a mapping is ``{gt|ge|lt|le|ne: value}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune._imports import is_available
+from autotune.config.files import read_yaml
+from autotune.config.schema import PARAM_NAMES
+from autotune.errors import ConfigError, SpaceError
+
+if TYPE_CHECKING:
+    import optuna
+
+logger = logging.getLogger(__name__)
+
+SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+CONTEXT_KEYS = ("device",)
+_OPS = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "ne": lambda a, b: a != b}
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str  # choices | int | float
+    choices: tuple[Any, ...] = ()
+    low: float = 0
+    high: float = 0
+    log: bool = False
+    step: float | None = None
+    when: tuple[tuple[str, Any], ...] = ()
+
+    def applies(self, values: dict[str, Any]) -> bool:
+        for key, cond in self.when:
+            if key not in values:
+                return False
+            v = values[key]
+            if isinstance(cond, list):
+                if v not in cond:
+                    return False
+            elif isinstance(cond, dict):
+                (op, ref), = cond.items()
+                if v is None or not _OPS[op](v, ref):
+                    return False
+            elif v != cond:
+                return False
+        return True
+
+    def suggest(self, trial: optuna.Trial) -> Any:
+        if self.kind == "choices":
+            return trial.suggest_categorical(self.name, list(self.choices))
+        if self.kind == "int":
+            return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
+        return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
+
+    def contains(self, value: Any) -> bool:
+        if self.kind == "choices":
+            return value in self.choices
+        return value is not None and self.low <= value <= self.high
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSpace:
+    name: str
+    params: tuple[Param, ...]
+    source: str = "<memory>"
+
+    def __getitem__(self, name: str) -> Param:
+        for p in self.params:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
+    def __contains__(self, name: str) -> bool:
+        return any(p.name == name for p in self.params)
+
+    def backends(self) -> tuple[str, ...]:
+        return tuple(self["backend"].choices) if "backend" in self else ("torch",)
+
+    def suggest(self, trial: optuna.Trial, context: dict[str, Any]) -> dict[str, Any]:
+        """Sample one config: each parameter whose conditions hold, in file order."""
+        values: dict[str, Any] = dict(context)
+        out: dict[str, Any] = {}
+        for p in self.params:
+            if p.applies(values):
+                values[p.name] = out[p.name] = p.suggest(trial)
+        out.setdefault("backend", self.backends()[0])
+        return out
+
+    def fix(self, name: str, value: Any) -> SearchSpace:
+        """The same space with ``name`` fixed to one value (``--batch-size N``)."""
+        old = self[name] if name in self else Param(name, "choices")
+        new = dataclasses.replace(old, kind="choices", choices=(value,), log=False, step=None)
+        if name in self:
+            return dataclasses.replace(self, params=tuple(new if p.name == name else p for p in self.params))
+        return dataclasses.replace(self, params=(new, *self.params))
+
+    def restrict(self, name: str, allowed: tuple[Any, ...]) -> SearchSpace:
+        if name not in self:
+            return self
+        p = self[name]
+        if p.kind != "choices":
+            return self
+        choices = tuple(c for c in p.choices if c in allowed)
+        return dataclasses.replace(self, params=tuple(dataclasses.replace(q, choices=choices) if q.name == name else q for q in self.params))
+
+
+def _cores_value(v: Any, cores: int, where: str) -> Any:
+    if isinstance(v, str) and v.strip().startswith("cores"):
+        m = re.fullmatch(r"\s*cores\s*(?:([*/])\s*(\d+))?\s*", v)
+        if not m:
+            raise SpaceError(f"{where} must be a number or 'cores' ('cores*2', 'cores/2'), but got {v!r}")
+        n = cores
+        if m.group(1) == "*":
+            n = cores * int(m.group(2))
+        elif m.group(1) == "/":
+            n = max(1, cores // int(m.group(2)))
+        return n
+    return v
+
+
+def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> SearchSpace:
+    """Validate a space mapping; errors name the file, the field and the rule."""
+    def err(field: str, rule: str) -> SpaceError:
+        return SpaceError(f"{source}: {field} {rule}")
+
+    if not isinstance(data, dict):
+        raise err("the file", "must be a mapping with 'params'")
+    unknown = set(data) - {"name", "description", "params"}
+    if unknown:
+        raise err(f"key {sorted(unknown)[0]!r}", "is unknown; allowed keys are: name, description, params")
+    params_in = data.get("params")
+    if not isinstance(params_in, dict) or not params_in:
+        raise err("params", "must be a non-empty mapping of parameter name to its range")
+    params: list[Param] = []
+    seen: list[str] = []
+    for name, spec in params_in.items():
+        field = f"params.{name}"
+        if name not in PARAM_NAMES:
+            raise err(field, f"is not a loader parameter; known: {', '.join(PARAM_NAMES)}")
+        if not isinstance(spec, dict):
+            raise err(field, "must be a mapping such as {choices: [...]} or {int: [low, high]}")
+        bad = set(spec) - {"choices", "int", "float", "log", "step", "when"}
+        if bad:
+            raise err(f"{field}.{sorted(bad)[0]}", "is unknown; allowed: choices, int, float, log, step, when")
+        kinds = [k for k in ("choices", "int", "float") if k in spec]
+        if len(kinds) != 1:
+            raise err(field, "needs exactly one of choices, int, float")
+        kind = kinds[0]
+        kw: dict[str, Any] = {}
+        if kind == "choices":
+            ch = spec["choices"]
+            if not isinstance(ch, list) or not ch:
+                raise err(f"{field}.choices", "must be a non-empty list")
+            kw["choices"] = tuple(_cores_value(c, cores, f"{field}.choices") for c in ch)
+        else:
+            rng = spec[kind]
+            if not isinstance(rng, list) or len(rng) != 2:
+                raise err(f"{field}.{kind}", "must be a list [low, high]")
+            low, high = (_cores_value(v, cores, f"{field}.{kind}") for v in rng)
+            num = (int,) if kind == "int" else (int, float)
+            if not all(isinstance(v, num) and not isinstance(v, bool) for v in (low, high)):
+                raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'} (or 'cores', 'cores*2', 'cores/2'), but got {rng}")
+            if low > high:
+                raise err(f"{field}.{kind}", f"must have low <= high, but got {rng}")
+            if spec.get("log") and low <= 0:
+                raise err(f"{field}.log", f"needs low > 0, but got {low}")
+            kw.update(low=low, high=high, log=bool(spec.get("log", False)), step=spec.get("step"))
+        when = spec.get("when", {})
+        if not isinstance(when, dict):
+            raise err(f"{field}.when", "must be a mapping of parameter to required value")
+        for k, cond in when.items():
+            if k not in seen and k not in CONTEXT_KEYS:
+                raise err(f"{field}.when.{k}", f"must name an earlier parameter ({', '.join(seen) or 'none yet'}) or one of {', '.join(CONTEXT_KEYS)}")
+            if isinstance(cond, dict) and (len(cond) != 1 or next(iter(cond)) not in _OPS):
+                raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
+        params.append(Param(name, kind, when=tuple(when.items()), **kw))
+        seen.append(name)
+    space = SearchSpace(str(data.get("name") or Path(source).stem), tuple(params), source)
+    if "batch_size" not in space:
+        raise err("params.batch_size", "is required (use {choices: [N]} to fix it)")
+    for b in space.backends():
+        if b not in ("torch", "dali"):
+            raise err("params.backend.choices", f"must be torch or dali, but got {b!r}")
+    return space
+
+
+def resolve_path(name_or_path: str) -> Path:
+    """A space given as a path, or as a name under ``search_spaces/`` (``default``, ``cpu``, ``torch``...)."""
+    p = Path(name_or_path)
+    if p.exists() or p.suffix in (".yaml", ".yml") and "/" in name_or_path:
+        return p
+    shipped = SPACES_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
+    if shipped.exists():
+        return shipped
+    shipped_by_path = SPACES_DIR / p.name
+    if p.parts[:1] == ("search_spaces",) and shipped_by_path.exists():
+        return shipped_by_path
+    names = ", ".join(sorted(x.stem for x in SPACES_DIR.glob("*.yaml")))
+    raise SpaceError(f"search space {name_or_path!r} not found; pass a YAML file or one of: {names}")
+
+
+def load_space(name_or_path: str, *, cores: int = 1, device: str = "cpu", dali: bool | None = None) -> SearchSpace:
+    """Load, validate and fit a space to this machine.
+
+    DALI is left out (said once) when it does not import and the space also offers torch; a space that
+    offers DALI only raises with the extra to install. DALI GPU decode is left out without a GPU.
+    """
+    path = resolve_path(name_or_path)
+    try:
+        data = read_yaml(path, "search space")
+    except ConfigError as e:
+        raise SpaceError(str(e)) from None
+    space = parse_space(data, source=str(path), cores=cores)
+    dali = is_available("dali") if dali is None else dali
+    if "dali" in space.backends() and not dali:
+        if space.backends() == ("dali",):
+            raise SpaceError(f"{path}: the space tunes DALI only, but DALI is not installed; install it with: pip install -e \".[dali]\" (CUDA 13 drivers: \".[dali-cu13]\")")
+        logger.warning("DALI is not installed: tuning the torch DataLoader only (pip install -e \".[dali]\" adds DALI)")
+        space = space.restrict("backend", ("torch",))
+    if not device.startswith("cuda"):
+        if "dali_device" in space and "gpu" in space["dali_device"].choices:
+            space = space.restrict("dali_device", ("cpu",))
+            if not space["dali_device"].choices:
+                raise SpaceError(f"{path}: params.dali_device offers GPU decode only, but the device is {device}; add cpu to its choices or run on a GPU")
+        if "pin_memory" in space and space["pin_memory"].kind == "choices":
+            space = space.restrict("pin_memory", (False,)) if False in space["pin_memory"].choices else space
+    return space

@@ -1,0 +1,396 @@
+"""The study: an Optuna study over a search space, scored by trials run in isolated child processes.
+
+It enqueues the baselines (the framework defaults, the common heuristic, and a previous best when
+warm-starting), samples the rest, re-measures the top candidates interleaved, and picks the winner by
+median. It never imports torch or DALI and never touches a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import statistics
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+from autotune.config.schema import LoaderConfig
+from autotune.dataset import pagecache
+from autotune.dataset.scan import Dataset
+from autotune.errors import UserError
+from autotune.outcomes import Outcome
+from autotune.study.space import SearchSpace
+from autotune.study.storage import mask_url, open_storage
+from autotune.trials import guard
+from autotune.trials.guard import Budgets
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialResult, TrialSpec
+from autotune.trials.zygote import Zygote
+
+logger = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "random", "qmc")
+PRUNERS = ("median", "percentile", "none")
+
+
+class TrialFailure(Exception):
+    """A trial that says nothing about the config's speed (crash, bad data): told to Optuna as FAILED."""
+
+
+@dataclasses.dataclass
+class TuneSettings:
+    pipeline: str = "imagenet-train"
+    device: str = "cpu"
+    n_trials: int = 20
+    timeout: float | None = None
+    seed: int | None = None
+    warmup_batches: int = 2
+    window_s: float = 1.0
+    windows: int = 5
+    trial_timeout: float = 180.0
+    confirm_top: int = 3
+    confirm_repeats: int = 2
+    sampler: str = "tpe"
+    pruner: str = "median"
+    baselines: bool = True
+    cores: int = 1
+    cache: str = "warm"
+    ranks: int = 1
+    budgets: Budgets = dataclasses.field(default_factory=Budgets)
+    model: Any = None
+    inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
+    fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
+
+    def measurement(self) -> dict[str, Any]:
+        return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
+
+
+def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=4)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "qmc":
+        return optuna.samplers.QMCSampler(seed=seed)
+    raise UserError(f"--sampler must be one of {', '.join(SAMPLERS)}, but got {name!r}")
+
+
+def make_pruner(name: str) -> optuna.pruners.BasePruner:
+    if name == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=1)
+    if name == "percentile":
+        return optuna.pruners.PercentilePruner(25.0, n_startup_trials=4, n_warmup_steps=1)
+    if name == "none":
+        return optuna.pruners.NopPruner()
+    raise UserError(f"--pruner must be one of {', '.join(PRUNERS)}, but got {name!r}")
+
+
+def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
+    """The framework defaults and the common heuristic (at the space's usual batch size), and DALI's usual start.
+
+    They are measured first: the YAML reports the winner against the first two, and all of them seed the sampler.
+    """
+    choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
+    batch = 64 if 64 in choices else choices[0]
+    cuda = settings.device.startswith("cuda")
+    out = {
+        "defaults": {"backend": "torch", "batch_size": batch, "num_workers": 0, "pin_memory": False},
+        "heuristic": {"backend": "torch", "batch_size": batch, "num_workers": settings.cores, "pin_memory": cuda, "prefetch_factor": 2, "persistent_workers": True},
+    }
+    if "dali" in space.backends():
+        # where DALI is offered, its usual starting point too: a thread per core, DALI's own queue depth and
+        # hardware-decoder share, GPU decode when there is a GPU, a middle batch size
+        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": settings.cores, "prefetch_queue_depth": 2}
+        if "num_threads" in space and space["num_threads"].kind == "int":
+            dali["num_threads"] = int(min(max(settings.cores, space["num_threads"].low), space["num_threads"].high))
+        if "dali_device" in space:
+            dali["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
+            if dali["dali_device"] == "gpu":
+                dali["hw_decoder_load"] = 0.65
+        out["dali-heuristic"] = dali
+    return out
+
+
+def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> list[dict[str, Any]]:
+    """Close neighbours of a config: one numeric knob one step up or down, within the space."""
+    out = []
+    for name in ("num_workers", "num_threads", "batch_size", "prefetch_queue_depth", "prefetch_factor"):
+        if name not in params or name not in space:
+            continue
+        p = space[name]
+        values = sorted(p.choices) if p.kind == "choices" else None
+        v = params[name]
+        for step in (+1, -1):
+            if values is not None:
+                if v not in values:
+                    continue
+                i = values.index(v) + step
+                if not 0 <= i < len(values):
+                    continue
+                nv = values[i]
+            else:
+                nv = max(1, round(v * 2)) if step > 0 else max(int(p.low), v // 2)
+                if not p.contains(nv) or nv == v:
+                    continue
+            out.append({**params, name: nv})
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def fit_to_space(params: dict[str, Any], space: SearchSpace) -> dict[str, Any]:
+    """The closest config the space allows (a config tuned elsewhere, e.g. for more cores or another batch size).
+
+    A number outside a range is clamped; a value that is not among the choices becomes the nearest numeric
+    choice, or the first choice. A fixed ``--batch-size`` (a single choice) therefore wins.
+    """
+    out = dict(params)
+    for name, v in params.items():
+        if name not in space or space[name].contains(v):
+            continue
+        p = space[name]
+        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if p.kind == "choices":
+            nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            out[name] = min(nums, key=lambda c: abs(c - v)) if numeric and nums else p.choices[0]
+        elif numeric:
+            out[name] = type(v)(min(max(v, p.low), p.high))
+    if out != params:
+        logger.info("warm start fitted into the space: %s -> %s", params, out)
+    return out
+
+
+def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
+    params = t.user_attrs.get("loader")
+    return LoaderConfig.from_params(params) if params else None
+
+
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """Mark as failed the RUNNING trials that a killed run on this host left behind (its process is gone).
+
+    Without a heartbeat Optuna keeps them RUNNING for ever, and TPE's constant liar avoids their configs.
+    Trials of other hosts sharing the storage, and of live processes, are left alone. Returns their numbers.
+    """
+    import psutil
+
+    host = socket.gethostname()
+    stale = []
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        owner_host, _, pid = str(t.user_attrs.get("owner", "")).rpartition(":")
+        if owner_host != host or not pid.isdigit():
+            continue
+        try:  # the same PID started after the trial is another process
+            started = psutil.Process(int(pid)).create_time()
+            alive = t.datetime_start is None or started <= t.datetime_start.timestamp() + 1
+        except psutil.NoSuchProcess:
+            alive = False
+        if not alive:
+            study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            stale.append(t.number)
+    if stale:
+        logger.info("trials %s were left running by a run that was killed: marked failed", stale)
+    return stale
+
+
+class Tuner:
+    """Owns one Optuna study for one dataset on one machine."""
+
+    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None) -> None:
+        self.dataset = dataset
+        self.space = space
+        self.settings = settings
+        self.storage_url = storage
+        storage_obj = open_storage(storage)
+        exists = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage_obj, include_best_trial=False)}
+        if exists and not resume:
+            raise UserError(f"study {study_name!r} already exists in {mask_url(storage)}; pass --resume to continue it, or another --study-name")
+        self.study = optuna.create_study(
+            storage=storage_obj,
+            study_name=study_name,
+            direction="maximize",
+            sampler=make_sampler(settings.sampler, settings.seed),
+            pruner=make_pruner(settings.pruner),
+            load_if_exists=resume,
+        )
+        if not exists:
+            for k, v in (attrs or {}).items():
+                self.study.set_user_attr(k, v)
+        else:
+            fail_stale_trials(self.study)
+        self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
+        self._zygote: Zygote | bool | None = None
+
+    # -- enqueueing ------------------------------------------------------------------------------------
+    def _enqueue(self, params: dict[str, Any], role: str) -> None:
+        """Queue a fixed config (a baseline, a warm start). A config outside the space (the torch baselines in a
+        DALI-only space) is measured as it is, with no sampled parameters, so the sampler learns nothing false."""
+        inside = params.get("backend", "torch") in self.space.backends()
+        fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)} if inside else {}
+        attrs = {"role": role, "loader_params": params}
+        if not inside:
+            attrs["outside_space"] = True
+        self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
+
+    def enqueue_baselines(self) -> None:
+        have = {t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)}
+        for role, params in baseline_configs(self.space, self.settings).items():
+            if role not in have:
+                self._enqueue(params, role)
+
+    def enqueue_warm_start(self, params: dict[str, Any], n_neighbours: int = 2) -> None:
+        """The previous winner first (fitted into this space), then its close neighbours."""
+        params = fit_to_space(params, self.space)
+        self._enqueue(params, "warm-start")
+        for p in neighbours(params, self.space, n_neighbours):
+            self._enqueue(p, "warm-start-neighbour")
+
+    # -- one trial ---------------------------------------------------------------------------------------
+    def spec(self, loader: LoaderConfig, number: int | None = None) -> TrialSpec:
+        s = self.settings
+        return TrialSpec(
+            dataset=self.dataset, loader=loader, pipeline=s.pipeline, device=s.device, warmup_batches=s.warmup_batches,
+            window_s=s.window_s, windows=s.windows, seed=s.seed, ranks=s.ranks, model=s.model,
+            inject=s.inject.get(number) if number is not None else None,
+        )
+
+    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None) -> TrialResult:
+        from autotune.trials import guard
+
+        if self.settings.cache == "cold":
+            pagecache.evict(self.dataset)
+        st = self.settings
+        over = guard.check_estimate(loader, self.dataset, st.budgets, pipeline=st.pipeline, device=st.device, ranks=st.ranks, model=st.model)
+        if over is not None:
+            return over
+        if self._zygote is None and self.settings.fork_trials:
+            self._zygote = Zygote.start() or False  # False: could not start; spawn every trial instead
+        zygote = self._zygote or None
+        return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
+
+    def close(self) -> None:
+        """End the process that trials are forked from."""
+        if self._zygote:
+            self._zygote.close()
+        self._zygote = None
+
+    def exclude_file(self, path: str) -> None:
+        """Leave an undecodable file out of the following trials: it fails every config, not just this one."""
+        d = self.dataset
+        keep = [i for i, f in enumerate(d.files) if f != path]
+        if len(keep) == len(d.files):
+            return
+        size = os.path.getsize(path) if os.path.exists(path) else 0
+        self.dataset = dataclasses.replace(
+            d, files=tuple(d.files[i] for i in keep), labels=tuple(d.labels[i] for i in keep),
+            total_bytes=d.total_bytes - size, skipped=(*d.skipped, (path, "cannot be decoded")),
+        )
+        self.study.set_user_attr("bad_files", [*self.study.user_attrs.get("bad_files", []), path])
+        logger.warning("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
+
+    def objective(self, trial: optuna.Trial) -> float:
+        if trial.user_attrs.get("outside_space"):
+            params = trial.user_attrs["loader_params"]
+        else:
+            params = self.space.suggest(trial, self.context)  # enqueued values are taken as they are
+            params = trial.user_attrs.get("loader_params", params)
+        loader = LoaderConfig.from_params(params)
+        trial.set_user_attr("loader", loader.to_params())
+        trial.set_user_attr("config", loader.describe())
+
+        reported: list[int] = []
+
+        def intermediate(step: int, value: float) -> bool:
+            trial.report(value, step)
+            reported.append(step)
+            return trial.user_attrs.get("role") is None and trial.should_prune()
+
+        trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")  # lets --resume tell a dead run's trials
+        try:
+            result = self.measure(loader, trial.number, intermediate)
+        except KeyboardInterrupt:
+            trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
+            raise
+        for k, v in result.to_attrs().items():
+            trial.set_user_attr(k, v)
+        if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
+            from autotune.study.selection import ceiling_attrs  # no torch on this side
+
+            for k, v in ceiling_attrs(self.study.user_attrs.get("model_ceiling"), loader.batch_size, result.samples_per_s).items():
+                trial.set_user_attr(k, v)
+        logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
+        if result.outcome is Outcome.COMPLETE:
+            return float(result.samples_per_s)  # type: ignore[arg-type]
+        if result.outcome is Outcome.BAD_DATA and result.bad_file:
+            self.exclude_file(result.bad_file)
+        if result.outcome.steers_sampler:
+            if not reported and result.outcome is not Outcome.PRUNED:
+                trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
+            if result.outcome.is_memory:
+                # infeasible: TPE ranks it below every feasible trial, even one pruned after a few windows
+                trial.set_constraint("memory", guard.violation(result, self.settings.budgets))
+            raise optuna.TrialPruned(f"{result.outcome.value}: {result.message}")
+        raise TrialFailure(f"{result.outcome.value}: {result.message}")
+
+    # -- the study ---------------------------------------------------------------------------------------
+    def optimize(self, callbacks: list[Callable] | None = None) -> None:
+        s = self.settings
+        if s.cache == "warm":
+            pagecache.warm(self.dataset)
+        if s.baselines:
+            self.enqueue_baselines()
+        optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
+        try:
+            self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+        finally:
+            self.close()
+
+    def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None]
+
+    def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
+        """The best ``k`` complete trials with distinct configs."""
+        out, seen = [], set()
+        for t in sorted(self.complete_trials(), key=lambda t: t.value, reverse=True):
+            key = t.user_attrs.get("config")
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(t)
+            if len(out) >= k:
+                break
+        return out
+
+    def confirm(self, on_step: Callable[[str, float | None], None] | None = None) -> dict[str, Any]:
+        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores."""
+        s = self.settings
+        cands = self.candidates(max(1, s.confirm_top))
+        if not cands:
+            raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
+        scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
+        if len(cands) > 1 and s.confirm_repeats > 0:
+            try:
+                for _ in range(s.confirm_repeats):
+                    for t in cands:
+                        r = self.measure(trial_loader(t))  # type: ignore[arg-type]
+                        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+                            scores[t.number].append(float(r.samples_per_s))
+                        if on_step is not None:
+                            on_step(t.user_attrs.get("config", ""), r.samples_per_s)
+            finally:
+                self.close()
+        medians = {n: statistics.median(v) for n, v in scores.items()}
+        winner = max(cands, key=lambda t: medians[t.number])
+        record = {
+            "method": f"top {len(cands)} re-measured {s.confirm_repeats}x each, interleaved; winner by median of all scores" if len(cands) > 1 and s.confirm_repeats > 0 else "best single trial (no re-measurement)",
+            "winner_trial": winner.number,
+            "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]], "median": round(medians[t.number], 1)} for t in cands],
+        }
+        self.study.set_user_attr("confirmation", record)
+        return record

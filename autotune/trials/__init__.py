@@ -1,0 +1,6 @@
+"""The trial layer: run one config in a fresh child process and say how it went.
+
+The parent side (:mod:`~autotune.trials.runner`, :mod:`~autotune.trials.zygote`, :mod:`~autotune.trials.guard`)
+never imports torch; the child side (:mod:`~autotune.trials.child`, :mod:`~autotune.trials.measure`,
+:mod:`~autotune.trials.model`, :mod:`~autotune.trials.ranks`) builds the loader and measures it.
+"""

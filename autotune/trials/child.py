@@ -1,0 +1,221 @@
+"""What runs inside a trial's child process: build the loader, measure it, report peaks."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import re
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from autotune.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from autotune.trials.spec import TrialSpec
+
+logger = logging.getLogger(__name__)
+
+
+def _inject(fault: str | None) -> None:
+    """Fault injection for the test-suite (``TrialSpec.inject``).
+
+    ``segfault``, ``hang``: the trial process itself; ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
+    at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
+    its first sample (the trial process stays well).
+    """
+    if not fault:
+        return
+    if fault == "segfault":
+        ctypes.string_at(0)  # reads address 0: SIGSEGV
+    elif fault == "hang":
+        while True:
+            time.sleep(1)
+    elif fault.startswith("alloc:"):
+        mib = int(fault.split(":", 1)[1])
+        hold = []
+        for _ in range(0, mib, 32):
+            hold.append(bytearray(b"\1" * (32 * 2**20)))  # touched pages: resident
+            time.sleep(0.02)
+        _inject.hold = hold  # type: ignore[attr-defined]
+        time.sleep(60)
+    elif fault in ("worker-segfault", "worker-hang"):
+        from torch.utils.data import get_worker_info
+
+        from autotune.loaders.backends._torch import FileListDataset
+
+        getitem = FileListDataset.__getitem__
+
+        def faulty(self, index):  # noqa: ANN001
+            if get_worker_info() is not None:  # forked workers inherit this patch; the trial process does not run it
+                _inject(fault.removeprefix("worker-"))
+            return getitem(self, index)
+
+        FileListDataset.__getitem__ = faulty
+    else:
+        raise ValueError(f"unknown fault {fault!r}")
+
+
+def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
+    """The first file of ``dataset`` that PIL cannot decode, looking for at most ``budget_s`` seconds.
+
+    DALI's decoders do not always name the file that failed (the GPU decoder reports the batch); this
+    decodes each file at 1/8 scale (JPEG draft mode still reads every byte, so truncation shows).
+    """
+    from PIL import Image
+
+    deadline = time.monotonic() + budget_s
+    for path in dataset.files:
+        if time.monotonic() > deadline:
+            logger.info("no undecodable file found within %.0f s", budget_s)
+            return None
+        try:
+            with Image.open(path) as img:
+                img.draft("RGB", (max(1, img.width // 8), max(1, img.height // 8)))
+                img.load()
+        except Exception:  # noqa: BLE001 - PIL's many error types: this file does not decode
+            return path
+    return None
+
+
+def execute(spec: TrialSpec, on_window: Callable[[int, float], bool]) -> dict[str, Any]:
+    """Build ``spec``'s loader on its device, measure it and return the result payload."""
+    _inject(spec.inject)
+    import torch
+
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
+    from autotune.trials.measure import measure
+
+    if spec.seed is not None:
+        torch.manual_seed(spec.seed)
+    device = spec.device
+    if device.startswith("cuda"):
+        torch.cuda.init()
+    consume = None
+    extra: dict[str, Any] = {}
+    if spec.model is not None:
+        from autotune.trials.model import prepare_consumer
+
+        consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
+    if spec.ranks > 1:
+        from autotune.trials.ranks import measure_ranks
+
+        return {**measure_ranks(spec, on_window), **extra}
+    backend = get_backend(spec.loader.backend.value)
+    t0 = time.perf_counter()
+    if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
+        from autotune.trials.model import resident_loader
+
+        loader = resident_loader(spec)
+    else:
+        loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed)
+    build_s = time.perf_counter() - t0
+    try:
+        m = measure(loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window, consume=consume)
+    finally:
+        loader.close()
+    payload = m.to_dict()
+    payload["startup_s"] = build_s + m.startup_s
+    if device.startswith("cuda"):
+        payload["peak_gpu_mib"] = torch.cuda.max_memory_reserved() / 2**20
+    payload.pop("batches", None)
+    payload.pop("samples", None)
+    payload.pop("epochs", None)
+    return {**payload, **extra}
+
+
+# ------------------------------------------------------------------------------------- process entry
+def set_parent_death_signal() -> None:
+    """Linux: the child gets SIGKILL when the tuner dies, so no trial outlives it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
+    """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
+    from autotune.dataset.imaging import BadImageError
+
+    text = f"{type(e).__name__}: {e}"
+    name = type(e).__name__
+    if isinstance(e, BadImageError) or name == "BadImageError":
+        return Outcome.BAD_DATA, bad_image_path(str(e))
+    gpu_alloc = ("CUDA out of memory", "cudaErrorMemoryAllocation", "CUDA allocation failed", "CUDA_ERROR_OUT_OF_MEMORY")
+    # DALI 2.x: "Can't allocate 38535168 bytes on device 0" (its GPU operators and nvJPEG's allocator)
+    dali_alloc = re.search(r"Can't allocate \d+ bytes on device", text) is not None
+    if name == "OutOfMemoryError" or dali_alloc or any(s in text for s in gpu_alloc) or "out of memory" in text.lower() and "cuda" in text.lower():
+        return Outcome.OOM_GPU, None
+    if isinstance(e, MemoryError) or "std::bad_alloc" in text:
+        return Outcome.OOM_HOST, None
+    if "Bus error" in text or "shared memory" in text.lower() or "No space left on device" in text and "shm" in text:
+        return Outcome.SHM, None
+    from autotune.loaders.backends._base import decode_error_file
+
+    bad = decode_error_file(text)
+    if bad is not None:
+        return Outcome.BAD_DATA, bad
+    return Outcome.CRASH, None
+
+
+def bad_image_path(text: str) -> str | None:
+    """The file a ``BadImageError`` names (``"<path>: cannot decode ..."``), also when a DataLoader worker
+    re-raised it with its traceback wrapped around the message."""
+    import re
+
+    for line in reversed(text.splitlines()):
+        line = re.sub(r"^\s*(?:[\w.]*BadImageError: )?", "", line)
+        # the longest prefix before a ': ' that is a file (a path may hold ': ' itself)
+        found = [line[:m.start()] for m in re.finditer(": ", line) if os.path.isfile(line[:m.start()])]
+        if found:
+            return found[-1]
+    from autotune.loaders.backends._base import decode_error_file
+
+    return decode_error_file(text)
+
+
+def child_main(fd: int, parent: int | None = None) -> None:
+    """Entry point of ``python -m autotune.trials FD``: receive the spec on FD, send windows and the result."""
+    from multiprocessing.connection import Connection
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the tuner decides when a trial stops
+    set_parent_death_signal()
+    if parent is not None and os.getppid() != parent:  # the tuner died before the signal was armed
+        os._exit(1)
+    # DataLoader workers (forked from here) die with this process too, even when they hang
+    os.register_at_fork(after_in_child=set_parent_death_signal)
+    conn = Connection(fd)
+    spec = conn.recv()
+    try:
+
+        def on_window(step: int, value: float) -> bool:
+            conn.send(("window", step, value))
+            if conn.poll():
+                return conn.recv() == "stop"
+            return False
+
+        payload = execute(spec, on_window)
+        conn.send(("result", Outcome.COMPLETE.value, payload))
+    except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        outcome, bad = classify_exception(e)
+        msg = f"{type(e).__name__}: {e}".strip().splitlines()
+        logger.debug("trial failed: %s", traceback.format_exc())
+        if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
+            bad = find_bad_file(spec.dataset)  # DALI's decoder did not say which file: look for it
+            if bad is not None:
+                outcome = Outcome.BAD_DATA
+        if outcome is Outcome.BAD_DATA:
+            msg = [f"cannot decode {bad}", *[ln.strip() for ln in msg if "BadImageError: " in ln or "Failed to decode" in ln][-1:]]
+        try:
+            conn.send(("result", outcome.value, {"message": " ".join(msg)[:2000], "bad_file": bad}))
+        except Exception:  # noqa: BLE001
+            pass
+    finally:
+        conn.close()

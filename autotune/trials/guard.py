@@ -1,0 +1,473 @@
+"""The memory guard: budgets, an estimate before each trial, and sampling of the trial while it runs.
+
+- :func:`default_budgets`: GPU memory (a fraction of what is free when the study starts, minus the room the
+  training model needs), host memory (a fraction of what is available) and ``/dev/shm`` (a fraction of its
+  free space); each can be set on the command line instead.
+- :func:`estimate` / :func:`check_estimate`: the bytes a config needs (batches in flight, decode buffers,
+  pinned copies, worker processes, shared memory); a config predicted to exceed a budget is not run.
+- :class:`Monitor`: the parent samples the child's whole process tree several times a second (host memory
+  close to PSS at the cost of RSS, the child's GPU memory through NVML, ``/dev/shm`` use) and says when to
+  stop the child, before it crosses a budget.
+
+The parent never imports torch or initialises CUDA: GPU numbers come from NVML only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import psutil
+
+from autotune.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from autotune.config.schema import LoaderConfig
+    from autotune.dataset.scan import Dataset
+    from autotune.trials.model import ModelSpec
+    from autotune.trials.spec import TrialResult
+
+logger = logging.getLogger(__name__)
+
+MiB = 2**20
+
+#: Default budgets, as fractions of what is free when the study starts.
+HOST_FRACTION = 0.8
+GPU_FRACTION = 0.9
+SHM_FRACTION = 0.8
+SHM_PATH = "/dev/shm"
+
+#: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x / DALI 2.x, rounded up).
+CHILD_BASE_MIB = 600  # the trial process: Python, torch and torchvision imported (PSS)
+WORKER_BASE_MIB = 60  # a forked DataLoader worker's own pages
+DALI_BASE_MIB = 300  # DALI's libraries and host pools
+CUDA_CONTEXT_MIB = 500  # a CUDA context and torch's allocator slack
+DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
+NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (backends/_dali.py)
+NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
+#: A decoded image is about this many times its JPEG file.
+DECODE_RATIO = 6
+
+
+# --------------------------------------------------------------------------------------------- budgets
+@dataclasses.dataclass(frozen=True)
+class Budgets:
+    """Memory a trial may use, in MiB; None means unlimited. ``gpu_mib`` applies to each GPU."""
+
+    host_mib: float | None = None
+    gpu_mib: float | None = None
+    shm_mib: float | None = None
+    reserve_gpu_mib: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v) if v is not None else None) for k, v in dataclasses.asdict(self).items()}
+
+
+def _gpu_index(device: str) -> int:
+    """NVML index of ``cuda[:N]``, through ``CUDA_VISIBLE_DEVICES`` when it lists plain indices."""
+    n = int(device.split(":", 1)[1]) if ":" in device else 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if visible and all(v.isdigit() for v in visible) and n < len(visible):
+        return int(visible[n])
+    return n
+
+
+def gpu_free_mib(index: int = 0) -> float | None:
+    """Free memory of GPU ``index`` from NVML, or None without a driver (no CUDA context is created)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).free / MiB
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no GPU, no driver, no nvidia-ml-py
+        return None
+
+
+def shm_free_mib(path: str = SHM_PATH) -> float | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize / MiB
+
+
+def shm_used_mib(path: str = SHM_PATH) -> float | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return (st.f_blocks - st.f_bfree) * st.f_frsize / MiB
+
+
+def default_budgets(host_mib: float | None = None, gpu_mib: float | None = None, reserve_gpu_mib: float = 0.0, shm_mib: float | None = None, device: str = "cpu") -> Budgets:
+    """The budgets of a study: the values given, the rest from what is free now.
+
+    Args:
+        host_mib: host memory a trial's process tree may use; default ``HOST_FRACTION`` of available memory.
+        gpu_mib: GPU memory a trial may use on each GPU; default ``GPU_FRACTION`` of the GPU's free memory
+            minus ``reserve_gpu_mib``. Ignored on a CPU device.
+        reserve_gpu_mib: GPU memory to leave for the training model.
+        shm_mib: ``/dev/shm`` a trial may use; default ``SHM_FRACTION`` of its free space.
+        device: ``cpu`` or ``cuda[:N]``.
+
+    Returns:
+        The :class:`Budgets`.
+
+    Raises:
+        UserError: when the reserve leaves no GPU memory for the loader.
+    """
+    from autotune.errors import UserError
+
+    reserve = float(reserve_gpu_mib or 0.0)
+    if reserve < 0:
+        raise UserError(f"--reserve-gpu-mem must be >= 0 MiB, but got {reserve:g}")
+    if host_mib is None:
+        host_mib = HOST_FRACTION * psutil.virtual_memory().available / MiB
+    if shm_mib is None:
+        free = shm_free_mib()
+        shm_mib = SHM_FRACTION * free if free is not None else None
+    gpu: float | None = None
+    if device.startswith("cuda"):
+        free = gpu_free_mib(_gpu_index(device))
+        if gpu_mib is not None:
+            gpu = float(gpu_mib)
+            if reserve and free is not None:
+                gpu = min(gpu, free - reserve)
+        elif free is not None:
+            gpu = GPU_FRACTION * free - reserve
+        if gpu is not None and gpu <= 0:
+            raise UserError(
+                f"--reserve-gpu-mem {reserve:.0f} MiB leaves no GPU memory for the loader ({free:.0f} MiB free now); "
+                "lower the reserve or free the GPU"
+            )
+    return Budgets(host_mib=float(host_mib), gpu_mib=gpu, shm_mib=float(shm_mib) if shm_mib is not None else None, reserve_gpu_mib=reserve)
+
+
+# -------------------------------------------------------------------------------------------- estimate
+def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-train", device: str = "cpu", ranks: int = 1) -> dict[str, Any]:
+    """The memory a config is expected to need, in MiB, with the parts it is made of.
+
+    Args:
+        loader: the config.
+        dataset: sizes the decoded images (mean file bytes times ``DECODE_RATIO``, at least a crop).
+        pipeline: the preset (its crop sizes the output batches: float32, 3 x crop x crop).
+        device: ``cpu`` or ``cuda[:N]``.
+        ranks: loaders measured at once (host memory adds up; GPU memory is per GPU).
+
+    Returns:
+        ``{"host_mib", "gpu_mib" (None on CPU), "shm_mib", "parts": {name: MiB}}``.
+    """
+    from autotune.loaders.presets import get_preset
+    from autotune.outcomes import Backend
+
+    crop = get_preset(pipeline).crop
+    b = loader.batch_size
+    cuda = device.startswith("cuda")
+    out_batch = b * 3 * crop * crop * 4 / MiB  # float32 CHW, what both backends deliver
+    file_b = max(1, dataset.mean_bytes)
+    decoded = max(file_b * DECODE_RATIO, 3 * crop * crop) / MiB  # one decoded uint8 RGB image
+    parts: dict[str, float] = {}
+    gpu_parts: dict[str, float] = {}
+    shm = 0.0
+    if loader.backend is Backend.TORCH:
+        t = loader.torch
+        assert t is not None
+        w = t.num_workers
+        if w > 0:
+            in_flight = w * (t.prefetch_factor or 2)
+            parts["workers"] = w * (WORKER_BASE_MIB + 2 * decoded + 2 * out_batch)  # PIL decode + convert, per-sample tensors + collate
+            shm = in_flight * out_batch  # each worker's finished batches wait in /dev/shm
+            parts["batches_in_flight"] = shm
+        else:
+            in_flight = 1
+            parts["decode"] = 2 * decoded + 2 * out_batch
+        parts["consumer"] = out_batch
+        if t.pin_memory and cuda:
+            parts["pinned"] = in_flight * out_batch
+        if cuda:
+            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+            gpu_parts["batches_on_gpu"] = 2 * out_batch
+    else:
+        d = loader.dali
+        assert d is not None
+        q = d.prefetch_queue_depth
+        parts["dali"] = DALI_BASE_MIB
+        parts["encoded_queue"] = q * b * file_b / MiB
+        parts["decode_threads"] = d.num_threads * decoded  # each thread's decode scratch buffer
+        stage = b * (decoded + 3 * crop * crop / MiB)  # decoded images + resized crops, one batch
+        if d.device == "gpu":
+            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+            gpu_parts["decoder"] = DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB
+            parts["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
+            gpu_parts["stages"] = q * (stage + out_batch)
+            gpu_parts["batches_on_gpu"] = 2 * out_batch
+        else:
+            parts["stages"] = q * stage
+            if cuda:
+                gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+                gpu_parts["stages"] = q * out_batch
+                gpu_parts["batches_on_gpu"] = 2 * out_batch
+            else:
+                parts["stages"] += q * out_batch
+                parts["consumer"] = out_batch
+    n = max(1, ranks)
+    host = CHILD_BASE_MIB + n * sum(parts.values())
+    out_parts = {"process": CHILD_BASE_MIB, **{k: round(v * n, 1) for k, v in parts.items()}}
+    if gpu_parts:
+        out_parts.update({f"gpu_{k}": round(v, 1) for k, v in gpu_parts.items()})
+    return {
+        "host_mib": round(host, 1),
+        "gpu_mib": round(sum(gpu_parts.values()), 1) if cuda else None,
+        "shm_mib": round(n * shm, 1),
+        "parts": out_parts,
+    }
+
+
+def check_estimate(
+    loader: LoaderConfig,
+    dataset: Dataset,
+    budgets: Budgets,
+    *,
+    pipeline: str = "imagenet-train",
+    device: str = "cpu",
+    ranks: int = 1,
+    model: ModelSpec | None = None,
+) -> TrialResult | None:
+    """None when ``loader`` is expected to fit ``budgets``; else the result to record instead of running it.
+
+    ``/dev/shm`` over its budget gives ``shm``; host or GPU memory over theirs gives ``predicted-oom``. The
+    estimate is kept in ``extra["estimate"]``.
+    """
+    from autotune.trials.spec import TrialResult
+
+    est = estimate(loader, dataset, pipeline, device, ranks)
+    if model is not None and est["gpu_mib"] is not None:
+        from autotune.trials.model import estimate_gpu_mib
+
+        model_mib = estimate_gpu_mib(model, loader.batch_size)  # the training model shares the GPU
+        if model_mib:
+            est["parts"]["gpu_model"] = model_mib
+            est["gpu_mib"] += model_mib
+    bud = budgets
+    checks = (
+        ("shm", est["shm_mib"], bud.shm_mib, Outcome.SHM, "/dev/shm"),
+        ("host", est["host_mib"], bud.host_mib, Outcome.PREDICTED_OOM, "host memory"),
+        ("gpu", est["gpu_mib"], bud.gpu_mib, Outcome.PREDICTED_OOM, "GPU memory"),
+    )
+    for kind, need, budget, outcome, what in checks:
+        if need is None or budget is None or need <= budget:
+            continue
+        top = sorted(((v, k) for k, v in est["parts"].items() if k.startswith("gpu_") == (kind == "gpu")), reverse=True)[:3]
+        detail = ", ".join(f"{k.removeprefix('gpu_')} {v:,.0f}" for v, k in top)
+        msg = f"not run: predicted to need {need:,.0f} MiB of {what} ({detail} ...), over the {budget:,.0f} MiB budget"
+        logger.info("%s: %s", loader.describe(), msg)
+        return TrialResult(outcome, message=msg, extra={"estimate": est, "over": kind, "predicted": True})
+    return None
+
+
+def violation(result: TrialResult, budgets: Budgets) -> float:
+    """How far a memory outcome went over its budget, as a fraction (> 0): the constraint the sampler sees."""
+    est = result.extra.get("estimate") or {}
+    kind = result.extra.get("over")
+    need = {"host": est.get("host_mib"), "gpu": est.get("gpu_mib"), "shm": est.get("shm_mib")}.get(kind or "")
+    budget = {"host": budgets.host_mib, "gpu": budgets.gpu_mib, "shm": budgets.shm_mib}.get(kind or "")
+    if need and budget:
+        return max(0.01, need / budget - 1.0)
+    return 1.0
+
+
+# --------------------------------------------------------------------------------------------- sampling
+def process_tree(pid: int) -> list[psutil.Process]:
+    try:
+        p = psutil.Process(pid)
+        return [p, *p.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def read_pss_mib(pid: int) -> float | None:
+    """Proportional set size from ``/proc/PID/smaps_rollup`` (shared pages split among their users)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def tree_rss_mib(procs: list[psutil.Process]) -> float:
+    """Plain RSS summed over a tree (counts shared pages once per process: an upper bound)."""
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total / MiB
+
+
+class TreeMemory:
+    """Host memory of a process tree, close to the sum of PSS at about the cost of reading RSS.
+
+    Reading PSS costs ~10 ms a process (the kernel walks its page tables); RSS costs microseconds but counts
+    the pages a forked worker shares with its parent (torch's libraries, copy-on-write heap) once per
+    process. So each process is read exactly when first seen and then in turn, a few a sample, and between
+    exact reads its figure is ``PSS + growth of RSS since``: new pages counted in full, an upper bound.
+    """
+
+    def __init__(self, exact_per_sample: int = 2) -> None:
+        self.exact_per_sample = exact_per_sample
+        self._last: dict[psutil.Process, tuple[float, float]] = {}  # process -> (pss, rss at that read)
+        self._turn = 0
+
+    def total_mib(self, procs: list[psutil.Process], exact: bool = False) -> float:
+        known = [p for p in procs if p in self._last]
+        refresh = set(procs) if exact else {p for p in procs if p not in self._last}
+        if known and not exact:
+            for i in range(min(self.exact_per_sample, len(known))):
+                refresh.add(known[(self._turn + i) % len(known)])
+            self._turn += self.exact_per_sample
+        total = 0.0
+        for p in procs:
+            try:
+                rss = p.memory_info().rss / MiB
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if p in refresh:
+                pss = read_pss_mib(p.pid)
+                self._last[p] = (pss if pss is not None else rss, rss)
+            pss, rss0 = self._last[p]
+            total += pss + max(0.0, rss - rss0)
+        alive = set(procs)
+        for p in [p for p in self._last if p not in alive]:
+            del self._last[p]
+        return total
+
+
+class _Nvml:
+    """The trial's GPU memory from NVML: its processes' usage, or the device's growth where PIDs do not match."""
+
+    def __init__(self, index: int) -> None:
+        self.nvml: Any = None
+        self.handle: Any = None
+        self.baseline = 0.0
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self.baseline = pynvml.nvmlDeviceGetMemoryInfo(self.handle).used / MiB
+        except Exception:  # noqa: BLE001 - no GPU, no driver
+            self.handle = None
+
+    def used_mib(self, pids: set[int]) -> float | None:
+        if self.handle is None:
+            return None
+        try:
+            procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+        except Exception:  # noqa: BLE001
+            procs = []
+        ours = [p.usedGpuMemory or 0 for p in procs if p.pid in pids]
+        if ours:
+            return sum(ours) / MiB
+        try:  # a PID namespace (containers) hides our PIDs from NVML: the device's growth since the start
+            return max(0.0, self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used / MiB - self.baseline)
+        except Exception:  # noqa: BLE001
+            return None
+
+    def close(self) -> None:
+        if self.nvml is not None:
+            try:
+                self.nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class Monitor:
+    """Samples a running trial; :meth:`sample` returns the outcome to stop it with, or None.
+
+    A trial is stopped when a sample is over a budget or the growth since the last sample would take the
+    next one over it: the child is stopped before it crosses the budget, not after the kernel's
+    out-of-memory killer has picked a victim. Every process ever seen in the tree is kept in ``seen``, so
+    that none is left behind when the trial ends.
+    """
+
+    def __init__(self, budgets: Budgets, device: str = "cpu") -> None:
+        self.budgets = budgets
+        self.peak_host_mib = 0.0
+        self.peak_gpu_mib: float | None = None
+        self.peak_shm_mib: float | None = None
+        self.reason = ""
+        self.over: str | None = None
+        self.seen: set[psutil.Process] = set()
+        self._host = TreeMemory()
+        self._prev: dict[str, float] = {}
+        self._nvml = _Nvml(_gpu_index(device)) if device.startswith("cuda") else None
+        self._shm0 = shm_used_mib() if budgets.shm_mib is not None else None
+
+    def _projected(self, kind: str, value: float) -> float:
+        """``value`` plus its growth since the last sample: where the next sample would be."""
+        prev = self._prev.get(kind, value)
+        self._prev[kind] = value
+        return value + max(0.0, value - prev)
+
+    def _stop(self, kind: str, value: float, budget: float, what: str) -> None:
+        self.over = kind
+        self.reason = f"stopped at {value:,.0f} MiB of {what}, about to cross the {budget:,.0f} MiB budget"
+        logger.info("trial %s", self.reason)
+
+    def sample(self, pid: int) -> Outcome | None:
+        procs = process_tree(pid)
+        if not procs:
+            return None
+        self.seen.update(procs)
+        b = self.budgets
+        prev = self._prev.get("host")
+        host = self._host.total_mib(procs)
+        if b.host_mib is not None and self._projected("host", host) > b.host_mib:
+            host = self._host.total_mib(procs, exact=True)  # confirm with exact figures before stopping
+            self._prev["host"] = host
+            if host + max(0.0, host - (prev if prev is not None else host)) > b.host_mib:
+                self.peak_host_mib = max(self.peak_host_mib, host)
+                self._stop("host", host, b.host_mib, "host memory")
+                return Outcome.OOM_HOST
+        self.peak_host_mib = max(self.peak_host_mib, host)
+        if self._shm0 is not None:
+            used = shm_used_mib()
+            if used is not None:
+                shm = max(0.0, used - self._shm0)
+                self.peak_shm_mib = max(self.peak_shm_mib or 0.0, shm)
+                if b.shm_mib is not None and self._projected("shm", shm) > b.shm_mib:
+                    self._stop("shm", shm, b.shm_mib, "/dev/shm")
+                    return Outcome.SHM
+        if self._nvml is not None:
+            gpu = self._nvml.used_mib({p.pid for p in procs})
+            if gpu is not None:
+                self.peak_gpu_mib = max(self.peak_gpu_mib or 0.0, gpu)
+                if b.gpu_mib is not None and self._projected("gpu", gpu) > b.gpu_mib:
+                    self._stop("gpu", gpu, b.gpu_mib, "GPU memory")
+                    return Outcome.OOM_GPU
+        return None
+
+    def close(self) -> None:
+        if self._nvml is not None:
+            self._nvml.close()
+
+
+def sample_cost_ms(pid: int, samples: int = 10) -> float:
+    """Mean wall time of one :meth:`Monitor.sample` of ``pid``'s tree (for the docs and the tests)."""
+    m = Monitor(Budgets())
+    t = time.perf_counter()
+    for _ in range(samples):
+        m.sample(pid)
+    m.close()
+    return (time.perf_counter() - t) / samples * 1000

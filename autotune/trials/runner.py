@@ -1,0 +1,211 @@
+"""The trial runner: measure one config in a freshly spawned child process.
+
+A crash, an out-of-memory kill or a hang costs one trial, not the study, and every byte of GPU memory goes
+back when the child ends (DALI's pools never shrink). The parent never imports torch or touches a GPU: it
+watches the child (wall-clock limit, memory budgets via :mod:`autotune.guard`), relays its per-window rates
+to the pruner, and classifies how it ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from autotune.outcomes import Outcome
+from autotune.trials.guard import Budgets, Monitor, process_tree
+from autotune.trials.spec import TrialResult, TrialSpec
+from autotune.trials.zygote import ForkedTrial, Zygote
+
+logger = logging.getLogger(__name__)
+
+SAMPLE_S = 0.1  # memory sampling period: ten samples a second
+
+
+# --------------------------------------------------------------------------------------------- parent
+def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None = None) -> None:
+    """Terminate a process and all its descendants; SIGKILL what is left after ``timeout``.
+
+    Args:
+        pid: the trial's child, leader of its own process group.
+        timeout: seconds to wait after SIGTERM, then after SIGKILL.
+        also: processes seen in the tree earlier (a worker re-parented to init is no longer a descendant);
+            ``psutil.Process`` checks their start time, so a reused PID is never hit.
+    """
+    procs = process_tree(pid)
+    procs += [p for p in (also or ()) if p not in procs and p.is_running()]
+    for p in reversed(procs):
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=timeout)
+    try:  # anything left in the child's process group
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
+
+
+def run_trial(
+    spec: TrialSpec,
+    *,
+    timeout_s: float = 120.0,
+    budgets: Budgets | None = None,
+    on_intermediate: Callable[[int, float], bool] | None = None,
+    zygote: Zygote | None = None,
+) -> TrialResult:
+    """Run ``spec`` in a fresh child process and return how it went.
+
+    Args:
+        spec: the config and measurement settings.
+        timeout_s: wall-clock limit for the whole child (start-up included).
+        budgets: memory budgets enforced while the child runs.
+        on_intermediate: called with (window index, median rate so far); returning True prunes the trial.
+        zygote: fork the child from this pre-imported process (:mod:`autotune.zygote`) instead of spawning it.
+
+    Returns:
+        A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
+        the child and its workers are gone.
+    """
+    budgets = budgets or Budgets()
+    ours, theirs = socket.socketpair()
+    monitor = Monitor(budgets, spec.device)
+    start = time.monotonic()
+    result: TrialResult | None = None
+    last_value: float | None = None
+    proc: subprocess.Popen | ForkedTrial | None = None
+    from multiprocessing.connection import Connection
+
+    parent_conn = Connection(ours.detach())
+    try:
+        if zygote is not None and zygote.alive():
+            proc = zygote.fork(theirs.fileno())  # a fresh process forked from one that has imported torch already
+        else:
+            # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
+            )
+        theirs.close()
+        parent_conn.send(spec)
+        next_sample = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                over = monitor.sample(proc.pid)
+                next_sample = now + SAMPLE_S
+                if over is not None:
+                    result = TrialResult(over, message=monitor.reason, extra={"over": monitor.over})
+                    break
+            if now - start > timeout_s:
+                result = TrialResult(Outcome.TIMEOUT, message=f"no result within {timeout_s:.0f} s; raise --trial-timeout if this config is just slow to start")
+                break
+            try:
+                ready = parent_conn.poll(min(SAMPLE_S, max(0.0, next_sample - now)))
+            except (EOFError, OSError):
+                ready = False
+            if ready:
+                try:
+                    msg = parent_conn.recv()
+                except (EOFError, OSError):
+                    msg = None
+                if msg is None:
+                    result = _died(_wait(proc, 2.0))
+                    break
+                if msg[0] == "window":
+                    _, step, value = msg
+                    last_value = value
+                    if on_intermediate is not None and on_intermediate(step, value):
+                        result = TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}")
+                        break
+                elif msg[0] == "result":
+                    _, outcome, payload = msg
+                    result = _from_payload(Outcome(outcome), payload)
+                    break
+            elif proc.poll() is not None:
+                # drain a result that raced with the exit
+                if parent_conn.poll(0.5):
+                    continue
+                result = _died(proc.returncode)
+                break
+    finally:
+        # on KeyboardInterrupt too: the child and its workers are gone before this returns
+        with _no_sigint():
+            if proc is not None:
+                _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)  # the result is in: no need to wait for a slow teardown
+                kill_tree(proc.pid, also=monitor.seen)
+                _wait(proc, 2.0)
+            theirs.close()
+            parent_conn.close()
+            monitor.close()
+    assert result is not None
+    result.duration_s = time.monotonic() - start
+    result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None
+    if monitor.peak_gpu_mib is not None:
+        result.peak_gpu_mib = max(result.peak_gpu_mib or 0.0, monitor.peak_gpu_mib)
+    if monitor.peak_shm_mib:
+        result.extra.setdefault("peak_shm_mib", round(monitor.peak_shm_mib, 1))
+    if result.samples_per_s is None and last_value is not None and result.outcome is not Outcome.COMPLETE:
+        result.extra.setdefault("last_window_rate", round(last_value, 1))
+    return result
+
+
+@contextlib.contextmanager
+def _no_sigint():
+    """A second Ctrl-C must not cut the clean-up short (main thread only; elsewhere a no-op)."""
+    try:
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _wait(proc: subprocess.Popen | ForkedTrial, timeout: float) -> int | None:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _died(exitcode: int | None) -> TrialResult:
+    if exitcode is not None and exitcode < 0:
+        sig = signal.Signals(-exitcode)
+        outcome = _SIGNAL_OUTCOMES.get(sig, Outcome.CRASH)
+        hint = " (killed: the kernel's out-of-memory killer?)" if sig is signal.SIGKILL else ""
+        return TrialResult(outcome, message=f"trial process died with {sig.name}{hint}")
+    return TrialResult(Outcome.CRASH, message=f"trial process exited with code {exitcode} before reporting")
+
+
+def _from_payload(outcome: Outcome, payload: dict[str, Any]) -> TrialResult:
+    fields = {f.name for f in dataclasses.fields(TrialResult)}
+    known = {k: v for k, v in payload.items() if k in fields}
+    extra = {k: v for k, v in payload.items() if k not in fields}
+    if "spread" in known and known["spread"] is not None:
+        known["spread"] = tuple(known["spread"])
+    r = TrialResult(outcome, **known)
+    r.extra.update(extra)
+    return r

@@ -1,0 +1,188 @@
+"""A process that has imported torch and torchvision once and forks each trial process from itself.
+
+Every trial is still a fresh process: it creates its own CUDA context (the zygote never touches the GPU),
+and all its memory goes back when it ends. What it no longer pays is the interpreter start and the import of
+torch and torchvision, several seconds a trial. Trial processes get the same treatment as spawned ones: their
+own session (process group), death with their parent, their exit status reported back to the tuner.
+
+Protocol on a Unix socket: the tuner sends ``b"F"`` with one file descriptor (the trial's connection); the
+zygote answers ``P pid``, and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+logger = logging.getLogger(__name__)
+
+_FRAME = struct.Struct("=cii")
+PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.loaders.backends._torch")
+
+
+class ForkedTrial:
+    """A ``subprocess.Popen``-like handle (``pid``, ``poll``, ``wait``, ``returncode``) of a forked trial."""
+
+    def __init__(self, zygote: Zygote, pid: int) -> None:
+        self.zygote = zygote
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.zygote._pump(0.0)
+            self.returncode = self.zygote._exits.pop(self.pid, None)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(f"trial {self.pid}", timeout or 0)
+            if not self.zygote.alive():
+                self.returncode = -signal.SIGKILL  # its children die with it
+                break
+            self.zygote._pump(min(0.05, left) if left is not None else 0.05)
+        return self.returncode  # type: ignore[return-value]
+
+
+class Zygote:
+    """The tuner's side: start with :meth:`start`, fork trials with :meth:`fork`, end with :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self._buf = b""
+        self._pids: list[int] = []
+        self._exits: dict[int, int] = {}
+
+    @classmethod
+    def start(cls, timeout: float = 120.0) -> Zygote | None:
+        """A ready zygote, or None (then trials are spawned the plain way)."""
+        z = cls()
+        ours, theirs = socket.socketpair()
+        try:
+            z.proc = subprocess.Popen(
+                [sys.executable, "-m", "autotune.trials", "--zygote", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+            theirs.close()
+            z.sock = ours
+            ready, _, _ = select.select([ours], [], [], timeout)
+            if not ready or ours.recv(1) != b"R":
+                raise RuntimeError("the zygote did not get ready")
+            return z
+        except Exception as e:  # noqa: BLE001 - fall back to spawning
+            logger.warning("trials start without a pre-imported process (%s)", e)
+            z.close()
+            theirs.close()
+            return None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _pump(self, timeout: float) -> None:
+        """Read the zygote's messages for up to ``timeout`` seconds."""
+        if self.sock is None:
+            return
+        ready, _, _ = select.select([self.sock], [], [], timeout)
+        if not ready:
+            return
+        try:
+            data = self.sock.recv(4096)
+        except OSError:
+            data = b""
+        self._buf += data
+        while len(self._buf) >= _FRAME.size:
+            kind, pid, code = _FRAME.unpack(self._buf[: _FRAME.size])
+            self._buf = self._buf[_FRAME.size :]
+            if kind == b"X":
+                self._exits[pid] = code
+            elif kind == b"P":
+                self._pids.append(pid)
+
+    def fork(self, fd: int, timeout: float = 30.0) -> ForkedTrial:
+        """Fork a trial process that serves the connection ``fd`` (``autotune.runner.child_main``)."""
+        if self.sock is None or not self.alive():
+            raise RuntimeError("the zygote is gone")
+        socket.send_fds(self.sock, [b"F"], [fd])
+        deadline = time.monotonic() + timeout
+        while not self._pids:
+            if time.monotonic() > deadline or not self.alive():
+                raise RuntimeError("the zygote did not fork")
+            self._pump(0.05)
+        return ForkedTrial(self, self._pids.pop(0))
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5.0)
+            self.proc = None
+
+
+def serve(fd: int, tuner: int) -> None:
+    """The zygote's main loop (``python -m autotune.trials --zygote FD TUNER_PID``)."""
+    import importlib
+
+    from autotune.trials.child import child_main, set_parent_death_signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    set_parent_death_signal()
+    if os.getppid() != tuner:
+        os._exit(1)
+    for name in PRELOAD:
+        importlib.import_module(name)
+    sock = socket.socket(fileno=fd)
+    sock.sendall(b"R")
+    children: set[int] = set()
+    while True:
+        ready, _, _ = select.select([sock], [], [], 0.05)
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                children.clear()
+                break
+            if pid == 0:
+                break
+            children.discard(pid)
+            sock.sendall(_FRAME.pack(b"X", pid, os.waitstatus_to_exitcode(status)))
+        if not ready:
+            continue
+        msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        if not msg:  # the tuner closed its end
+            for pid in children:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            os._exit(0)
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                sock.close()
+                os.setsid()  # its own process group, as a spawned trial has
+                child_main(fds[0], parent=os.getppid())
+            except BaseException:  # noqa: BLE001
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(fds[0])
+        children.add(pid)
+        sock.sendall(_FRAME.pack(b"P", pid, 0))
