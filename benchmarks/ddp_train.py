@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""A real data-parallel training run from a tuned YAML: one process per GPU (``torchrun``), DDP, each rank's
+loader built with ``autotune.build_loader(..., shard_id=rank, num_shards=world)``.
+
+Prints and writes (``--json``) the total training samples/s of all ranks together and, with ``--ceiling``, the
+one-GPU ceiling measured first in the same command (the same training steps on one batch already on the GPU), so
+the run can be read against N times that ceiling.
+
+On a GPU node (ResNet-50, bf16, channels_last; about 2 minutes)::
+
+    torchrun --nproc_per_node 2 benchmarks/ddp_train.py --data /tmp/synth8k --yaml autotune.yaml \\
+        --model resnet50 --amp --channels-last --seconds 30 --json ddp.json
+    python benchmarks/ddp_train.py --ceiling --data /tmp/synth8k --yaml autotune.yaml --model resnet50 --amp --channels-last
+
+On a CPU machine (a smoke run: gloo, a tiny model)::
+
+    torchrun --nproc_per_node 2 benchmarks/ddp_train.py --data DIR --yaml autotune.yaml --device cpu --model resnet18 --seconds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+
+def _args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", required=True, help="ImageFolder dataset")
+    p.add_argument("--yaml", required=True, help="the tuned autotune.yaml")
+    p.add_argument("--model", default="resnet50", help="a torchvision classification model")
+    p.add_argument("--amp", action="store_true", help="bf16 autocast")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--warmup", type=int, default=10, help="training steps before the clock starts")
+    p.add_argument("--seconds", type=float, default=30.0, help="timed training, after the warm-up")
+    p.add_argument("--ceiling", action="store_true", help="one process: the model's rate on one resident batch")
+    p.add_argument("--json", help="append the result to this JSON list")
+    return p.parse_args(argv)
+
+
+def _model(args: argparse.Namespace, classes: int, device: str):
+    import torch
+    import torchvision
+
+    model = getattr(torchvision.models, args.model)(num_classes=classes).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def _step_fn(model, args: argparse.Namespace, device: str):
+    import torch
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    dtype = torch.bfloat16 if args.amp else None
+
+    def step(images, labels) -> None:
+        if args.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=dtype or torch.float32, enabled=args.amp):
+            loss = loss_fn(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _append(path: str | None, row: dict) -> None:
+    print(json.dumps(row), flush=True)
+    if not path:
+        return
+    p = Path(path)
+    rows = json.loads(p.read_text()) if p.exists() else []
+    rows.append(row)
+    p.write_text(json.dumps(rows, indent=1) + "\n")
+
+
+def ceiling(args: argparse.Namespace) -> None:
+    import torch
+
+    import autotune
+
+    cfg = autotune.load_config(args.yaml)
+    device = "cuda:0" if args.device == "cuda" else "cpu"
+    b = cfg.batch_size
+    classes = int(cfg.dataset.get("classes") or 1000) if isinstance(cfg.dataset, dict) else 1000
+    model = _model(args, classes, device)
+    step = _step_fn(model, args, device)
+    images = torch.randn(b, 3, 224, 224, device=device)
+    labels = torch.randint(0, classes, (b,), device=device)
+    for _ in range(args.warmup):
+        step(images, labels)
+    _sync(device)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < args.seconds:
+        step(images, labels)
+        n += b
+        if n % (8 * b) == 0:
+            _sync(device)
+    _sync(device)
+    rate = n / (time.perf_counter() - t0)
+    _append(args.json, {"measure": "ceiling", "ranks": 1, "model": args.model, "batch_size": b, "samples_per_s": round(rate, 1)})
+
+
+def train(args: argparse.Namespace) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import autotune
+
+    rank, world, local = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)), int(os.environ.get("LOCAL_RANK", 0))
+    if args.device == "cuda":
+        torch.cuda.set_device(local)  # before anything touches CUDA on this rank
+        device = f"cuda:{local}"
+    else:
+        device = "cpu"
+    dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
+    cfg = autotune.load_config(args.yaml, world_size=world)
+    loader = autotune.build_loader(args.data, cfg, device=device, shard_id=rank, num_shards=world, seed=0)
+    classes = int(cfg.dataset.get("classes") or 1000) if isinstance(cfg.dataset, dict) else 1000
+    model = _model(args, classes, device)
+    ddp = DDP(model, device_ids=[local] if args.device == "cuda" else None)
+    step = _step_fn(ddp, args, device)
+
+    def batches():
+        while True:
+            yield from loader
+
+    it = batches()
+    for _ in range(args.warmup):
+        images, labels = next(it)
+        step(images, labels)
+    _sync(device)
+    dist.barrier()
+    n, t0 = 0, time.perf_counter()
+    stop = torch.zeros(1, device=device)
+    while True:
+        images, labels = next(it)
+        step(images, labels)
+        n += int(labels.shape[0])
+        if n // int(labels.shape[0]) % 8 == 0:  # agree on when to stop, every 8 steps
+            stop.fill_(1.0 if time.perf_counter() - t0 >= args.seconds else 0.0)
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+            if stop.item() > 0:
+                break
+    _sync(device)
+    elapsed = torch.tensor([time.perf_counter() - t0], device=device)
+    counts = torch.tensor([float(n)], device=device)
+    per_rank = [torch.zeros(1, device=device) for _ in range(world)]
+    dist.all_gather(per_rank, counts / elapsed)
+    dist.all_reduce(counts)
+    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        _append(args.json, {
+            "measure": "ddp-training", "ranks": world, "model": args.model, "config": cfg.loader.describe(),
+            "total_samples_per_s": round(float(counts.item() / elapsed.item()), 1),
+            "per_rank": [round(float(x.item()), 1) for x in per_rank],
+        })
+    close = getattr(loader, "close", None)
+    if close is not None:
+        close()
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _args(argv)
+    ceiling(args) if args.ceiling else train(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
