@@ -1,0 +1,213 @@
+#!/usr/bin/env python
+"""Where rules of thumb fail: the tuned config against every common rule, scenario by scenario.
+
+One command per scenario. It tunes (``autotune run`` with the arguments after ``--``, timed), then re-measures
+side by side, interleaved round by round, every peer on the same machine with the same measurement and the same
+memory budgets: the torch defaults, ``num_workers`` = usable cores with pinning, ``num_workers`` = 75 % of the
+cores, DALI's usual starting point (GPU decode where a GPU exists), the largest batch that fits (the rule of
+Lightning's batch-size finder, with the cores heuristic), and the tuned config. Every measurement runs in a fresh
+process forked like a trial, so a peer that runs out of memory is recorded as failing, with its error.
+
+Rows go to ``benchmarks/results/scenarios.json`` (a list of ``{"scenario", "machine", "peer", "samples_per_s",
+"fraction_of_tuned", "failed", ...}``; rows of the same scenario and machine are replaced) and a table is printed.
+
+Examples (the ``--`` part is passed to ``autotune run``)::
+
+    python benchmarks/scenarios.py --scenario cpu-2core --dataset /tmp/synth2k -- --space cpu --budget 60
+    python benchmarks/scenarios.py --scenario small-images --dataset /tmp/small64 -- --budget 60
+    python benchmarks/scenarios.py --scenario 1xH200-loader --dataset /tmp/synth8k -- --budget 90
+    python benchmarks/scenarios.py --scenario 1xH200-resnet50 --dataset /tmp/synth8k --model resnet50 --amp --channels-last -- --budget 150
+    python benchmarks/scenarios.py --scenario 1xH200-3GiB --dataset /tmp/synth8k --reserve-gpu-mem 137000 -- --budget 90
+    python benchmarks/scenarios.py --scenario 2xH200-ranks --dataset /tmp/synth8k --gpus 2 -- --budget 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+RESULTS_JSON = REPO / "benchmarks" / "results" / "scenarios.json"
+
+
+def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    run_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    own = argv[:argv.index("--")] if "--" in argv else argv
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", required=True, help="a short name, e.g. 1xH200-loader")
+    p.add_argument("--machine", default=None, help="default: a line from the fingerprint")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--pipeline", default="imagenet-train")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when a GPU is visible)")
+    p.add_argument("--gpus", type=int, default=1, help="ranks loading at once (one process each)")
+    p.add_argument("--model", default=None, help="score training steps of this torchvision model")
+    p.add_argument("--amp", action="store_true")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--reserve-gpu-mem", type=float, default=0.0, metavar="MIB", help="GPU memory taken by the model")
+    p.add_argument("--tuned", default=None, help="a tuned YAML to use instead of tuning first")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of re-measurement")
+    p.add_argument("--window", type=float, default=1.0)
+    p.add_argument("--windows", type=int, default=3)
+    p.add_argument("--trial-timeout", type=float, default=120.0)
+    p.add_argument("--out", default="benchmarks/work/scenarios", help="work folder (YAML, study)")
+    p.add_argument("--json", default=str(RESULTS_JSON))
+    return p.parse_args(own), run_args
+
+
+def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, float]:
+    """``autotune run`` for the scenario; returns the YAML and the wall time from start to YAML."""
+    yaml_path = work / f"{a.scenario}.yaml"
+    cmd = [sys.executable, "-m", "autotune", "run", "--dataset", a.dataset, "--pipeline", a.pipeline, "--out", str(yaml_path),
+           "--storage", f"sqlite:///{work / 'scenarios.db'}", "--study-name", f"{a.scenario}-{int(time.time())}", "--no-report", "--quiet"]
+    if a.device:
+        cmd += ["--device", a.device]
+    if a.gpus > 1:
+        cmd += ["--gpus", str(a.gpus)]
+    if a.model:
+        cmd += ["--model", a.model] + (["--amp"] if a.amp else []) + (["--channels-last"] if a.channels_last else [])
+    if a.reserve_gpu_mem:
+        cmd += ["--reserve-gpu-mem", str(a.reserve_gpu_mem)]
+    cmd += run_args
+    print("$", " ".join(cmd), file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=REPO)
+    took = time.monotonic() - t0
+    if proc.returncode != 0 or not yaml_path.exists():
+        raise SystemExit(f"autotune run failed with exit code {proc.returncode}")
+    return yaml_path, took
+
+
+def peers(tuned: Any, cores: int, cuda: bool, batch_sizes: list[int], dali: bool) -> dict[str, dict[str, Any]]:
+    """The rules of thumb, as loader parameters; ``cores`` is each rank's share."""
+    b = 64
+    out: dict[str, dict[str, Any]] = {
+        "torch defaults": {"backend": "torch", "batch_size": b, "num_workers": 0, "pin_memory": False},
+        "workers = cores, pinned": {"backend": "torch", "batch_size": b, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True},
+        "workers = 75 % of cores": {"backend": "torch", "batch_size": b, "num_workers": max(1, int(0.75 * cores)), "pin_memory": cuda, "persistent_workers": True},
+    }
+    if dali:
+        out["DALI's usual start"] = {"backend": "dali", "batch_size": 128, "dali_device": "gpu" if cuda else "cpu", "num_threads": min(cores, 8),
+                                     "prefetch_queue_depth": 2, **({"hw_decoder_load": 0.65} if cuda else {})}
+    for bs in sorted(batch_sizes, reverse=True):  # filled in by the caller with the largest that completes
+        out[f"largest batch ({bs})"] = {"backend": "torch", "batch_size": bs, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True}
+    out["tuned"] = tuned.loader.to_params()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    a, run_args = _args(argv)
+    os.chdir(REPO)
+    from autotune.config import fingerprint, load_config
+    from autotune.config.schema import LoaderConfig
+    from autotune.dataset.scan import scan
+    from autotune.outcomes import Outcome
+    from autotune.trials import guard
+    from autotune.trials.model import ModelSpec
+    from autotune.trials.runner import run_trial
+    from autotune.trials.spec import TrialSpec
+    from autotune.trials.zygote import Zygote
+
+    work = REPO / a.out
+    work.mkdir(parents=True, exist_ok=True)
+    fp = fingerprint.collect()
+    cuda = bool(fp.get("gpus")) if a.device is None else a.device.startswith("cuda")
+    device = "cuda" if cuda else "cpu"
+    cores = max(1, int(fp["cpus"]) // a.gpus)
+    machine = a.machine or (f"{a.gpus} x {fp.get('gpu_name') or fp.get('gpu') or 'GPU'}, {fp['cpus']} cores" if cuda else f"CPU, {fp['cpus']} cores")
+    if a.tuned:
+        yaml_path, tuning_s = Path(a.tuned), None
+    else:
+        yaml_path, tuning_s = tune(a, run_args, work)
+    tuned = load_config(yaml_path)
+    try:
+        import nvidia.dali  # noqa: F401
+
+        dali = True
+    except ImportError:
+        dali = False
+    model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
+    budgets = guard.default_budgets(reserve_gpu_mib=a.reserve_gpu_mem, device=device)
+    dataset = scan(a.dataset)
+    cand = peers(tuned, cores, cuda, [512, 256, 128], dali)
+    zygote = Zygote.start()
+
+    def once(params: dict[str, Any]) -> tuple[float | None, str]:
+        spec = TrialSpec(dataset=dataset, loader=LoaderConfig.from_params(params), pipeline=a.pipeline, device=device, window_s=a.window,
+                         windows=a.windows, ranks=a.gpus, model=model)
+        over = guard.check_estimate(spec.loader, dataset, budgets, pipeline=a.pipeline, device=device, ranks=a.gpus, model=model)
+        r = over or run_trial(spec, timeout_s=a.trial_timeout, budgets=budgets, zygote=zygote)
+        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+            return float(r.samples_per_s), ""
+        return None, f"{r.outcome.value}: {r.message[:200]}"
+
+    # the largest batch that fits: try from the largest down; keep the first that completes
+    largest = [k for k in cand if k.startswith("largest batch")]
+    kept = None
+    for k in largest:
+        rate, err = once(cand[k])
+        print(f"  {k}: {'fits' if rate else err}", file=sys.stderr, flush=True)
+        if rate and kept is None:
+            kept = k
+            break
+    for k in largest:
+        if k != kept:
+            del cand[k]
+    scores: dict[str, list[float]] = {k: [] for k in cand}
+    errors: dict[str, str] = {}
+    names = list(cand)
+    rng = random.Random(0)
+    try:
+        for r in range(a.rounds):
+            rng.shuffle(names)
+            for k in names:
+                rate, err = once(cand[k])
+                if rate:
+                    scores[k].append(rate)
+                else:
+                    errors[k] = err
+                print(f"round {r + 1}/{a.rounds} {k}: {f'{rate:,.0f}/s' if rate else err}", file=sys.stderr, flush=True)
+    finally:
+        if zygote:
+            zygote.close()
+    med = {k: statistics.median(v) if v else None for k, v in scores.items()}
+    tuned_rate = med.get("tuned")
+    noise = {k: (max(v) - min(v)) / statistics.median(v) if len(v) > 1 else None for k, v in scores.items()}
+    rows = []
+    for k in cand:
+        rows.append({
+            "scenario": a.scenario, "machine": machine, "peer": k, "config": LoaderConfig.from_params(cand[k]).describe(),
+            "samples_per_s": round(med[k], 1) if med[k] else None,
+            "fraction_of_tuned": round(med[k] / tuned_rate, 3) if med[k] and tuned_rate else None,
+            "failed": med[k] is None, "error": errors.get(k) if med[k] is None else None,
+            "scores": [round(x, 1) for x in scores[k]], "spread": round(noise[k], 3) if noise[k] is not None else None,
+        })
+    tuned_row = next(r for r in rows if r["peer"] == "tuned")
+    tuned_row.update({"tuning_s": round(tuning_s, 1) if tuning_s is not None else None, "threads": LoaderConfig.from_params(cand["tuned"]).describe(),
+                      "peak_host_mib": tuned.result.get("peak_host_mib"), "peak_gpu_mib": tuned.result.get("peak_gpu_mib"),
+                      "command": " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])})
+    path = Path(a.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else []
+    old = [r for r in old if not (r.get("scenario") == a.scenario and r.get("machine") == machine)]
+    path.write_text(json.dumps(old + rows, indent=1) + "\n")
+    print(f"\n{a.scenario} on {machine}" + (f", tuned in {tuning_s:.0f} s" if tuning_s else ""))
+    print("| peer | config | samples/s | of tuned | spread |\n|---|---|---:|---:|---:|")
+    for r in rows:
+        rate = f"{r['samples_per_s']:,.0f}" if r["samples_per_s"] else f"failed: {r['error']}"
+        frac = f"{r['fraction_of_tuned']:.0%}" if r["fraction_of_tuned"] else "–"
+        print(f"| {r['peer']} | {r['config']} | {rate} | {frac} | {r['spread'] if r['spread'] is not None else '–'} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
