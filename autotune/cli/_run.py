@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
-    p.add_argument("--space", default="search_spaces/default.yaml", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
+    p.add_argument("--space", default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
     p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="trials to run (default 20; 12 with --demo)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", default="autotune.yaml", metavar="FILE", help="where to write the config (default: %(default)s)")
