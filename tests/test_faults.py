@@ -148,6 +148,49 @@ def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
     assert not _runners()
 
 
+def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset, workdir):
+    """The YAML names the files the study left out; build_loader leaves them out (one warning naming them), and
+    neither keeping nor removing them makes ``autotune check`` call the config stale."""
+    import warnings
+
+    import autotune
+    from autotune.cli import main
+    from autotune.config.files import save_config
+    from autotune.config.staleness import assess
+    from autotune.study.result import config_from_study
+
+    root, corrupt, truncated = bad_dataset
+    tuner = _tuner(root, workdir, "excluded", n_trials=3)
+    for _ in range(3):
+        tuner._enqueue({**SMALL, "num_workers": 2}, "test")
+    tuner.optimize()
+    assert _outcomes(tuner)[2] == "complete", _outcomes(tuner)
+    save_config(config_from_study(tuner.study, tuner.storage_url), workdir / "autotune.yaml")
+    cfg = load_config(workdir / "autotune.yaml")
+    assert sorted(cfg.dataset["excluded"]) == sorted(["class_0000/corrupt.jpg", f"{truncated.parent.name}/truncated.jpg"])
+    assert cfg.dataset["samples"] == 96  # the files measured: the two bad ones are not counted
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = autotune.build_loader(root, cfg, pipeline="imagenet-eval")
+    (w,) = [w for w in caught if "undecodable" in str(w.message)]
+    assert "corrupt.jpg" in str(w.message) and "truncated.jpg" in str(w.message) and "2 file(s)" in str(w.message)
+    assert sum(len(labels) for _, labels in loader) == 96  # a whole epoch: no decode error
+    getattr(loader, "close", lambda: None)()
+    assert [d for d in assess(cfg) if d.matters] == []
+
+    corrupt.unlink()  # as the message advises
+    truncated.unlink()
+    assert [d for d in assess(cfg) if d.matters] == []
+    assert main(["check", str(workdir / "autotune.yaml"), "--quiet"]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        autotune.build_loader(root, cfg)
+    assert not [w for w in caught if "undecodable" in str(w.message)]  # nothing left to leave out
+    (root / "class_0001" / "new.jpg").write_bytes(next(root.rglob("*.jpg")).read_bytes())
+    assert "dataset.samples" in [d.field for d in assess(cfg) if d.matters]  # a real change still counts
+
+
 def test_dali_decode_error_names_the_file(bad_dataset):
     pytest.importorskip("nvidia.dali")
     root, corrupt, truncated = bad_dataset
