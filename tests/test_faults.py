@@ -251,6 +251,65 @@ def test_sigint_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir
     assert [t.user_attrs.get("outcome") for t in s.trials][-1] in ("interrupted", "complete", "pruned")
 
 
+def test_sigterm_is_handled_like_ctrl_c(small_dataset, workdir):
+    """docker stop, systemd and Slurm send SIGTERM: the running trial is marked, the best so far written, exit 143."""
+    proc = _start_tuner(small_dataset, workdir, "sigterm", 30)
+    try:
+        _wait_complete(proc, workdir, "sigterm", 1)
+        time.sleep(1.0)  # into the next trial
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM): wrote the best config so far; continue with --resume" in err
+    cfg = load_config(workdir / "autotune.yaml")
+    assert cfg.result["samples_per_s"] > 0
+    assert not _wait_no_runners(proc.pid, timeout=5)
+    s = optuna.load_study(study_name="sigterm", storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
+    finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
+    assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
+
+
+def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
+    """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
+    from autotune.trials import runner
+
+    real_kill_tree = runner.kill_tree
+    cleaned = []
+
+    def ctrl_c_then_kill_tree(pid, *a, **kw):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C, now, in the middle of the clean-up
+        real_kill_tree(pid, *a, **kw)
+        cleaned.append(pid)
+
+    monkeypatch.setattr(runner, "kill_tree", ctrl_c_then_kill_tree)
+    spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=2, warmup_batches=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(spec, timeout_s=60)
+    assert len(cleaned) == 1, "the clean-up ran to its end before the Ctrl-C was raised"
+    assert not _runners()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
+
+
+def test_sigterm_held_during_clean_up_stops_the_run_after_it():
+    from autotune.cli._run import _sigterm_like_ctrl_c
+    from autotune.errors import Terminated, interrupt_exit_code
+    from autotune.trials.runner import deferred_signals
+
+    steps = []
+    with _sigterm_like_ctrl_c(), pytest.raises(Terminated) as e:
+        with deferred_signals():
+            signal.raise_signal(signal.SIGTERM)
+            steps.append("clean-up done")
+        steps.append("not reached")
+    assert steps == ["clean-up done"]
+    assert isinstance(e.value, KeyboardInterrupt) and interrupt_exit_code(e.value) == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir):
     proc = _start_tuner(small_dataset, workdir, "sigkill", 30)
     try:
