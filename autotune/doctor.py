@@ -74,7 +74,11 @@ def _ok(name: str, value: str) -> Check:
 
 
 def exit_code(checks: list[Check]) -> int:
-    """0 when every check is ok, 1 when any warns, 2 when any fails."""
+    """0 when every check is ok, 1 when any warns, 2 when any fails.
+
+    No GPU on a machine without an NVIDIA driver is ok (trials run on the CPU), so a CPU-only machine where
+    nothing fails for CPU use exits 0.
+    """
     statuses = {c.status for c in checks}
     return 2 if Status.FAIL in statuses else 1 if Status.WARN in statuses else 0
 
@@ -235,12 +239,18 @@ def check_torch(probe: dict[str, Any]) -> Check:
     return _ok("torch", value)
 
 
+def _no_driver_fix() -> str:
+    """What gives a GPU to a machine or container where no NVIDIA driver is visible."""
+    if _container():
+        return "start the container with --gpus all (Kubernetes: request nvidia.com/gpu)"
+    return "install the NVIDIA driver (nvidia-smi must list the GPU)"
+
+
 def check_gpus(gpu: dict[str, Any], nvml_error: str | None) -> Check:
     if nvml_error is not None:
-        fix = "install the NVIDIA driver (nvidia-smi must list the GPU); ignore this on a CPU-only machine"
-        if _container():
-            fix = "start the container with --gpus all (Kubernetes: request nvidia.com/gpu); ignore this on a CPU-only machine"
-        return Check("gpus", Status.WARN, "no NVIDIA driver visible (container started without --gpus all?)", fix)
+        # a CPU-only machine: nothing to fix for CPU use (run --device cuda says what gives it a GPU)
+        where = " (a container without --gpus all?)" if _container() else ""
+        return _ok("gpus", f"none: no NVIDIA driver visible{where}; trials run on the CPU")
     if not gpu.get("gpus"):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         return Check(
@@ -594,6 +604,8 @@ def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, worke
         if c.name in _BLOCKING and c.status is Status.FAIL:
             stop(c)
     if str(device).startswith("cuda") and not _cuda_available():
+        if _nvml_error() is not None:  # no driver: fine for the CPU, a failure for this device
+            raise UserError(f"device {device} needs a GPU torch can use; gpus check failed: no NVIDIA driver visible; fix: {_no_driver_fix()}")
         for name in ("gpus", "driver-torch", "cuda"):
             if by_name[name].status is not Status.OK:
                 stop(by_name[name], f"device {device} needs a GPU torch can use; ")

@@ -30,3 +30,16 @@ class StaleConfigError(UserError):
     """``load_config(strict=True)`` on a machine whose fingerprint differs in a way that matters."""
 
     exit_code = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``docker stop``, systemd, Slurm), raised in the main thread the way Ctrl-C raises
+    ``KeyboardInterrupt``, so that the same clean-up runs: the running trial is marked, the best config so far
+    is written. ``autotune run`` then exits with :attr:`exit_code` (128 + 15, the shell's code for SIGTERM)."""
+
+    exit_code = 143
+
+
+def interrupt_exit_code(e: KeyboardInterrupt) -> int:
+    """130 for Ctrl-C (128 + SIGINT), 143 for SIGTERM (:class:`Terminated`)."""
+    return Terminated.exit_code if isinstance(e, Terminated) else 130

@@ -16,19 +16,22 @@ from typing import Any
 import optuna
 
 from autotune.config import fingerprint
-from autotune.config.files import save_config
+from autotune.config.files import save_config, write_problem
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
-from autotune.errors import UserError
+from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.result import config_from_study, outcome_counts
 from autotune.study.space import load_space
 from autotune.study.storage import mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.runner import deferred_signals
 
 logger = logging.getLogger(__name__)
 
 DEMO_TRIALS = 12
+#: study attribute: the winner was chosen but the YAML could not be written; --resume writes it without tuning
+UNWRITTEN = "config_unwritten"
 
 
 def _default_device(fp: dict[str, Any]) -> str:
@@ -127,8 +130,9 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
-    if out_path.exists() and out_path.is_dir():
-        raise UserError(f"--out {str(out_path)!r} is a folder; pass a file name such as autotune.yaml")
+    problem = write_problem(out_path)  # before the study, not after it
+    if problem is not None:
+        raise UserError(f"--out {str(out_path)!r} {problem}")
     fp = fingerprint.collect()
 
     if args.if_stale:
@@ -215,30 +219,36 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     if settings.model is not None:
         attrs["model"] = settings.model.describe()
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
-    if args.warm_start:
+    # a finished study whose YAML could not be written: --resume writes it, without tuning again
+    unwritten = bool(args.resume and tuner.study.user_attrs.get(UNWRITTEN) and "confirmation" in tuner.study.user_attrs)
+    if args.warm_start and not unwritten:
         from autotune.study.fleet import previous_best
 
         tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
     done_before = sum(t.state.is_finished() for t in tuner.study.trials)  # enqueued trials are still to run
     if not args.quiet:
-        print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
-              + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
+        if unwritten:
+            print(f"study {study_name} in {mask_url(args.storage)} chose its config, which was not written: writing it without tuning again", file=sys.stderr)
+        else:
+            print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
+                  + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
 
-    progress = _Progress(args.n_trials, enabled=not args.quiet)
-    interrupted = False
+    progress = _Progress(args.n_trials, enabled=not args.quiet and not unwritten)
+    interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI
     t0 = time.monotonic()
     try:
-        if settings.model is not None:
+        if settings.model is not None and not unwritten:
             from autotune.study.ceiling import measure_ceiling
 
             progress.note("measuring the model's ceiling ...")
             tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
-        tuner.optimize(callbacks=[progress])
-        if tuner.complete_trials():
+        if not unwritten:
+            tuner.optimize(callbacks=[progress])
+        if tuner.complete_trials() and not unwritten:
             progress.note("re-measuring the top candidates ...")
             tuner.confirm()
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as e:
+        interrupted = e
     finally:
         progress.stop()
         tuner.close()
@@ -249,10 +259,10 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
 
         choose_enough(tuner.study, args.tolerance)
 
-    summary: dict[str, Any] = {"study": study_name, "storage": mask_url(args.storage), "interrupted": interrupted, "tuning_s": round(tuning_s, 1)}
+    summary: dict[str, Any] = {"study": study_name, "storage": mask_url(args.storage), "interrupted": interrupted is not None, "tuning_s": round(tuning_s, 1)}
     if not tuner.complete_trials():
-        if interrupted:
-            raise KeyboardInterrupt
+        if interrupted is not None:
+            raise interrupted
         counts = outcome_counts(tuner.study)
         bad = next((t.user_attrs["bad_file"] for t in tuner.study.trials if t.user_attrs.get("bad_file")), None)
         if not args.no_report:  # the failures by outcome, for the user to read
@@ -270,7 +280,17 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             exit_code=1,
         )
     cfg = config_from_study(tuner.study, args.storage)
-    save_config(cfg, out_path)
+    try:
+        with deferred_signals():  # a Ctrl-C or SIGTERM now comes after the file is whole
+            save_config(cfg, out_path)
+    except OSError as e:  # a full disk, or a folder that changed since the check at the start
+        tuner.study.set_user_attr(UNWRITTEN, True)
+        raise UserError(
+            f"cannot write {str(out_path)!r} ({e.strerror or e}); the study {study_name} is kept: "
+            "fix that, then run the same command with --resume to write the config without tuning again"
+        ) from None
+    if tuner.study.user_attrs.get(UNWRITTEN):
+        tuner.study.set_user_attr(UNWRITTEN, False)
     summary.update({"config_path": str(out_path), "loader": cfg.loader.to_dict(), "result": cfg.result, "study_section": cfg.study})
     report_dir = None
     if not args.no_report:
@@ -292,7 +312,8 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)
         print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
-    if interrupted:
-        print("interrupted: wrote the best config so far; continue with --resume", file=sys.stderr)
-        summary["exit_code"] = 130
+    if interrupted is not None:
+        summary["exit_code"] = interrupt_exit_code(interrupted)
+        how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"
+        print(f"{how}: wrote the best config so far; continue with --resume", file=sys.stderr)
     return summary

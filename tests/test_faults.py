@@ -148,6 +148,49 @@ def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
     assert not _runners()
 
 
+def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset, workdir):
+    """The YAML names the files the study left out; build_loader leaves them out (one warning naming them), and
+    neither keeping nor removing them makes ``autotune check`` call the config stale."""
+    import warnings
+
+    import autotune
+    from autotune.cli import main
+    from autotune.config.files import save_config
+    from autotune.config.staleness import assess
+    from autotune.study.result import config_from_study
+
+    root, corrupt, truncated = bad_dataset
+    tuner = _tuner(root, workdir, "excluded", n_trials=3)
+    for _ in range(3):
+        tuner._enqueue({**SMALL, "num_workers": 2}, "test")
+    tuner.optimize()
+    assert _outcomes(tuner)[2] == "complete", _outcomes(tuner)
+    save_config(config_from_study(tuner.study, tuner.storage_url), workdir / "autotune.yaml")
+    cfg = load_config(workdir / "autotune.yaml")
+    assert sorted(cfg.dataset["excluded"]) == sorted(["class_0000/corrupt.jpg", f"{truncated.parent.name}/truncated.jpg"])
+    assert cfg.dataset["samples"] == 96  # the files measured: the two bad ones are not counted
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = autotune.build_loader(root, cfg, pipeline="imagenet-eval")
+    (w,) = [w for w in caught if "undecodable" in str(w.message)]
+    assert "corrupt.jpg" in str(w.message) and "truncated.jpg" in str(w.message) and "2 file(s)" in str(w.message)
+    assert sum(len(labels) for _, labels in loader) == 96  # a whole epoch: no decode error
+    getattr(loader, "close", lambda: None)()
+    assert [d for d in assess(cfg) if d.matters] == []
+
+    corrupt.unlink()  # as the message advises
+    truncated.unlink()
+    assert [d for d in assess(cfg) if d.matters] == []
+    assert main(["check", str(workdir / "autotune.yaml"), "--quiet"]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        autotune.build_loader(root, cfg)
+    assert not [w for w in caught if "undecodable" in str(w.message)]  # nothing left to leave out
+    (root / "class_0001" / "new.jpg").write_bytes(next(root.rglob("*.jpg")).read_bytes())
+    assert "dataset.samples" in [d.field for d in assess(cfg) if d.matters]  # a real change still counts
+
+
 def test_dali_decode_error_names_the_file(bad_dataset):
     pytest.importorskip("nvidia.dali")
     root, corrupt, truncated = bad_dataset
@@ -206,6 +249,65 @@ def test_sigint_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir
     s = optuna.load_study(study_name="sigint", storage=f"sqlite:///{workdir}/stop.db")
     assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
     assert [t.user_attrs.get("outcome") for t in s.trials][-1] in ("interrupted", "complete", "pruned")
+
+
+def test_sigterm_is_handled_like_ctrl_c(small_dataset, workdir):
+    """docker stop, systemd and Slurm send SIGTERM: the running trial is marked, the best so far written, exit 143."""
+    proc = _start_tuner(small_dataset, workdir, "sigterm", 30)
+    try:
+        _wait_complete(proc, workdir, "sigterm", 1)
+        time.sleep(1.0)  # into the next trial
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM): wrote the best config so far; continue with --resume" in err
+    cfg = load_config(workdir / "autotune.yaml")
+    assert cfg.result["samples_per_s"] > 0
+    assert not _wait_no_runners(proc.pid, timeout=5)
+    s = optuna.load_study(study_name="sigterm", storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
+    finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
+    assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
+
+
+def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
+    """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
+    from autotune.trials import runner
+
+    real_kill_tree = runner.kill_tree
+    cleaned = []
+
+    def ctrl_c_then_kill_tree(pid, *a, **kw):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C, now, in the middle of the clean-up
+        real_kill_tree(pid, *a, **kw)
+        cleaned.append(pid)
+
+    monkeypatch.setattr(runner, "kill_tree", ctrl_c_then_kill_tree)
+    spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=2, warmup_batches=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(spec, timeout_s=60)
+    assert len(cleaned) == 1, "the clean-up ran to its end before the Ctrl-C was raised"
+    assert not _runners()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
+
+
+def test_sigterm_held_during_clean_up_stops_the_run_after_it():
+    from autotune.cli._run import _sigterm_like_ctrl_c
+    from autotune.errors import Terminated, interrupt_exit_code
+    from autotune.trials.runner import deferred_signals
+
+    steps = []
+    with _sigterm_like_ctrl_c(), pytest.raises(Terminated) as e:
+        with deferred_signals():
+            signal.raise_signal(signal.SIGTERM)
+            steps.append("clean-up done")
+        steps.append("not reached")
+    assert steps == ["clean-up done"]
+    assert isinstance(e.value, KeyboardInterrupt) and interrupt_exit_code(e.value) == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir):

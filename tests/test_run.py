@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import optuna
 import pytest
 
@@ -163,3 +166,70 @@ def test_dali_cpu_study_writes_a_dali_yaml_that_build_loader_iterates(tiny_datas
             n += 1
     assert n == 2 * len(loader) == 2 * (24 // 8)
     loader.close()
+
+
+# ------------------------------------------------------------------------------------ where the YAML goes
+def test_out_under_a_regular_file_is_refused_before_tuning(tiny_dataset, workdir, capsys):
+    (workdir / "notes.txt").write_text("a file, not a folder")
+    rc = main(["run", "--dataset", str(tiny_dataset), "--out", "notes.txt/autotune.yaml", "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert "--out 'notes.txt/autotune.yaml' is under" in err and "which is a file, not a folder" in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (workdir / "autotune.db").exists()  # found before the study was opened
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only folder")
+def test_out_in_a_read_only_folder_is_refused_before_tuning(tiny_dataset, workdir, capsys):
+    ro = workdir / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        rc = main(["run", "--dataset", str(tiny_dataset), "--out", "ro/sub/autotune.yaml", "--quiet"])
+    finally:
+        ro.chmod(0o755)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "is not writable" in err and len(err.splitlines()) == 1, err
+    assert not (workdir / "autotune.db").exists()
+
+
+def test_out_folder_that_cannot_be_written_is_refused_before_tuning(tiny_dataset, workdir, capsys, monkeypatch):
+    """What a read-only folder or file system answers, for a user that root's permissions hide it from."""
+    import tempfile
+
+    from autotune.config import files
+
+    def read_only(*a, **kw):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", read_only)
+    rc = main(["run", "--dataset", str(tiny_dataset), "--out", "out/autotune.yaml", "--quiet"])
+    monkeypatch.setattr(files.tempfile, "mkstemp", tempfile.mkstemp)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and f"folder {str(workdir)!r} is not writable (Read-only file system)" in err, err
+    assert not (workdir / "autotune.db").exists()
+
+
+def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_dataset, workdir, capsys, monkeypatch):
+    from autotune import tune as tune_module
+    from autotune.config.files import save_config
+
+    def disk_full(cfg, path):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "full", "--batch-size", "8", "--n-trials", "2", "--confirm-top", "0", *FAST]
+    monkeypatch.setattr(tune_module, "save_config", disk_full)
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot write 'autotune.yaml' (No space left on device)" in err and "--resume" in err, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    trials = _trials("sqlite:///autotune.db")
+    assert len(trials) == 2 and any(t.state is optuna.trial.TrialState.COMPLETE for t in trials)  # the study is kept
+
+    monkeypatch.setattr(tune_module, "save_config", save_config)
+    assert main([*args, "--resume"]) == 0
+    cfg = autotune.load_config(workdir / "autotune.yaml")
+    assert cfg.study["name"] == "full" and cfg.result["samples_per_s"] > 0
+    assert len(_trials("sqlite:///autotune.db")) == 2  # written from the study, without tuning again
+    assert main([*args, "--resume", "--n-trials", "1"]) == 0  # the next --resume tunes as usual
+    assert len(_trials("sqlite:///autotune.db")) == 3

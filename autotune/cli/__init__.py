@@ -3,7 +3,7 @@
 Each command module has ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Exit codes: 0 success; 1 a check found a difference or a warning (``check``, ``doctor``); 2 bad input or a
-failed check (one line on stderr, no traceback); 130 interrupted.
+failed check (one line on stderr, no traceback); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from autotune.errors import UserError
+from autotune.errors import UserError, interrupt_exit_code
 
 COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
 
@@ -77,9 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("autotune: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
+        code = interrupt_exit_code(e)
+        print("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted", file=sys.stderr)
+        return code
 
 
 def entry() -> None:

@@ -13,7 +13,7 @@ DESCRIPTION = (
     "limit and the container, then read one batch with the torch DataLoader and with DALI (CPU, and GPU when\n"
     "there is one). With --dataset, also count the images, list their formats, look for unreadable files and say\n"
     "whether the dataset fits in the page cache. Every warning and failure comes with one line: the fix.\n\n"
-    "exit codes: 0 all ok, 1 any warning, 2 any failure."
+    "exit codes: 0 all ok (on a CPU-only machine, no GPU is not a warning), 1 any warning, 2 any failure."
 )
 EXAMPLES = "examples:\n  autotune doctor\n  autotune doctor --dataset /data/train\n  autotune doctor --json --no-smoke"
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 
 from autotune.cli._types import nonneg_int, positive_float, positive_int
@@ -27,8 +29,9 @@ EXAMPLES = """examples:
   autotune run --dataset /data/train --if-stale autotune.yaml   # cron: re-tune only when the machine changed
   autotune run --dataset /data/train --json --quiet > summary.json   # scripts: JSON on stdout, errors on stderr
 
-exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted
-(the best config so far is still written)
+exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted by
+Ctrl-C, 143 stopped by SIGTERM (docker stop, systemd, Slurm): either way the running trial is marked
+interrupted and the best config so far is still written; continue with --resume
 """
 
 
@@ -39,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
-    p.add_argument("--space", default="search_spaces/default.yaml", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
+    p.add_argument("--space", default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
     p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="trials to run (default 20; 12 with --demo)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", default="autotune.yaml", metavar="FILE", help="where to write the config (default: %(default)s)")
@@ -100,14 +103,36 @@ class _StdoutToStderr:
         os.close(self.saved)
 
 
+def _raise_terminated(signum: int, frame: object) -> None:
+    from autotune.errors import Terminated
+
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def _sigterm_like_ctrl_c():
+    """While tuning, SIGTERM raises :class:`~autotune.errors.Terminated` (a ``KeyboardInterrupt``), so it stops
+    the run the way Ctrl-C does: the running trial is marked, the best config so far written."""
+    try:
+        old = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
+
+
 def run(args: argparse.Namespace) -> int:
     from autotune.tune import tune
 
-    if args.json:
-        with _StdoutToStderr():
+    with _sigterm_like_ctrl_c():
+        if args.json:
+            with _StdoutToStderr():
+                summary = tune(args)
+        else:
             summary = tune(args)
-    else:
-        summary = tune(args)
     if args.json:
         json.dump(summary, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

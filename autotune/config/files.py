@@ -43,6 +43,30 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         raise
 
 
+def write_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why :func:`atomic_write_text` could not write ``path``, found before any long work; None when it can.
+
+    Found: ``path`` is a folder, a folder on the way is a file, the folder (or, when it does not exist yet, the
+    nearest folder above it) cannot be written: read-only, no permission. A full disk shows only when writing.
+    The answer reads after the path: ``f"{path!r} {problem}"``.
+    """
+    p = Path(path).absolute()
+    if p.is_dir():
+        return "is a folder; pass a file name such as autotune.yaml"
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"is under {str(folder)!r}, which is a file, not a folder; pass a path in a folder"
+    try:  # what the atomic write does first: a temporary file next to the destination
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
+    except OSError as e:
+        return f"cannot be written: folder {str(folder)!r} is not writable ({e.strerror or e}); pass a path in a folder you can write"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     """Write ``cfg`` as YAML, atomically."""
     atomic_write_text(path, "# autotune loader config: autotune.load_config(path); see README 'YAML schema'\n" + dump_yaml(cfg.to_dict()))

@@ -19,6 +19,7 @@ import os
 import platform
 import shutil
 import socket
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -178,15 +179,17 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     return out
 
 
-def dataset_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+def dataset_summary(path: str | os.PathLike[str], exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The dataset part of the fingerprint: path, sample count, classes, mean file size, content signature.
 
     The signature hashes every file's relative path and size (a ``stat`` per file, no reads), so a re-sized,
-    added or removed image changes it while a copy of the folder elsewhere keeps it.
+    added or removed image changes it while a copy of the folder elsewhere keeps it. ``exclude`` names files
+    (relative to ``path``) to leave out: the ones a study found undecodable (``dataset.excluded`` in the YAML),
+    so that removing them, or not, changes nothing.
     """
     from autotune.dataset.scan import scan
 
-    return scan(path).summary()
+    return scan(path).without(exclude).summary()
 
 
 def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:

@@ -209,6 +209,15 @@ class Config:
     def batch_size(self) -> int:
         return self.loader.batch_size
 
+    @property
+    def excluded_files(self) -> tuple[str, ...]:
+        """The files the study found undecodable and left out (``dataset.excluded``), relative to the dataset
+        folder; :func:`autotune.build_loader` and ``autotune check`` leave them out too."""
+        names = self.dataset.get("excluded") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; re-create the file with 'autotune run'")
+        return tuple(names)
+
     def dataloader_kwargs(self, **overrides: Any) -> dict[str, Any]:
         """Keywords for ``torch.utils.data.DataLoader(my_dataset, **kwargs)``.
 

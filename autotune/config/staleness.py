@@ -60,7 +60,8 @@ def assess(
     if compare_dataset:
         folder = dataset if dataset is not None else cfg.dataset.get("path")
         if folder is not None and (dataset is not None or Path(folder).is_dir()):
-            diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder)))
+            # the files the study left out count the same whether they are still there or removed
+            diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
     if max_age_days is not None:
         age = age_days(cfg)
         if age is not None and age > max_age_days:

@@ -24,6 +24,7 @@ import hashlib
 import logging
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from autotune.dataset.imaging import DECODABLE_FORMATS, BadImageError, read_header
@@ -46,6 +47,7 @@ class Dataset:
     labels: tuple[int, ...]
     total_bytes: int
     skipped: tuple[tuple[str, str], ...] = ()  # (path, reason)
+    excluded: tuple[str, ...] = ()  # files left out after the scan (:meth:`without`), named as :meth:`name_of` does
 
     def __len__(self) -> int:
         return len(self.files)
@@ -67,14 +69,49 @@ class Dataset:
         return h.hexdigest()[:16]
 
     def summary(self) -> dict:
-        """What the YAML and the report record; a path that is not UTF-8 is shown with ``\\xNN`` escapes."""
-        return {
+        """What the YAML and the report record; a path that is not UTF-8 is shown with ``\\xNN`` escapes.
+
+        ``excluded`` (only when files were left out with :meth:`without`) names them relative to the root; the
+        other figures describe the files that remain.
+        """
+        out = {
             "path": printable(self.root),
             "samples": len(self.files),
             "classes": len(self.classes),
             "mean_bytes": self.mean_bytes,
             "signature": self.signature(),
         }
+        if self.excluded:
+            out["excluded"] = list(self.excluded)
+        return out
+
+    def name_of(self, path: str) -> str:
+        """``path`` relative to the root, printable: how ``dataset.excluded`` in the YAML names a file."""
+        return printable(os.path.relpath(path, self.root))
+
+    def without(self, names: Iterable[str], reason: str = "excluded") -> Dataset:
+        """This dataset less the files ``names`` (relative to the root, as :meth:`name_of` writes them).
+
+        Each name is added to ``excluded``, present or not: a file removed since keeps counting as left out.
+        Files that are left out move to ``skipped`` with ``reason``.
+        """
+        names = [n for n in dict.fromkeys(names) if n not in self.excluded]
+        if not names:
+            return self
+        drop = set(names)
+        keep = [i for i, f in enumerate(self.files) if self.name_of(f) not in drop]
+        gone = [f for i, f in enumerate(self.files) if self.name_of(f) in drop]
+        size = 0
+        for f in gone:
+            try:
+                size += os.stat(f).st_size
+            except OSError:
+                pass
+        return dataclasses.replace(
+            self, files=tuple(self.files[i] for i in keep), labels=tuple(self.labels[i] for i in keep),
+            total_bytes=self.total_bytes - size, skipped=(*self.skipped, *((f, reason) for f in gone)),
+            excluded=(*self.excluded, *names),
+        )
 
     def shard(self, shard_id: int, num_shards: int) -> Dataset:
         """Every ``num_shards``-th sample starting at ``shard_id`` (how DistributedSampler splits without shuffle)."""

@@ -101,10 +101,20 @@ def synthesize(
     return root
 
 
+#: written in the demo folder once every image is there; a folder without it is completed on the next use
+DEMO_COMPLETE = ".complete"
+
+
+def demo_root(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path:
+    """Where the demo set lives: ``demo-<images>x<classes>`` under :func:`default_cache_dir`
+    (``$XDG_CACHE_HOME/autotune``, by default ``~/.cache/autotune``)."""
+    return default_cache_dir() / f"demo-{images}x{classes}"
+
+
 def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path:
-    """The demo set in the cache folder, made on first use."""
-    root = default_cache_dir() / f"demo-{images}x{classes}"
-    marker = root / ".complete"
+    """The demo set in the cache folder (:func:`demo_root`), made on first use."""
+    root = demo_root(images, classes)
+    marker = root / DEMO_COMPLETE
     if not marker.exists():
         logger.info("generating the demo dataset (%d JPEGs) in %s", images, root)
         synthesize(root, images=images, classes=classes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ def build_loader(
         shard_id, num_shards: this rank's shard (DDP): rank and world size.
         seed: seeds shuffling and augmentation.
 
+    Files the study found undecodable (``dataset.excluded`` in the YAML) are left out, with one warning that
+    names those still in the folder.
+
     Returns:
         An iterable of ``(images, labels)`` batches on ``device``; each ``iter()`` is one epoch and ``len()``
         counts batches. Train presets drop the last partial batch; eval presets keep it.
@@ -57,4 +61,14 @@ def build_loader(
 
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     dataset = scan(path)
+    if isinstance(cfg, Config) and cfg.excluded_files:
+        kept = dataset.without(cfg.excluded_files, "excluded by the study")
+        kept_files = set(kept.files)
+        left_out = [dataset.name_of(f) for f in dataset.files if f not in kept_files]
+        if left_out:
+            warnings.warn(
+                f"leaving out {len(left_out)} file(s) that the study found undecodable: {', '.join(left_out)}; fix or remove them",
+                stacklevel=2,
+            )
+        dataset = kept
     return get_backend(loader_cfg.backend.value).build(dataset, get_preset(pipeline), loader_cfg, device, shard_id=shard_id, num_shards=num_shards, seed=seed)

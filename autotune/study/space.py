@@ -34,7 +34,23 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+
+
+def shipped_dir() -> Path:
+    """The folder of the shipped spaces: ``search_spaces/`` of the source checkout this module runs from, else
+    the installed package ``autotune.search_spaces`` (the same folder, mapped by ``pyproject.toml``)."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "search_spaces").is_dir():
+        return checkout / "search_spaces"
+    from importlib.resources import files
+
+    try:
+        return Path(str(files("autotune.search_spaces")))
+    except ModuleNotFoundError:  # an install that left them out: resolve_path says so
+        return checkout / "search_spaces"
+
+
+SPACES_DIR = shipped_dir()
 CONTEXT_KEYS = ("device",)
 _OPS = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "ne": lambda a, b: a != b}
 
@@ -206,17 +222,24 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
 
 
 def resolve_path(name_or_path: str) -> Path:
-    """A space given as a path, or as a name under ``search_spaces/`` (``default``, ``cpu``, ``torch``...)."""
+    """A space given as a path, or the name of a shipped one (``default``, ``cpu``, ``torch``, ``dali``).
+
+    A path that exists wins; otherwise a name, or ``search_spaces/NAME.yaml`` as written in older docs, is
+    looked up among the shipped spaces, whatever the working folder.
+    """
     p = Path(name_or_path)
-    if p.exists() or p.suffix in (".yaml", ".yml") and "/" in name_or_path:
+    if p.exists():
         return p
+    if p.parts[:-1] == ("search_spaces",) and (SPACES_DIR / p.name).is_file():
+        return SPACES_DIR / p.name
+    if p.suffix in (".yaml", ".yml") and len(p.parts) > 1:
+        return p  # a path the user gave: load_space says it does not exist
     shipped = SPACES_DIR / f"{name_or_path.removesuffix('.yaml')}.yaml"
-    if shipped.exists():
+    if p.name == name_or_path and shipped.is_file():
         return shipped
-    shipped_by_path = SPACES_DIR / p.name
-    if p.parts[:1] == ("search_spaces",) and shipped_by_path.exists():
-        return shipped_by_path
     names = ", ".join(sorted(x.stem for x in SPACES_DIR.glob("*.yaml")))
+    if not names:
+        raise SpaceError(f"search space {name_or_path!r} not found, and no shipped space is installed; reinstall autotune or pass a YAML file")
     raise SpaceError(f"search space {name_or_path!r} not found; pass a YAML file or one of: {names}")
 
 

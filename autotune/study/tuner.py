@@ -224,6 +224,9 @@ class Tuner:
                 self.study.set_user_attr(k, v)
         else:
             fail_stale_trials(self.study)
+            excluded = (self.study.user_attrs.get("dataset") or {}).get("excluded")
+            if excluded:  # files an earlier run of this study found undecodable stay out
+                self.dataset = dataset.without(excluded, "cannot be decoded")
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
         self._zygote: Zygote | bool | None = None
 
@@ -281,17 +284,17 @@ class Tuner:
         self._zygote = None
 
     def exclude_file(self, path: str) -> None:
-        """Leave an undecodable file out of the following trials: it fails every config, not just this one."""
+        """Leave an undecodable file out of the following trials: it fails every config, not just this one.
+
+        The study's ``dataset`` summary then describes the files that remain and names the excluded ones
+        (``dataset.excluded`` in the YAML), which ``build_loader`` and ``autotune check`` leave out too.
+        """
         d = self.dataset
-        keep = [i for i, f in enumerate(d.files) if f != path]
-        if len(keep) == len(d.files):
+        if path not in d.files:
             return
-        size = os.path.getsize(path) if os.path.exists(path) else 0
-        self.dataset = dataclasses.replace(
-            d, files=tuple(d.files[i] for i in keep), labels=tuple(d.labels[i] for i in keep),
-            total_bytes=d.total_bytes - size, skipped=(*d.skipped, (path, "cannot be decoded")),
-        )
+        self.dataset = d.without([d.name_of(path)], "cannot be decoded")
         self.study.set_user_attr("bad_files", [*self.study.user_attrs.get("bad_files", []), path])
+        self.study.set_user_attr("dataset", self.dataset.summary())
         logger.warning("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:

@@ -149,8 +149,9 @@ def run_trial(
                 result = _died(proc.returncode)
                 break
     finally:
-        # on KeyboardInterrupt too: the child and its workers are gone before this returns
-        with _no_sigint():
+        # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
+        # that arrives meanwhile is delivered once they are
+        with deferred_signals():
             if proc is not None:
                 _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)  # the result is in: no need to wait for a slow teardown
                 kill_tree(proc.pid, also=monitor.seen)
@@ -171,17 +172,34 @@ def run_trial(
 
 
 @contextlib.contextmanager
-def _no_sigint():
-    """A second Ctrl-C must not cut the clean-up short (main thread only; elsewhere a no-op)."""
+def deferred_signals(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
+    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to the handlers that were in place.
+
+    A clean-up is never cut short, and a signal that arrives during it is never lost: it is raised again
+    after the block (``KeyboardInterrupt`` for Ctrl-C). Main thread only; elsewhere the block just runs.
+    """
+    caught: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        caught.append(signum)
+
+    old: dict[int, Any] = {}
     try:
-        old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
+        for s in signums:
+            old[s] = signal.signal(s, hold)
+    except ValueError:  # not the main thread: signals are not ours to hold
+        for s, h in old.items():
+            signal.signal(s, h)
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, old)
+        for s, h in old.items():
+            signal.signal(s, signal.SIG_DFL if h is None else h)
+        for s in dict.fromkeys(caught):
+            logger.info("delivering %s, held while a trial was cleaned up", signal.Signals(s).name)
+            signal.raise_signal(s)
 
 
 def _wait(proc: subprocess.Popen | ForkedTrial, timeout: float) -> int | None:
