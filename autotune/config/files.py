@@ -45,7 +45,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     """Write ``cfg`` as YAML, atomically."""
-    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); see README 'YAML schema'\n" + dump_yaml(cfg.to_dict()))
+    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
 
 
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
