@@ -146,3 +146,16 @@ def test_the_final_error_names_the_dominant_cause():
     assert "--trial-timeout" in slow
     shm = no_completion_message(_failed_study([("shm", None)] * 3))
     assert "--shm-budget" in shm
+
+
+def test_repeats_are_shown_as_not_measured(tiny_dataset, tmp_path, monkeypatch):
+    from autotune.report import trial_rows
+    from autotune.report._data import outcome_table
+
+    tuner = _tuner(tiny_dataset, tmp_path, n_trials=8, sampler="random")
+    monkeypatch.setattr(tuner, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader)))
+    tuner.optimize()
+    rows = trial_rows(tuner.study)
+    repeats = [r for r in rows if r["outcome"] == "repeat"]
+    assert repeats and all(r["samples_per_s"] is None and r["repeat_of"] is not None for r in repeats)
+    assert "repeat" not in {g["outcome"] for g in outcome_table(rows)}  # not a failure

@@ -95,10 +95,10 @@ def _show_study(args: argparse.Namespace) -> int:
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
-        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] != "complete" else None)
+        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)
         trials.add_row(*trial_cells(r, with_ceiling), style=style)
     console.print(trials)
-    failed = [r for r in rows if r["outcome"] != "complete" and r["message"]]
+    failed = [r for r in rows if r["outcome"] not in ("complete", "repeat") and r["message"]]
     for r in failed:
         console.print(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}", highlight=False, markup=False)
     return 0

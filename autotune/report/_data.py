@@ -63,7 +63,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         a = t.user_attrs
         loader = a.get("loader") or a.get("loader_params") or dict(t.params)
         rate = a.get("samples_per_s")
-        if rate is None and t.state == _TS.COMPLETE and t.value is not None:
+        if rate is None and t.state == _TS.COMPLETE and t.value is not None and a.get("outcome") != "repeat":  # a repeat measured nothing
             rate = round(float(t.value), 1)
         rows.append({
             "trial": t.number,

@@ -229,7 +229,7 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
     if "confirmation" in tables:
         out += ['<h2 id="confirmation">Re-measurement of the top candidates</h2>', f"<p>{_e(ov['confirmation'].get('method', ''))}</p>", _html_table(*tables["confirmation"])]
     win_no = w["trial"] if w else None
-    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] != "complete" else "") for r in rows]
+    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat") else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
     out += [
         '<h2 id="explore">Explore the study</h2>',
