@@ -140,7 +140,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
 
 def no_completion_message(study: optuna.Study) -> str:
     """Why no trial completed, by the dominant cause, and the fix for that cause (the final error of a run)."""
-    trials = [t for t in study.get_trials(deepcopy=False) if not is_repeat(t)]
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not is_repeat(t)]  # not the queued ones
     counts: dict[str, int] = {}
     for t in trials:
         o = t.user_attrs.get("outcome") or t.state.name.lower()
@@ -163,7 +163,7 @@ def no_completion_message(study: optuna.Study) -> str:
         return head + f"{n} of {total} went over the memory budget: raise {flag}, or tune a space with smaller batch sizes and fewer workers"
     if cause == "bad-data":
         bad = next((t.user_attrs["bad_file"] for t in trials if t.user_attrs.get("bad_file")), None)
-        return head + (f"{n} of {total} hit a file that cannot be decoded ({printable(bad)}): remove it from the dataset" if bad else f"{n} of {total} hit files that cannot be decoded: remove them from the dataset")
+        return head + (f"{printable(bad)} cannot be decoded: remove it from the dataset" if bad else "images that cannot be decoded: remove them from the dataset")
     if cause == "timeout":
         return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
