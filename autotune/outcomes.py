@@ -10,7 +10,8 @@ class Outcome(str, enum.Enum):
 
     Memory outcomes (``predicted-oom``, ``oom-gpu``, ``oom-host``, ``shm``) and ``timeout`` are told to
     Optuna as *pruned* trials with a zero score, so the sampler learns to avoid that region; ``crash`` and
-    ``bad-data`` are told as *failed* trials (they say nothing about the config's speed).
+    ``bad-data`` are told as *failed* trials (they say nothing about the config's speed). A ``repeat`` is a
+    sampled config that an earlier trial already measured: Optuna is told the earlier result, nothing is measured.
     """
 
     COMPLETE = "complete"
@@ -23,6 +24,7 @@ class Outcome(str, enum.Enum):
     CRASH = "crash"
     BAD_DATA = "bad-data"
     INTERRUPTED = "interrupted"
+    REPEAT = "repeat"  # a sampled config an earlier trial measured: told the earlier result, not measured again
 
     @property
     def is_memory(self) -> bool:

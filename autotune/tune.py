@@ -21,7 +21,7 @@ from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
-from autotune.study.result import config_from_study, outcome_counts
+from autotune.study.result import config_from_study, no_completion_message
 from autotune.study.space import load_space
 from autotune.study.storage import mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
@@ -263,8 +263,6 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     if not tuner.complete_trials():
         if interrupted is not None:
             raise interrupted
-        counts = outcome_counts(tuner.study)
-        bad = next((t.user_attrs["bad_file"] for t in tuner.study.trials if t.user_attrs.get("bad_file")), None)
         if not args.no_report:  # the failures by outcome, for the user to read
             try:
                 from autotune.report import write_report
@@ -274,11 +272,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
                     print(f"the failed trials are shown in {failed_report}/report.html", file=sys.stderr)
             except (ImportError, UserError) as e:
                 logger.warning("no report written: %s", e)
-        raise UserError(
-            f"no trial completed ({', '.join(f'{k}: {v}' for k, v in counts.items())}); "
-            + (f"{printable(bad)} cannot be decoded: remove it from the dataset" if bad else "see the messages with --verbose, or relax the budgets / --trial-timeout"),
-            exit_code=1,
-        )
+        raise UserError(no_completion_message(tuner.study), exit_code=1)  # the dominant cause and its fix
     cfg = config_from_study(tuner.study, args.storage)
     try:
         with deferred_signals():  # a Ctrl-C or SIGTERM now comes after the file is whole

@@ -48,6 +48,7 @@ from autotune.dataset import pagecache
 from autotune.dataset.scan import scan  # noqa: E402
 from autotune.errors import UserError  # noqa: E402
 from autotune.loaders.presets import get_preset  # noqa: E402
+from autotune.study.evidence import MeasuredTrials  # noqa: E402
 from autotune.study.result import winner  # noqa: E402
 from autotune.study.space import SearchSpace, load_space  # noqa: E402
 from autotune.study.storage import open_storage
@@ -290,7 +291,9 @@ def run_method(b: Bench, method: str, seed: int, budget: int) -> dict[str, Any]:
     if baselines:
         tuner.enqueue_baselines()
     try:
-        tuner.study.optimize(tuner.objective, n_trials=n_trials, catch=(Exception,), gc_after_trial=False)
+        # the budget counts measurements: a repeat of a measured config (told its earlier result) costs none
+        tuner.study.optimize(tuner.objective, n_trials=None, catch=(Exception,), gc_after_trial=False,
+                             callbacks=[MeasuredTrials(n_trials, max_repeats=max(10, n_trials))])
     finally:
         tuner.close()
     searched = time.monotonic() - t0

@@ -30,12 +30,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config_rows(cfg) -> list[tuple[str, str]]:
+    from autotune.report._render import fmt_rate, fmt_speedup, fmt_spread
+
     r = cfg.result
     rows = [
         ("loader", cfg.loader.describe()),
-        ("samples/s", f"{r.get('samples_per_s', 0):,.0f}  spread {r.get('spread')}"),
-        ("defaults", f"{r.get('defaults_samples_per_s') or '-'}  (speedup {r.get('speedup_vs_defaults') or '-'}x)"),
-        ("heuristic", f"{r.get('heuristic_samples_per_s') or '-'}  (speedup {r.get('speedup_vs_heuristic') or '-'}x)"),
+        ("samples/s", f"{fmt_rate(r.get('samples_per_s'))}  spread {fmt_spread(r.get('spread'))}"),
+        ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
+        ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
+    ]
+    if isinstance(r.get("confirmed"), dict):
+        rows.append(("confirmed", str(r["confirmed"].get("method"))))
+    rows += [
         ("peak memory", f"gpu {r.get('peak_gpu_mib') or '-'} MiB, host {r.get('peak_host_mib') or '-'} MiB"),
         ("pipeline", f"{cfg.pipeline} on {cfg.device}"),
         ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)"),
@@ -43,7 +49,10 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("study", f"{cfg.study.get('name')} ({cfg.study.get('trials')} trials) in {cfg.study.get('storage')}"),
         ("created", cfg.created),
     ]
-    if cfg.loader.backend.value == "torch":
+    if cfg.torch_fallback and cfg.dataloader is not None:
+        fb = cfg.torch_fallback
+        rows.append(("torch fallback", f"the best torch DataLoader: trial #{fb.get('trial')}, {fmt_rate(fb.get('samples_per_s'))} samples/s"))
+    if cfg.dataloader is not None:
         rows.append(("DataLoader kwargs", json.dumps(cfg.dataloader_kwargs())))
     return rows
 
@@ -86,10 +95,10 @@ def _show_study(args: argparse.Namespace) -> int:
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
-        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] != "complete" else None)
+        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)
         trials.add_row(*trial_cells(r, with_ceiling), style=style)
     console.print(trials)
-    failed = [r for r in rows if r["outcome"] != "complete" and r["message"]]
+    failed = [r for r in rows if r["outcome"] not in ("complete", "repeat") and r["message"]]
     for r in failed:
         console.print(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}", highlight=False, markup=False)
     return 0

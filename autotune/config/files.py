@@ -69,7 +69,7 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     """Write ``cfg`` as YAML, atomically."""
-    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); see README 'YAML schema'\n" + dump_yaml(cfg.to_dict()))
+    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
 
 
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:

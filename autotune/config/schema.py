@@ -9,6 +9,7 @@ A config file holds the winning loader and the evidence for it::
     device: cuda
     hardware: {...}                  # autotune.fingerprint
     loader: {backend, batch_size, torch: {...} | dali: {...}}
+    torch_fallback: {batch_size, torch: {...}, samples_per_s, trial}   # only when DALI won: the best DataLoader
     result: {samples_per_s, spread, ...}
     study: {name, storage, trials, ...}
 """
@@ -70,6 +71,10 @@ class TorchOptions:
             object.__setattr__(self, "persistent_workers", False)
 
 
+#: DALI's usual share of JPEGs for the hardware decoder, where a config names none
+DEFAULT_HW_DECODER_LOAD = 0.65
+
+
 @dataclasses.dataclass(frozen=True)
 class DaliOptions:
     """DALI pipeline arguments, under DALI's own names (``device`` is where JPEGs are decoded: gpu = ``mixed``)."""
@@ -77,7 +82,7 @@ class DaliOptions:
     device: str = "cpu"  # gpu | cpu
     num_threads: int = 2
     prefetch_queue_depth: int = 2
-    hw_decoder_load: float = 0.65
+    hw_decoder_load: float | None = None  # the hardware JPEG decoder's share: GPU decode only (None for cpu)
 
     def __post_init__(self) -> None:
         if self.device not in ("gpu", "cpu"):
@@ -86,8 +91,11 @@ class DaliOptions:
             raise ConfigError(f"loader.dali.num_threads must be >= 1, but got {self.num_threads}")
         if self.prefetch_queue_depth < 1:
             raise ConfigError(f"loader.dali.prefetch_queue_depth must be >= 1, but got {self.prefetch_queue_depth}")
-        if not 0.0 <= self.hw_decoder_load <= 1.0:
-            raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {self.hw_decoder_load}")
+        load = self.hw_decoder_load
+        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0):
+            raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {load!r}")
+        # only GPU decode has a hardware decoder; the share is a step of 0.05, written without float noise
+        object.__setattr__(self, "hw_decoder_load", None if self.device == "cpu" else round(float(DEFAULT_HW_DECODER_LOAD if load is None else load), 3))
 
 
 #: Optuna parameter names -> (section, key). The flat names are what a search space uses.
@@ -134,7 +142,7 @@ class LoaderConfig:
             out.update({k: v for k, v in dataclasses.asdict(self.torch).items() if v is not None})
         else:
             assert self.dali is not None
-            out.update({k: getattr(self.dali, v) for k, v in _DALI_PARAMS.items()})
+            out.update({k: getattr(self.dali, v) for k, v in _DALI_PARAMS.items() if getattr(self.dali, v) is not None})
         return out
 
     def describe(self) -> str:
@@ -162,7 +170,7 @@ class LoaderConfig:
         if self.backend is Backend.TORCH:
             out["torch"] = dataclasses.asdict(self.torch)  # type: ignore[arg-type]
         else:
-            out["dali"] = dataclasses.asdict(self.dali)  # type: ignore[arg-type]
+            out["dali"] = {k: v for k, v in dataclasses.asdict(self.dali).items() if v is not None}  # type: ignore[arg-type]
         return out
 
     @classmethod
@@ -196,6 +204,9 @@ class Config:
     study: dict[str, Any] = dataclasses.field(default_factory=dict)
     budgets: dict[str, Any] = dataclasses.field(default_factory=dict)
     measurement: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: when the winner is not the torch DataLoader: the best DataLoader the study measured, for users with their
+    #: own ``Dataset`` (``{batch_size, torch: {...}, samples_per_s, trial}``); empty when there is none
+    torch_fallback: dict[str, Any] = dataclasses.field(default_factory=dict)
     created: str = dataclasses.field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     schema: int = SCHEMA_VERSION
     path: str | None = dataclasses.field(default=None, compare=False)
@@ -218,19 +229,29 @@ class Config:
             raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; re-create the file with 'autotune run'")
         return tuple(names)
 
+    @property
+    def dataloader(self) -> LoaderConfig | None:
+        """The torch DataLoader config: the winner when it is one, else ``torch_fallback`` (None if neither)."""
+        if self.loader.backend is Backend.TORCH:
+            return self.loader
+        return _fallback_loader(self.torch_fallback) if self.torch_fallback else None
+
     def dataloader_kwargs(self, **overrides: Any) -> dict[str, Any]:
         """Keywords for ``torch.utils.data.DataLoader(my_dataset, **kwargs)``.
 
-        Only for a torch-backend config; a DALI config raises (use :func:`autotune.build_loader`).
+        For a torch-backend config, the winner's. When DALI won, the best DataLoader config the same study
+        measured (``torch_fallback``), for training with your own ``Dataset``; :func:`autotune.build_loader`
+        builds the faster DALI loader. Raises when the study measured no DataLoader at all.
         """
-        if self.loader.backend is not Backend.TORCH:
+        loader = self.dataloader
+        if loader is None:
             raise ConfigError(
-                f"this config's backend is {self.loader.backend.value}, so it has no DataLoader keywords; "
-                "use autotune.build_loader(path, cfg) instead"
+                f"this config's backend is {self.loader.backend.value} and its study measured no torch DataLoader, so it has "
+                "no DataLoader keywords; use autotune.build_loader(path, cfg), or tune a space with the torch backend"
             )
-        t = self.loader.torch
+        t = loader.torch
         assert t is not None
-        kwargs: dict[str, Any] = {"batch_size": self.loader.batch_size, "num_workers": t.num_workers, "pin_memory": t.pin_memory}
+        kwargs: dict[str, Any] = {"batch_size": loader.batch_size, "num_workers": t.num_workers, "pin_memory": t.pin_memory}
         if t.num_workers > 0:
             if t.prefetch_factor is not None:
                 kwargs["prefetch_factor"] = t.prefetch_factor
@@ -274,6 +295,7 @@ class Config:
             "device": self.device,
             "hardware": self.hardware,
             "loader": self.loader.to_dict(),
+            **({"torch_fallback": self.torch_fallback} if self.torch_fallback else {}),
             "result": self.result,
             "measurement": self.measurement,
             "budgets": self.budgets,
@@ -301,7 +323,14 @@ class Config:
         except TypeError as e:
             raise ConfigError(f"{where}bad loader section ({e})") from None
         kw = {k: v for k, v in data.items() if k != "loader"}
-        for k in ("dataset", "hardware", "result", "study", "budgets", "measurement"):
+        if kw.get("torch_fallback") is not None:
+            try:
+                _fallback_loader(kw["torch_fallback"])
+            except ConfigError as e:
+                raise ConfigError(f"{where}{e}") from None
+            except TypeError as e:
+                raise ConfigError(f"{where}bad torch_fallback section ({e})") from None
+        for k in ("dataset", "hardware", "result", "study", "budgets", "measurement", "torch_fallback"):
             if kw.get(k) is None:
                 kw.pop(k, None)
             elif not isinstance(kw[k], dict):
@@ -309,6 +338,18 @@ class Config:
         if "created" in kw:
             kw["created"] = str(kw["created"])
         return cls(loader=loader, path=path, **kw)
+
+
+def _fallback_loader(data: Any) -> LoaderConfig:
+    """The DataLoader config of a ``torch_fallback`` section (``batch_size`` and ``torch``; the rest is evidence)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"torch_fallback must be a mapping with batch_size and torch, but got {type(data).__name__}")
+    unknown = sorted(set(data) - {"batch_size", "torch", "samples_per_s", "trial"})
+    if unknown:
+        raise ConfigError(f"unknown key torch_fallback.{unknown[0]}; allowed keys are: batch_size, samples_per_s, torch, trial")
+    if isinstance(data.get("batch_size"), bool) or not isinstance(data.get("batch_size"), int):
+        raise ConfigError(f"torch_fallback.batch_size must be an integer, but got {data.get('batch_size')!r}")
+    return LoaderConfig(Backend.TORCH, data["batch_size"], torch=_from_dict(TorchOptions, data.get("torch") or {}, "torch_fallback.torch"))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-import statistics
 import warnings
 from pathlib import Path
 from typing import Any
@@ -64,7 +63,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
         a = t.user_attrs
         loader = a.get("loader") or a.get("loader_params") or dict(t.params)
         rate = a.get("samples_per_s")
-        if rate is None and t.state == _TS.COMPLETE and t.value is not None:
+        if rate is None and t.state == _TS.COMPLETE and t.value is not None and a.get("outcome") != "repeat":  # a repeat measured nothing
             rate = round(float(t.value), 1)
         rows.append({
             "trial": t.number,
@@ -82,6 +81,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "duration_s": a.get("duration_s"),
             "fraction_of_ceiling": a.get("fraction_of_ceiling"),
             "message": a.get("message") or "",
+            "repeat_of": a.get("repeat_of"),
             "start": t.datetime_start,
             "end": t.datetime_complete,
         })
@@ -92,7 +92,7 @@ def outcome_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Failures grouped by outcome: count, trial numbers and the first message."""
     groups: dict[str, dict[str, Any]] = {}
     for r in rows:
-        if r["outcome"] == "complete":
+        if r["outcome"] in ("complete", "repeat"):  # a repeat failed nothing: it was not measured again
             continue
         g = groups.setdefault(r["outcome"], {"outcome": r["outcome"], "count": 0, "trials": [], "message": ""})
         g["count"] += 1
@@ -114,29 +114,35 @@ def _ceiling(value: Any) -> float | None:
 
 def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     """The study's settings, the winner with its evidence, and the baselines it is compared with."""
-    from autotune.study.result import outcome_counts, winner
+    from autotune.study.evidence import confirmation_method
+    from autotune.study.result import BASELINE_ROLES as COMPARED
+    from autotune.study.result import (
+        baseline_rates,
+        baseline_trials,
+        figures,
+        outcome_counts,
+    )
 
     a = study.user_attrs
     rows = trial_rows(study)
     by_number = {r["trial"]: r for r in rows}
-    win = None
     try:
-        best, scores = winner(study)
+        fig = figures(study)  # the same figures the YAML holds
     except (UserError, StopIteration):
-        best, scores = None, []
-    if best is not None:
-        r = by_number[best.number]
-        win = {**r, "scores": [round(float(s), 1) for s in scores], "samples_per_s": round(statistics.median(scores), 1)}
+        fig = None
+    win = None
+    if fig is not None:
+        win = {**by_number[fig["trial"]], "scores": fig["scores"], "samples_per_s": fig["samples_per_s"], "spread": fig["spread"]}
+    rates = baseline_rates(study)
     baselines: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        if r["role"] in BASELINE_ROLES and r["role"] not in baselines:
-            # the winner may be a baseline: then compare like with like (its confirmed median)
-            baselines[r["role"]] = {**r, "samples_per_s": win["samples_per_s"]} if win and win["trial"] == r["trial"] else r
-    speedups = {}
-    for role in ("defaults", "heuristic"):
-        b = baselines.get(role)
-        if win and b and b.get("samples_per_s"):
-            speedups[role] = round(win["samples_per_s"] / b["samples_per_s"], 2)
+    for role, t in baseline_trials(study).items():
+        if role in BASELINE_ROLES:
+            # the rate like for like with the winner's: the median of its re-measurements where it had some
+            baselines[role] = {**by_number[t.number], "samples_per_s": rates.get(role)} if rates.get(role) is not None else by_number[t.number]
+    speedups = {role: fig[f"speedup_vs_{role}"] for role in COMPARED if fig and fig[f"speedup_vs_{role}"] is not None}
+    conf = a.get("confirmation")
+    if conf:
+        conf = {**conf, "method": confirmation_method(conf)}
     starts = [r["start"] for r in rows if r["start"] is not None]
     return {
         "study": study.study_name,
@@ -155,7 +161,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "model": a.get("model"),
         "model_ceiling": _ceiling(a.get("model_ceiling")),
         "model_ceiling_batch": (a.get("model_ceiling") or {}).get("batch_size") if isinstance(a.get("model_ceiling"), dict) else None,
-        "confirmation": a.get("confirmation"),
+        "confirmation": conf,
         "trials": len(rows),
         "outcomes": outcome_counts(study),
         "winner": win,
@@ -168,7 +174,7 @@ def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, fl
     """Importances of the knobs that vary among ``trials`` (fANOVA, then PED-ANOVA); or None and why not."""
     from optuna.importance import get_param_importances
 
-    complete = [t for t in trials if t.state == _TS.COMPLETE and t.value is not None]
+    complete = [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat"]
     if len(complete) < 3:
         return None, f"needs at least 3 completed trials, has {len(complete)}"
     from optuna import importance as oi

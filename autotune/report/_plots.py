@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.report._data import KEY_KNOBS, MEMORY_OUTCOMES
+from autotune.report._render import fmt_speedup
 
 BACKEND_COLOURS = {"torch": "#ee4c2c", "dali": "#76b900"}
 OTHER = "#4c72b0"
@@ -215,8 +216,7 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
             bars.append((f"{role}\n#{b['trial']}", b["samples_per_s"], b.get("spread"), GREY))
     w = ov.get("winner")
     if w:
-        lo, hi = min(w["scores"]), max(w["scores"])
-        bars.append((f"winner\n#{w['trial']}", w["samples_per_s"], [lo, hi] if hi > lo else w.get("spread"), _colour(w.get("backend"))))
+        bars.append((f"winner\n#{w['trial']}", w["samples_per_s"], w.get("spread"), _colour(w.get("backend"))))
     if not bars:
         _empty(ax, "no baseline and no winner to compare")
     else:
@@ -226,12 +226,12 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
         err = [[max(0.0, b[1] - (b[2][0] if b[2] else b[1])) for b in bars], [max(0.0, (b[2][1] if b[2] else b[1]) - b[1]) for b in bars]]
         ax.bar(xs, heights, color=[b[3] for b in bars], yerr=err, capsize=5, width=0.6, error_kw={"ecolor": "#444444"})
         for x, b in zip(xs, bars):
-            ax.text(x, b[1] + err[1][x] + max(heights) * 0.02, f"{b[1]:,.0f}/s\n{b[1] / ref:.1f}x", ha="center", va="bottom", fontsize=9)
+            ax.text(x, b[1] + err[1][x] + max(heights) * 0.02, f"{b[1]:,.0f}/s\n{fmt_speedup(b[1] / ref)}", ha="center", va="bottom", fontsize=9)
         ax.set_xticks(list(xs), [b[0] for b in bars])
         ax.set_ylim(0, max(h + e for h, e in zip(heights, err[1])) * 1.3)
         ax.set_ylabel("samples/s")
     sp = ov.get("speedups") or {}
-    extra = ", ".join(f"{v:.1f}x vs {k}" for k, v in sp.items())
+    extra = ", ".join(f"{fmt_speedup(v)} vs {k}" for k, v in sp.items())
     ax.set_title("Winner against the baselines" + (f" ({extra})" if extra else ""))
     _save(fig, path)
     return ("Speedup " + extra + "; bars: median, whiskers: spread of the measurements.") if extra else "No speedup to show (a baseline or the winner is missing)."

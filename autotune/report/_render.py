@@ -42,14 +42,30 @@ def _spread(v: Any) -> str:
     return f"{_num(v[0])}-{_num(v[1])}" if isinstance(v, (list, tuple)) and len(v) == 2 else "-"
 
 
+# The winner's figures, written the same way by the report and ``autotune show`` (the YAML's own numbers).
+def fmt_rate(v: Any) -> str:
+    """A samples/s figure as the YAML holds it (one decimal), e.g. ``3,631.0``."""
+    return _num(v, 1) if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
+def fmt_spread(v: Any) -> str:
+    """``spread: [lo, hi]`` as ``lo-hi`` at the YAML's precision."""
+    return f"{fmt_rate(v[0])}-{fmt_rate(v[1])}" if isinstance(v, (list, tuple)) and len(v) == 2 else "-"
+
+
+def fmt_speedup(v: Any) -> str:
+    """A speedup as the YAML holds it (two decimals, no padding), e.g. ``1.79x``, ``5.0x``."""
+    return f"{round(float(v), 2)!r}x" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
+
+
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
     failed = sum(v for k, v in ov["outcomes"].items() if k != "complete")
     out = [
-        ("best samples/s", _num(w["samples_per_s"]) if w else "none yet"),
-        ("vs defaults", f"{ov['speedups']['defaults']:.1f}x" if "defaults" in ov["speedups"] else "-"),
-        ("vs heuristic", f"{ov['speedups']['heuristic']:.1f}x" if "heuristic" in ov["speedups"] else "-"),
+        ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
+        ("vs defaults", fmt_speedup(ov["speedups"].get("defaults"))),
+        ("vs heuristic", fmt_speedup(ov["speedups"].get("heuristic"))),
         ("trials", f"{ov['trials']} ({failed} not complete)"),
     ]
     if w and w.get("fraction_of_ceiling") is not None:
@@ -64,7 +80,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("winner", f"trial #{w['trial']}: {w['config']}" if w else "no completed trial yet"),
         ("winner loader", json.dumps(w["loader"], sort_keys=True) if w else "-"),
-        ("winner evidence", f"scores {w['scores']}, spread {_spread(w.get('spread'))}, host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup {_num(w.get('startup_s'), 2)} s" if w else "-"),
+        ("winner evidence", f"scores {w['scores']}, spread {fmt_spread(w.get('spread'))}, host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup {_num(w.get('startup_s'), 2)} s" if w else "-"),
         ("dataset", f"{d.get('path', '-')} ({_num(d.get('samples'))} images, {_num(d.get('classes'))} classes, mean {_num(d.get('mean_bytes'))} bytes)"),
         ("pipeline", f"{ov.get('pipeline') or '-'} on {ov.get('device') or '-'}" + (f", {ov['ranks']} ranks" if (ov.get("ranks") or 1) > 1 else "")),
         ("hardware", f"{h.get('gpu') or 'no GPU'} x{h.get('gpus') or 0}, {h.get('cpus', '-')} CPUs, {h.get('ram_gib', '-')} GiB RAM, torch {h.get('torch', '-')}, DALI {h.get('dali') or '-'}"),
@@ -213,7 +229,7 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
     if "confirmation" in tables:
         out += ['<h2 id="confirmation">Re-measurement of the top candidates</h2>', f"<p>{_e(ov['confirmation'].get('method', ''))}</p>", _html_table(*tables["confirmation"])]
     win_no = w["trial"] if w else None
-    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] != "complete" else "") for r in rows]
+    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat") else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
     out += [
         '<h2 id="explore">Explore the study</h2>',

@@ -8,8 +8,14 @@ from typing import Any
 import optuna
 
 from autotune.config.schema import Config, LoaderConfig
+from autotune.dataset.paths import printable
 from autotune.errors import UserError
+from autotune.outcomes import Outcome
+from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
 from autotune.study.storage import mask_url
+
+#: the baseline roles the YAML compares the winner with
+BASELINE_ROLES = ("defaults", "heuristic")
 
 
 def outcome_counts(study: optuna.Study) -> dict[str, int]:
@@ -31,48 +37,158 @@ def winner(study: optuna.Study) -> tuple[optuna.trial.FrozenTrial, list[float]]:
         t = _trial_by_number(study, conf["winner_trial"])
         scores = next((c["scores"] for c in conf["candidates"] if c["trial"] == t.number), [t.value])
         return t, list(scores)
-    complete = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None]
+    complete = measured_complete(study)
     if not complete:
         raise UserError(f"study {study.study_name!r} has no completed trial yet; run 'autotune run' (or --resume it) first")
     best = max(complete, key=lambda t: t.value)
     return best, [float(best.value)]
 
 
-def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
-    """The baselines' rates, like for like with the winner: the median of their scores where they were re-measured."""
-    out: dict[str, float | None] = {"defaults": None, "heuristic": None}
-    remeasured = {c["trial"]: c["median"] for c in (study.user_attrs.get("confirmation") or {}).get("candidates", [])}
+def _rate(t: optuna.trial.FrozenTrial) -> float | None:
+    if t.state == optuna.trial.TrialState.COMPLETE and t.value is not None:
+        return float(t.value)
+    return None
+
+
+def baseline_trials(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
+    """Per baseline role, the trial that measured it: the last complete one (a baseline is measured again after a
+    bad file was left out, or after a run was killed during it), else the last one."""
+    out: dict[str, optuna.trial.FrozenTrial] = {}
     for t in study.get_trials(deepcopy=False):
         role = t.user_attrs.get("role")
-        if role in out and t.user_attrs.get("samples_per_s") is not None:
-            out[role] = remeasured.get(t.number, t.user_attrs["samples_per_s"])
+        if role and (_rate(t) is not None or role not in out or _rate(out[role]) is None):
+            out[role] = t
     return out
+
+
+def _remeasured(study: optuna.Study) -> dict[int, float]:
+    return {c["trial"]: float(c["median"]) for c in (study.user_attrs.get("confirmation") or {}).get("candidates", [])}
+
+
+def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
+    """The baselines' rates, like for like with the winner: the median of their scores where they were re-measured."""
+    remeasured = _remeasured(study)
+    trials = baseline_trials(study)
+    out: dict[str, float | None] = {}
+    for role in (*BASELINE_ROLES, *(r for r in trials if r not in BASELINE_ROLES)):
+        t = trials.get(role)
+        rate = _rate(t) if t is not None else None
+        out[role] = round(remeasured.get(t.number, rate), 1) if t is not None and rate is not None else None
+    return out
+
+
+def headline(scores: list[float], window_spread: Any = None) -> tuple[float, list[float]]:
+    """The one definition of the winner's ``samples_per_s`` and ``spread``.
+
+    ``samples_per_s`` is the median of the scores (each score is one measurement's median of its steady windows);
+    ``spread`` is the lowest and highest of those same scores. With a single score, the measurements are that
+    score's steady windows, so ``spread`` is their lowest and highest. Either way the spread holds the value.
+    """
+    rate = round(float(statistics.median(scores)), 1)
+    if len(scores) > 1:
+        lo, hi = min(scores), max(scores)
+    elif isinstance(window_spread, (list, tuple)) and len(window_spread) == 2 and all(isinstance(x, (int, float)) for x in window_spread):
+        lo, hi = window_spread
+    else:
+        lo = hi = rate
+    return rate, [round(min(float(lo), rate), 1), round(max(float(hi), rate), 1)]
+
+
+def speedup(rate: float | None, base: float | None) -> float | None:
+    """``rate / base`` to two decimals, or None without a baseline."""
+    return round(rate / base, 2) if rate and base else None
+
+
+def figures(study: optuna.Study) -> dict[str, Any]:
+    """The winner's figures as the YAML, the report and ``autotune show`` all state them (one definition)."""
+    best, scores = winner(study)
+    rate, spread = headline(scores, best.user_attrs.get("spread"))
+    base = baseline_rates(study)
+    out: dict[str, Any] = {
+        "trial": best.number,
+        "samples_per_s": rate,
+        "spread": spread,
+        "scores": [round(float(s), 1) for s in scores],
+        "defaults_samples_per_s": base["defaults"],
+        "heuristic_samples_per_s": base["heuristic"],
+        "speedup_vs_defaults": speedup(rate, base["defaults"]),
+        "speedup_vs_heuristic": speedup(rate, base["heuristic"]),
+    }
+    conf = study.user_attrs.get("confirmation")
+    if conf:
+        out["confirmed"] = {"method": confirmation_method(conf), "candidates": len(conf["candidates"])}
+    return out
+
+
+def torch_fallback(study: optuna.Study) -> dict[str, Any]:
+    """The best torch DataLoader config the study measured (its rate like the winner's), for a YAML whose winner is
+    not torch: users with their own ``Dataset`` still get DataLoader keywords. Empty when none completed."""
+    remeasured = _remeasured(study)
+    best, best_rate = None, 0.0
+    for t in measured_complete(study):
+        params = t.user_attrs.get("loader") or {}
+        if params.get("backend", "torch") != "torch":
+            continue
+        rate = remeasured.get(t.number, float(t.value))
+        if rate > best_rate:
+            best, best_rate = t, rate
+    if best is None:
+        return {}
+    loader = LoaderConfig.from_params(best.user_attrs["loader"]).to_dict()
+    return {"batch_size": loader["batch_size"], "torch": loader["torch"], "samples_per_s": round(best_rate, 1), "trial": best.number}
+
+
+def no_completion_message(study: optuna.Study) -> str:
+    """Why no trial completed, by the dominant cause, and the fix for that cause (the final error of a run)."""
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not is_repeat(t)]  # not the queued ones
+    counts: dict[str, int] = {}
+    for t in trials:
+        o = t.user_attrs.get("outcome") or t.state.name.lower()
+        counts[o] = counts.get(o, 0) + 1
+    groups = {
+        "memory": [o for o in counts if o in (Outcome.PREDICTED_OOM.value, Outcome.OOM_GPU.value, Outcome.OOM_HOST.value, Outcome.SHM.value)],
+        "bad-data": [o for o in counts if o == Outcome.BAD_DATA.value],
+        "timeout": [o for o in counts if o == Outcome.TIMEOUT.value],
+    }
+    groups["other"] = [o for o in counts if not any(o in g for g in groups.values())]
+    sizes = {k: sum(counts[o] for o in v) for k, v in groups.items()}
+    cause = max(sizes, key=lambda k: (sizes[k], k != "other"))
+    n, total = sizes[cause], len(trials)
+    listed = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    head = f"no trial completed ({listed}); "
+    if cause == "memory":
+        shm = counts.get(Outcome.SHM.value, 0)
+        gpu = counts.get(Outcome.OOM_GPU.value, 0)
+        flag = "--shm-budget" if shm * 2 > n else ("--gpu-budget" if gpu * 2 > n else "--host-budget / --gpu-budget")
+        return head + f"{n} of {total} went over the memory budget: raise {flag}, or tune a space with smaller batch sizes and fewer workers"
+    if cause == "bad-data":
+        bad = next((t.user_attrs["bad_file"] for t in trials if t.user_attrs.get("bad_file")), None)
+        return head + (f"{printable(bad)} cannot be decoded: remove it from the dataset" if bad else "images that cannot be decoded: remove them from the dataset")
+    if cause == "timeout":
+        return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
+    return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
 
 
 def config_from_study(study: optuna.Study, storage_url: str) -> Config:
     """The YAML for a study's winner, built from what the study stored (any machine can do this)."""
-    best, scores = winner(study)
+    best, _ = winner(study)
     a = study.user_attrs
-    rate = statistics.median(scores)
-    base = baseline_rates(study)
+    fig = figures(study)
     result: dict[str, Any] = {
-        "samples_per_s": round(rate, 1),
-        "spread": best.user_attrs.get("spread"),
-        "scores": [round(s, 1) for s in scores],
+        "samples_per_s": fig["samples_per_s"],
+        "spread": fig["spread"],
+        "scores": fig["scores"],
         "startup_s": best.user_attrs.get("startup_s"),
         "peak_gpu_mib": best.user_attrs.get("peak_gpu_mib"),
         "peak_host_mib": best.user_attrs.get("peak_host_mib"),
-        "defaults_samples_per_s": base["defaults"],
-        "heuristic_samples_per_s": base["heuristic"],
-        "speedup_vs_defaults": round(rate / base["defaults"], 2) if base["defaults"] else None,
-        "speedup_vs_heuristic": round(rate / base["heuristic"], 2) if base["heuristic"] else None,
+        **{k: fig[k] for k in ("defaults_samples_per_s", "heuristic_samples_per_s", "speedup_vs_defaults", "speedup_vs_heuristic")},
         "ranks": a.get("ranks", 1),
     }
     for k in ("per_rank_samples_per_s", "model_ceiling_samples_per_s", "fraction_of_ceiling", "headroom"):
         if k in best.user_attrs:
             result[k] = best.user_attrs[k]
-    if "confirmation" in a:
-        result["confirmed"] = {"method": a["confirmation"]["method"], "candidates": len(a["confirmation"]["candidates"])}
+    if "confirmed" in fig:
+        result["confirmed"] = fig["confirmed"]
     for k, v in (a.get("result_extra") or {}).items():
         result[k] = v
     states = [t.state for t in study.get_trials(deepcopy=False)]
@@ -82,14 +198,17 @@ def config_from_study(study: optuna.Study, storage_url: str) -> Config:
         "storage": mask_url(storage_url),
         "trials": len(states),
         "complete": counts.get("complete", 0),
-        "failed": {k: v for k, v in counts.items() if k != "complete"},
+        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value)},
+        **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
         "best_trial": best.number,
         "sampler": a.get("sampler"),
         "pruner": a.get("pruner"),
         "space": a.get("space"),
     }
+    loader = LoaderConfig.from_params(best.user_attrs["loader"])
     return Config(
-        loader=LoaderConfig.from_params(best.user_attrs["loader"]),
+        loader=loader,
+        torch_fallback=torch_fallback(study) if loader.backend.value != "torch" else {},
         pipeline=a.get("pipeline", "imagenet-train"),
         device=a.get("device", "cpu"),
         dataset=a.get("dataset", {}),

@@ -60,7 +60,7 @@ def trial_rates(study: optuna.Study) -> dict[int, float]:
     return {
         t.number: medians.get(t.number, float(t.value))
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.value is not None and t.user_attrs.get("loader")
+        if t.value is not None and t.user_attrs.get("loader") and t.user_attrs.get("outcome") != "repeat"
     }
 
 

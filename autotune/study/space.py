@@ -87,12 +87,20 @@ class Param:
             return trial.suggest_categorical(self.name, list(self.choices))
         if self.kind == "int":
             return trial.suggest_int(self.name, int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
-        return trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
+        value = trial.suggest_float(self.name, self.low, self.high, log=self.log, step=self.step)
+        # a stepped float comes back as low + k * step (0.9500000000000001): keep the step's decimals
+        return round(value, _decimals(self.step)) if self.step else value
 
     def contains(self, value: Any) -> bool:
         if self.kind == "choices":
             return value in self.choices
         return value is not None and self.low <= value <= self.high
+
+
+def _decimals(step: float) -> int:
+    """The decimals a step is written with: 0.05 -> 2, 0.5 -> 1, 2 -> 0."""
+    text = f"{step:.10f}".rstrip("0")
+    return len(text.split(".")[1]) if "." in text else 0
 
 
 @dataclasses.dataclass(frozen=True)

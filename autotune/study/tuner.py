@@ -25,6 +25,14 @@ from autotune.dataset import pagecache
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
+from autotune.study.evidence import (
+    MeasuredTrials,
+    confirmation_method,
+    measured_before,
+    measured_complete,
+    tell_repeat,
+    unless_repeat,
+)
 from autotune.study.space import SearchSpace
 from autotune.study.storage import mask_url, open_storage
 from autotune.trials import guard
@@ -242,7 +250,13 @@ class Tuner:
         self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
 
     def enqueue_baselines(self) -> None:
-        have = {t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)}
+        """Queue each baseline that has no measurement yet: never run, or failed without saying anything about its
+        speed (killed mid-run, a crash, a bad file since left out). Measured ones (complete, or pruned for memory or
+        time) and queued or running ones are not queued again."""
+        have = {
+            t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)
+            if t.state != optuna.trial.TrialState.FAIL
+        }
         for role, params in baseline_configs(self.space, self.settings).items():
             if role not in have:
                 self._enqueue(params, role)
@@ -306,6 +320,10 @@ class Tuner:
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
+        if trial.user_attrs.get("role") is None:  # a sampled config: measured once (a queued one is measured as asked)
+            earlier = measured_before(self.study, loader, trial.number)
+            if earlier is not None:
+                return tell_repeat(trial, earlier)
 
         reported: list[int] = []
 
@@ -332,6 +350,9 @@ class Tuner:
             return float(result.samples_per_s)  # type: ignore[arg-type]
         if result.outcome is Outcome.BAD_DATA and result.bad_file:
             self.exclude_file(result.bad_file)
+            role = trial.user_attrs.get("role")
+            if role in baseline_configs(self.space, self.settings):  # measure the baseline again without the file
+                self._enqueue(trial.user_attrs.get("loader_params") or loader.to_params(), role)
         if result.outcome.steers_sampler:
             if not reported and result.outcome is not Outcome.PRUNED:
                 trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
@@ -349,13 +370,15 @@ class Tuner:
         if s.baselines:
             self.enqueue_baselines()
         optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
+        budget = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
+        shown = [unless_repeat(cb) for cb in callbacks or []]
         try:
-            self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+            self.study.optimize(self.objective, n_trials=None, timeout=s.timeout, catch=(TrialFailure,), callbacks=[*shown, budget], gc_after_trial=False)
         finally:
             self.close()
 
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
-        return [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None]
+        return measured_complete(self.study)
 
     def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
         """The best ``k`` complete trials with distinct configs."""
@@ -377,10 +400,12 @@ class Tuner:
         if not cands:
             raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
         scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
+        attempted = 0
         if len(cands) > 1 and s.confirm_repeats > 0:
             try:
                 for _ in range(s.confirm_repeats):
                     for t in cands:
+                        attempted += 1
                         r = self.measure(trial_loader(t))  # type: ignore[arg-type]
                         if r.outcome is Outcome.COMPLETE and r.samples_per_s:
                             scores[t.number].append(float(r.samples_per_s))
@@ -390,10 +415,12 @@ class Tuner:
                 self.close()
         medians = {n: statistics.median(v) for n, v in scores.items()}
         winner = max(cands, key=lambda t: medians[t.number])
-        record = {
-            "method": f"top {len(cands)} re-measured {s.confirm_repeats}x each, interleaved; winner by median of all scores" if len(cands) > 1 and s.confirm_repeats > 0 else "best single trial (no re-measurement)",
+        record: dict[str, Any] = {
             "winner_trial": winner.number,
+            "repeats": s.confirm_repeats,
+            "attempted": attempted,
             "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]], "median": round(medians[t.number], 1)} for t in cands],
         }
+        record = {"method": confirmation_method(record), **record}
         self.study.set_user_attr("confirmation", record)
         return record

@@ -1,0 +1,105 @@
+"""What the trial records say about a config: measured or a repeat, and what the confirmation stage did.
+
+Shared by the tuner (which writes these records) and the result (which reads them), below both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import optuna
+
+from autotune.config.schema import LoaderConfig
+from autotune.outcomes import Outcome
+
+logger = logging.getLogger(__name__)
+
+
+def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
+    """A sampled config that an earlier trial already measured: told to Optuna, never measured."""
+    return t.user_attrs.get("outcome") == Outcome.REPEAT.value
+
+
+def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The complete trials that measured their config (repeats of an earlier trial left out)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and not is_repeat(t)]
+
+
+def confirmation_method(record: dict[str, Any]) -> str:
+    """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
+    cands = record.get("candidates") or []
+    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands)
+    attempted = record.get("attempted")
+    if attempted is None:  # a record written before the counts were stored: trust its words unless nothing was re-measured
+        method = str(record.get("method", ""))
+        return "best single trial: every re-measurement failed" if method.startswith("top") and done == 0 else method
+    if attempted == 0:
+        return "best single trial (no re-measurement)"
+    if done == 0:
+        return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
+    failed = attempted - done
+    return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved"
+            + (f" ({failed} of {attempted} re-measurements failed)" if failed else "") + "; winner by median of all scores")
+
+
+# ------------------------------------------------------------------------------------------- repeats
+def measured_before(study: optuna.Study, loader: LoaderConfig, number: int) -> optuna.trial.FrozenTrial | None:
+    """An earlier trial that measured this same config to a result: complete, or pruned (by the pruner, over a
+    memory budget, past the time limit). Failed trials (a crash, a bad file, an interrupt) measured nothing."""
+    key = loader.to_params()
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
+        if t.number != number and t.user_attrs.get("loader") == key and not is_repeat(t):
+            return t
+    return None
+
+
+def tell_repeat(trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> float:
+    """A sampled config that ``earlier`` measured: tell Optuna the same result without measuring again.
+
+    Samplers (TPE above all) propose a config again as they narrow in; checking the history in the objective
+    and telling the known result is how Optuna's maintainers suggest handling it. A complete trial's value is
+    returned; a pruned one is told as pruned again, with its intermediate values and memory constraint.
+    """
+    trial.set_user_attr("outcome", Outcome.REPEAT.value)
+    trial.set_user_attr("repeat_of", earlier.number)
+    trial.set_user_attr("message", f"same config as trial #{earlier.number}: not measured again")
+    logger.info("trial %d %s: same config as trial %d, not measured again", trial.number, trial.user_attrs.get("config"), earlier.number)
+    if earlier.state == optuna.trial.TrialState.COMPLETE:
+        return float(earlier.value)  # type: ignore[arg-type]
+    for step, value in sorted(earlier.intermediate_values.items()):
+        trial.report(value, step)
+    for key, value in earlier.system_attrs.items():
+        if key.startswith("constraints:"):
+            trial.set_constraint(key.partition(":")[2], value)
+    raise optuna.TrialPruned(f"same config as trial #{earlier.number}")
+
+
+class MeasuredTrials:
+    """A study callback: stops after ``n`` trials that measured something (repeats are not counted), or after
+    ``max_repeats`` repeats, when the sampler has hardly a config left that was not measured."""
+
+    def __init__(self, n: int, max_repeats: int) -> None:
+        self.left = n
+        self.repeats_left = max_repeats
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if is_repeat(trial):
+            self.repeats_left -= 1
+        else:
+            self.left -= 1
+        if self.left <= 0 or self.repeats_left <= 0:
+            if self.left > 0:
+                logger.info("stopping: the sampler keeps proposing configs that were measured already")
+            study.stop()
+
+
+def unless_repeat(callback: Callable[[optuna.Study, optuna.trial.FrozenTrial], None]) -> Callable[[optuna.Study, optuna.trial.FrozenTrial], None]:
+    """``callback``, not called for repeats (a progress bar counts measured trials)."""
+
+    def call(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if not is_repeat(trial):
+            callback(study, trial)
+
+    return call

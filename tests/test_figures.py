@@ -1,0 +1,246 @@
+"""One definition of each figure: the YAML, the report, ``autotune show`` and ``--json`` state the same numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from pathlib import Path
+
+import optuna
+import pytest
+
+import autotune
+from autotune.cli import main
+from autotune.config.files import save_config
+from autotune.config.schema import DaliOptions, LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.report import overview, write_report
+from autotune.report._render import fmt_rate, fmt_speedup, fmt_spread
+from autotune.study.result import config_from_study, headline
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.spec import TrialResult
+
+REPO = Path(__file__).resolve().parents[1]
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--quiet"]
+
+
+def _study_with_symptoms(url: str) -> optuna.Study:
+    """The shapes seen in the field: the winner's re-measurements far above its first trial's windows, and the
+    heuristic among the re-measured candidates (its re-measured median differs from its trial score)."""
+    study = optuna.create_study(storage=url, study_name="symptoms", direction="maximize")
+    for k, v in {"dataset": {"path": "/d", "samples": 24}, "device": "cpu", "hardware": {"cpus": 2}, "ranks": 1}.items():
+        study.set_user_attr(k, v)
+    trials = [  # (role, workers, score, window spread)
+        ("defaults", 0, 100.0, [95.0, 104.0]),
+        ("heuristic", 2, 380.0, [300.0, 390.0]),
+        (None, 1, 400.0, [343.2, 409.2]),
+        (None, 3, 150.0, [140.0, 160.0]),
+    ]
+    for role, w, score, spread in trials:
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
+        attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "samples_per_s": score, "spread": spread}
+        if role:
+            attrs["role"] = role
+        study.add_trial(optuna.trial.create_trial(value=score, user_attrs=attrs))
+    study.set_user_attr("confirmation", {"method": "top 2 re-measured 2x each, interleaved; winner by median of all scores", "winner_trial": 2, "repeats": 2, "attempted": 4, "candidates": [
+        {"trial": 2, "config": "w1", "scores": [400.0, 494.4, 510.0], "median": 494.4},
+        {"trial": 1, "config": "w2", "scores": [380.0, 270.0, 276.2], "median": 276.2},
+    ]})
+    return study
+
+
+def _show(args: list[str], capsys) -> str:
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "200"  # one table row per line
+    try:
+        assert main(["show", *args]) == 0
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+    return capsys.readouterr().out
+
+
+def _cross_check(study: optuna.Study, url: str, tmp_path: Path, capsys) -> dict:
+    """Every place a figure is stated agrees with the YAML; returns the YAML's result section."""
+    cfg = config_from_study(study, url)
+    path = tmp_path / "autotune.yaml"
+    save_config(cfg, path)
+    r = autotune.load_config(path).result
+    lo, hi = r["spread"]
+    assert lo <= r["samples_per_s"] <= hi, "the spread holds the value it describes"
+    assert r["samples_per_s"] == round(statistics.median(r["scores"]), 1)
+    for role in ("defaults", "heuristic"):
+        if r[f"{role}_samples_per_s"]:
+            assert r[f"speedup_vs_{role}"] == round(r["samples_per_s"] / r[f"{role}_samples_per_s"], 2)
+
+    ov = overview(study, url)
+    assert ov["winner"]["samples_per_s"] == r["samples_per_s"] and ov["winner"]["spread"] == r["spread"]
+    assert ov["winner"]["scores"] == r["scores"]
+    assert ov["speedups"] == {k: r[f"speedup_vs_{k}"] for k in ("defaults", "heuristic") if r[f"speedup_vs_{k}"] is not None}
+    for role in ("defaults", "heuristic"):
+        assert (ov["baselines"].get(role) or {}).get("samples_per_s") == r[f"{role}_samples_per_s"]
+    if "confirmed" in r:
+        assert ov["confirmation"]["method"] == r["confirmed"]["method"]
+
+    md = (write_report(study, url, tmp_path / "reports") / "report.md").read_text()
+    assert f"**best samples/s** {fmt_rate(r['samples_per_s'])}" in md
+    assert f"**vs defaults** {fmt_speedup(r['speedup_vs_defaults'])}" in md
+    assert f"**vs heuristic** {fmt_speedup(r['speedup_vs_heuristic'])}" in md
+    assert f"spread {fmt_spread(r['spread'])}" in md
+    if "confirmed" in r:
+        assert r["confirmed"]["method"] in md
+
+    for out in (_show([str(path)], capsys), _show(["--storage", url, "--study", study.study_name], capsys)):
+        text = re.sub(r"\s+", " ", out)
+        assert f"{fmt_rate(r['samples_per_s'])} spread {fmt_spread(r['spread'])}" in text
+        assert f"(speedup {fmt_speedup(r['speedup_vs_defaults'])})" in text
+        assert f"(speedup {fmt_speedup(r['speedup_vs_heuristic'])})" in text
+    shown = json.loads(_show([str(path), "--json"], capsys))
+    stored = json.loads(_show(["--storage", url, "--study", study.study_name, "--json"], capsys))
+    assert shown["result"] == r
+    assert {k: v for k, v in stored["config"].items() if k != "created"} == {k: v for k, v in shown.items() if k not in ("created",)}
+    return r
+
+
+def test_the_figures_agree_on_the_shapes_seen_in_the_field(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    r = _cross_check(_study_with_symptoms(url), url, tmp_path, capsys)
+    assert r["samples_per_s"] == 494.4 and r["spread"] == [400.0, 510.0]  # the range of the same three scores
+    assert r["heuristic_samples_per_s"] == 276.2 and r["speedup_vs_heuristic"] == 1.79  # like for like, everywhere
+    assert "1.79x" in (tmp_path / "reports" / "symptoms" / "report.md").read_text()
+
+
+def test_the_figures_agree_on_a_finished_study(tiny_dataset, workdir, capsys):
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2",
+               "--confirm-repeats", "1", "--seed", "3", "--study-name", "finished", "--reports-dir", str(workdir / "run-reports"), *FAST])
+    assert rc == 0
+    capsys.readouterr()
+    study = optuna.load_study(study_name="finished", storage="sqlite:///autotune.db")
+    r = _cross_check(study, "sqlite:///autotune.db", workdir, capsys)
+    assert r == autotune.load_config(workdir / "autotune.yaml").result  # the run wrote the same figures
+
+
+def test_single_score_spread_is_its_windows_and_holds_the_value():
+    assert headline([300.0], [280.0, 320.0]) == (300.0, [280.0, 320.0])
+    assert headline([300.0, 250.0, 310.0], [10.0, 20.0]) == (300.0, [250.0, 310.0])
+    rate, (lo, hi) = headline([300.0], [310.0, 320.0])  # windows that miss the value (a foreign record) are widened
+    assert lo <= rate <= hi
+
+
+def _tuner(dataset, tmp_path, space: dict, **kw) -> Tuner:
+    settings = TuneSettings(**{"baselines": False, "confirm_top": 2, "confirm_repeats": 2, "cache": "none", **kw})
+    return Tuner(scan(dataset), parse_space(space, cores=2), settings, storage=f"sqlite:///{tmp_path}/t.db", study_name="t")
+
+
+WORKERS = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2]}}}
+
+
+def test_confirmation_method_says_when_every_re_measurement_failed(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner(tiny_dataset, tmp_path, WORKERS)
+    for w, v in ((0, 100.0), (1, 200.0), (2, 150.0)):
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
+        tuner.study.add_trial(optuna.trial.create_trial(value=v, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete"}))
+    monkeypatch.setattr(tuner, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.CRASH, message="boom"))
+    record = tuner.confirm()
+    assert "re-measured 2x each" not in record["method"]
+    assert record["method"] == "best single trial: all 4 re-measurements of the top 2 failed"
+    cfg = config_from_study(tuner.study, tuner.storage_url)
+    assert cfg.result["confirmed"]["method"] == record["method"] and cfg.result["spread"][0] <= cfg.result["samples_per_s"]
+
+
+def test_a_stored_record_that_claims_re_measurements_that_failed_is_told_as_it_was(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = _study_with_symptoms(url)
+    conf = dict(study.user_attrs["confirmation"])
+    del conf["attempted"]
+    conf["candidates"] = [{**c, "scores": c["scores"][:1], "median": c["scores"][0]} for c in conf["candidates"]]
+    study.set_user_attr("confirmation", conf)
+    assert config_from_study(study, url).result["confirmed"]["method"] == "best single trial: every re-measurement failed"
+
+
+def test_hw_decoder_load_only_for_gpu_decode_and_without_float_noise():
+    cpu = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2, "hw_decoder_load": 0.65})
+    assert "hw_decoder_load" not in cpu.to_params() and "hw_decoder_load" not in cpu.to_dict()["dali"]
+    assert cpu.dali.hw_decoder_load is None
+    gpu = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "gpu", "hw_decoder_load": 0.9500000000000001})
+    assert gpu.to_params()["hw_decoder_load"] == 0.95 and gpu.to_dict()["dali"]["hw_decoder_load"] == 0.95
+    assert "hw_load=0.95" in gpu.describe()
+    assert DaliOptions(device="gpu").hw_decoder_load == 0.65  # DALI's usual share when none is named
+
+
+def test_stepped_floats_are_sampled_at_the_steps_decimals():
+    space = parse_space({"params": {"backend": {"choices": ["dali"]}, "batch_size": {"choices": [8]}, "dali_device": {"choices": ["gpu"]},
+                                    "hw_decoder_load": {"float": [0.0, 1.0], "step": 0.05}}}, cores=2)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    values = [space.suggest(study.ask(), {})["hw_decoder_load"] for _ in range(60)]
+    assert all(v == round(v, 2) and repr(v) == repr(round(v, 2)) for v in values)
+    assert any(repr(v).endswith("5") for v in values)  # 0.05 steps, e.g. 0.95 (0.9500000000000001 before)
+
+
+def test_yaml_header_points_to_a_section_that_exists(tmp_path):
+    path = tmp_path / "a.yaml"
+    save_config(autotune.Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8})), path)
+    header = path.read_text().splitlines()[0]
+    doc, section = re.search(r"(docs/[\w.]+), section '([^']+)'", header).groups()
+    assert f"\n## {section}\n" in (REPO / doc).read_text()
+
+
+def _dali_winner(url: str, with_torch: bool = True) -> optuna.Study:
+    study = optuna.create_study(storage=url, study_name="dali-wins", direction="maximize")
+    rows = [({"backend": "dali", "batch_size": 16, "dali_device": "cpu", "num_threads": 2, "prefetch_queue_depth": 2}, 300.0)]
+    if with_torch:
+        rows += [({"backend": "torch", "batch_size": 8, "num_workers": 0}, 100.0),
+                 ({"backend": "torch", "batch_size": 16, "num_workers": 2, "prefetch_factor": 4, "persistent_workers": True}, 210.0),
+                 ({"backend": "torch", "batch_size": 8, "num_workers": 1, "prefetch_factor": 2}, 180.0)]
+    for params, v in rows:
+        loader = LoaderConfig.from_params(params)
+        study.add_trial(optuna.trial.create_trial(value=v, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "spread": [v - 5, v + 5]}))
+    return study
+
+
+def test_a_dali_winner_still_serves_dataloader_kwargs(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = config_from_study(_dali_winner(url), url)
+    path = tmp_path / "autotune.yaml"
+    save_config(cfg, path)
+    text = path.read_text()
+    assert "\ntorch_fallback:" in text and text.index("\nloader:") < text.index("\ntorch_fallback:") < text.index("\nresult:")
+    loaded = autotune.load_config(path)
+    assert loaded.loader.backend.value == "dali"
+    assert loaded.torch_fallback["trial"] == 2 and loaded.torch_fallback["samples_per_s"] == 210.0
+    assert loaded.dataloader_kwargs() == {"batch_size": 16, "num_workers": 2, "pin_memory": False, "prefetch_factor": 4, "persistent_workers": True}
+    assert loaded.dataloader_kwargs(batch_size=4)["batch_size"] == 4
+    assert loaded.for_rank(0, 1).dataloader_kwargs()["num_workers"] == 2
+    import torch
+
+    loader = torch.utils.data.DataLoader(list(range(40)), **loaded.dataloader_kwargs())  # a user's own Dataset
+    assert sum(len(b) for b in loader) == 40
+    shown = re.sub(r"\s+", " ", _show([str(path)], capsys))
+    assert "the best torch DataLoader: trial #2, 210.0 samples/s" in shown and '"num_workers": 2' in shown
+
+
+def test_a_dali_only_study_says_there_are_no_dataloader_kwargs(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    cfg = config_from_study(_dali_winner(url, with_torch=False), url)
+    assert cfg.torch_fallback == {} and "torch_fallback" not in cfg.to_dict()
+    with pytest.raises(autotune.ConfigError, match="build_loader"):
+        cfg.dataloader_kwargs()
+
+
+@pytest.mark.parametrize(("section", "needle"), [
+    ("torch_fallback: {batch_size: 8, torch: {num_workers: -1}}", "num_workers must be >= 0"),
+    ("torch_fallback: {batch_size: true, torch: {}}", "torch_fallback.batch_size must be an integer"),
+    ("torch_fallback: {batch_size: 8, torch: {workers: 2}}", "unknown key torch_fallback.torch.workers"),
+    ("torch_fallback: [1, 2]", "torch_fallback must be a mapping"),
+])
+def test_a_bad_torch_fallback_is_a_one_line_error(tmp_path, section, needle):
+    path = tmp_path / "a.yaml"
+    path.write_text("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {device: cpu}}\n" + section + "\n")
+    with pytest.raises(autotune.ConfigError, match=re.escape(needle)):
+        autotune.load_config(path)
