@@ -112,6 +112,7 @@ class AutoLoader:
         self._epoch = 0
         self._plain: Any = None
         self._candidates: dict[int, Any] = {}
+        self._epoch_token: object | None = None
         self.written: Any = None  # the Config written after exploring (rank 0)
         self.source: Any = None
         self.explorer: Explorer | None = None
@@ -156,12 +157,26 @@ class AutoLoader:
         return (images, labels, positions) if self.with_indices else (images, labels)
 
     def close(self) -> None:
-        """Release the current loader's workers, threads and device memory."""
+        """Release the current loader's workers, threads and device memory.
+
+        Training that ends while the loader is still exploring keeps what was measured: rank 0 writes the YAML
+        for the best candidate so far (if one completed), and the next run starts from it.
+        """
         if self._active is not None:
             self._close_loader(self._active)
         if self._plain is not None:
             self._plain.close()
             self._plain = None
+        if self.exploring and self.comm.leader and self.explorer is not None and self.explorer.best is not None:
+            best = self.explorer.best
+            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": "training ended while exploring"}, None)
+            self._active = None
+
+    def __enter__(self) -> AutoLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- settled: the tuned loader, built once -----------------------------------------------------------------
     def _settled_epoch(self) -> Iterator[tuple[Any, ...]]:
@@ -185,6 +200,7 @@ class AutoLoader:
                               batch_size=LoaderConfig.from_params(act.params).batch_size, drop_last=self.drop_last)
         self._close_loader(act)
         act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
+        token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
         clock = time.perf_counter
         t_prev: float | None = None
         last: tuple[int, float] | None = None  # (samples, wait) of the last batch when it is measured
@@ -215,10 +231,11 @@ class AutoLoader:
                 t_prev = now
                 yield self._out(images, positions)
         finally:
-            if self._active is not None:
-                self._close_loader(self._active)
-            if not self.exploring:
-                self._active = None  # the next epoch runs the winner, built once
+            if self._epoch_token is token:
+                if self._active is not None:
+                    self._close_loader(self._active)
+                if not self.exploring:
+                    self._active = None  # the next epoch runs the winner, built once
 
     def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float]:
         """The next batch of the current candidate; a candidate that fails is replaced, the batch is not lost."""
