@@ -321,6 +321,14 @@ WORKER = textwrap.dedent("""
     from autotune.autoloader import AutoLoader, Exploration
 
     rank, data, space, out, init = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    if rank == 1:  # one candidate fails on rank 1 only: rank 1 runs a fallback until the ranks next agree
+        from autotune.autoloader import _loader
+        real = _loader.build_from_dataset
+        def build(ds, loader, **kw):
+            if loader.torch is not None and loader.torch.prefetch_factor == 3:
+                raise RuntimeError("injected failure on rank 1")
+            return real(ds, loader, **kw)
+        _loader.build_from_dataset = build
     dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
     cands = json.loads(sys.argv[6])
     al = AutoLoader(data, device="cpu", config="autotune.yaml", batch_size=2, space=space, storage="sqlite:///autotune.db", with_indices=True,
@@ -345,7 +353,7 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
     script = workdir / "worker.py"
     script.write_text(WORKER)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    cands = json.dumps([CANDIDATES[0], CANDIDATES[2], CANDIDATES[1], CANDIDATES[3]])
+    cands = json.dumps([CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, CANDIDATES[2], CANDIDATES[1]])
     procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), cands],
                               env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
     try:
@@ -368,6 +376,8 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
         for b in e0 + e1:
             assert b[1] == [dataset.labels[i] for i in b[0]]
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    failed = [t.user_attrs["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert failed == ["torch b=2 workers=1 prefetch=3"]  # rank 1's failure, reported to rank 0 at the check point
     rates = [t.user_attrs["samples_per_s"] for t in study.trials if t.user_attrs.get("outcome") == "complete"]
     assert rates and all(r <= 2 / 0.05 for r in rates)  # rank 1 sleeps 50 ms a batch of 2: at most 40 samples/s
     assert math.isfinite(max(rates))

@@ -222,8 +222,6 @@ class AutoLoader:
                 if plan.done(b):
                     break
                 images, positions, wait = self._fetch(plan)
-                if images is None:
-                    break
                 act = self._active
                 act.tally.since_build += 1
                 last = (int(positions.shape[0]), wait) if self.exploring and act.tally.since_build > self.rules.warmup_batches else None
@@ -307,7 +305,8 @@ class AutoLoader:
             if verdict != CONTINUE:
                 cand = self._candidates.get(act.number) if act.number is not None else None
                 if cand is not None:
-                    self.source.tell(cand, verdict, per_sample=per_sample, wait_fraction=wait_fraction, measured=t.measured, message=t.failed or "")
+                    self.source.tell(cand, verdict, per_sample=per_sample, wait_fraction=wait_fraction, measured=t.measured,
+                                     message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample)
             decision = self._next_decision(verdict, wait_fraction, verdict)
         self._apply(self.comm.broadcast(decision), plan)

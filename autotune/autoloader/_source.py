@@ -30,7 +30,7 @@ from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
 logger = logging.getLogger(__name__)
 
 #: proposals in a row that repeat a measured config before the space counts as exhausted
-_MAX_REPEATS = 20
+_MAX_REPEATS = 5
 
 
 @dataclasses.dataclass
