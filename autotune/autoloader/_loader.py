@@ -265,6 +265,10 @@ class AutoLoader:
         msg = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
         logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
         self._close_loader(act)
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()  # what an out-of-memory candidate left cached goes back before the next one
         if act.fallback or not self.exploring:
             if act.params.get("num_workers") == 0 and act.params.get("backend") == "torch":
                 raise error  # even the torch defaults fail: a real problem (the data), not a candidate's
