@@ -271,6 +271,15 @@ def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_da
     assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
 
 
+def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
+    names = []
+    for _ in range(2):
+        al = make(tiny_dataset, space, candidates=CANDIDATES[:1], study_name="same")
+        al.close()
+        names.append(al.source.study.study_name)
+    assert names == ["same", "same-2"]
+
+
 def test_zero_budget_explores_nothing(tiny_dataset, space):
     al = make(tiny_dataset, space, candidates=CANDIDATES, budget_s=0.0)
     dataset = scan(tiny_dataset)

@@ -102,14 +102,20 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
 def agreed(comm: Agreement, compute) -> Any:
     """Rank 0 computes, every rank gets the value; an error on rank 0 is raised on every rank."""
     out: tuple[str, Any] = ("ok", None)
+    error: BaseException | None = None
     if comm.leader:
         try:
             out = ("ok", compute())
-        except UserError as e:
-            out = ("error", str(e))
+        except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
+            error = e
+            out = ("user-error" if isinstance(e, UserError) else "error", f"rank 0: {e}")
     out = comm.broadcast(out)
-    if out[0] == "error":
+    if error is not None:
+        raise error
+    if out[0] == "user-error":
         raise UserError(out[1])
+    if out[0] == "error":
+        raise RuntimeError(out[1])
     return out[1]
 
 

@@ -66,13 +66,14 @@ class CandidateSource:
         self.space = space
         self.storage_url = storage or "in-memory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        self.study = optuna.create_study(
-            storage=open_storage(storage) if storage else None,
-            study_name=study_name,
-            direction="maximize",
-            sampler=make_sampler("tpe", seed),
-            load_if_exists=False,
-        )
+        storage_obj = open_storage(storage) if storage else None
+        for attempt in range(1, 100):  # two loaders started in the same second: the second name gets -2
+            name = study_name if attempt == 1 else f"{study_name}-{attempt}"
+            try:
+                self.study = optuna.create_study(storage=storage_obj, study_name=name, direction="maximize", sampler=make_sampler("tpe", seed))
+                break
+            except optuna.exceptions.DuplicatedStudyError:
+                continue
         for k, v in attrs.items():
             self.study.set_user_attr(k, v)
         self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
