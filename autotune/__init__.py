@@ -5,6 +5,8 @@ import autotune
 cfg = autotune.load_config("autotune.yaml")
 loader = autotune.build_loader("/data/train", cfg)      # torch DataLoader or DALI iterator
 # or: DataLoader(my_dataset, **cfg.dataloader_kwargs())
+# or, tuning inside the training loop itself:
+loader = autotune.AutoLoader("/data/train", config="autotune.yaml")
 ```
 """
 
@@ -24,7 +26,25 @@ from autotune.outcomes import Backend, Outcome
 
 __version__ = "0.1.0"
 
+#: names imported on first use, so that ``import autotune`` stays light (no optuna, no torch)
+_LAZY = {"AutoLoader": "autotune.autoloader", "Exploration": "autotune.autoloader"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'autotune' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
+    "AutoLoader",
     "Backend",
     "Config",
     "ConfigError",

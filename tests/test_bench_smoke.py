@@ -42,3 +42,22 @@ def test_sections_replace_their_own_machine_only(tmp_path):
     assert text.startswith("# Benchmark results")
     assert "new cpu" in text and "old cpu" not in text and "\ngpu\n" in text
     assert text.count("<!-- section:") == 2
+
+
+def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
+    """benchmarks/autoloader_gpu.py with a tiny model on the CPU: the JSON the H200 run writes, in its shape."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_gpu.py"), "--device", "cpu", "--model", "tiny",
+           "--data", str(tiny_dataset), "--images", "24", "--classes", "3", "--batch-size", "4", "--samples", "32", "--budget-s", "3",
+           "--skip", "1", "--work", str(tmp_path / "work"), "--variants", "autoloader,torch-defaults", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(out.read_text())
+    assert [r["variant"] for r in rows] == ["autoloader", "torch-defaults"]
+    for r in rows:
+        assert set(r) == {"variant", "samples", "wall_s", "settled_samples_per_s"}
+        assert r["samples"] >= 32 and r["wall_s"] > 0

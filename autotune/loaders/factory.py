@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autotune.config.schema import Config, LoaderConfig
+    from autotune.dataset.scan import Dataset
     from autotune.loaders.backends import BatchLoader
 
 
@@ -47,8 +49,6 @@ def build_loader(
     """
     from autotune.config.schema import Config
     from autotune.dataset.scan import scan
-    from autotune.loaders.backends import get_backend
-    from autotune.loaders.presets import get_preset
 
     loader_cfg = cfg.loader if isinstance(cfg, Config) else cfg
     if pipeline is None:
@@ -71,4 +71,37 @@ def build_loader(
                 stacklevel=2,
             )
         dataset = kept
-    return get_backend(loader_cfg.backend.value).build(dataset, get_preset(pipeline), loader_cfg, device, shard_id=shard_id, num_shards=num_shards, seed=seed)
+    return build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
+
+
+def build_from_dataset(
+    dataset: Dataset,
+    loader: LoaderConfig,
+    *,
+    pipeline: str,
+    device: str,
+    shard_id: int = 0,
+    num_shards: int = 1,
+    seed: int | None = None,
+    indices: Sequence[int] | None = None,
+) -> BatchLoader:
+    """:func:`build_loader` over an already scanned dataset (no second scan), optionally over ``indices`` only.
+
+    Args:
+        dataset: the scanned dataset.
+        loader: the loader config.
+        pipeline: preset name.
+        device: where batches are delivered.
+        shard_id, num_shards: this rank's shard (ignored with ``indices``).
+        seed: seeds shuffling and augmentation.
+        indices: dataset positions to read, in this order, once per epoch, with no shuffle of the loader's own.
+
+    Returns:
+        The backend's loader.
+    """
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
+
+    return get_backend(loader.backend.value).build(
+        dataset, get_preset(pipeline), loader, device, shard_id=shard_id, num_shards=num_shards, seed=seed, indices=indices
+    )

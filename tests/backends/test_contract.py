@@ -144,6 +144,23 @@ def test_two_shards_cover_the_dataset_without_overlap(backend: str, dataset: Dat
     assert sorted(parts[0] + parts[1]) == list(range(len(ds)))
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_indices_read_exactly_those_samples_in_that_order(backend: str, preset: str, dataset: Dataset) -> None:
+    """``indices``: the samples at these positions, in this order, no shuffle and no shard of the loader's own
+    (what AutoLoader builds over the part of an epoch not yet delivered)."""
+    ds = _by_index(dataset)
+    wanted = [17, 3, 22, 0, 9, 14, 5, 11, 20, 1, 7]  # 11 = 2 batches of 5 + 1
+    for _ in range(2):  # and again on the next iter()
+        loader = _build(backend, ds, preset, seed=3, shard_id=1, num_shards=2, indices=wanted)
+        try:
+            got = torch.cat(_epoch(loader)[1]).tolist()
+            assert len(loader) == (2 if preset == "imagenet-train" else 3)
+        finally:
+            loader.close()
+        assert got == (wanted[:10] if preset == "imagenet-train" else wanted)
+
+
 def _assert_same_pictures(a: torch.Tensor, b: torch.Tensor) -> None:
     """Per image and channel, mean and std within a small tolerance (resampling filters differ slightly)."""
     assert a.shape == b.shape

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
@@ -52,8 +52,15 @@ class LoaderBackend(abc.ABC):
         shard_id: int = 0,
         num_shards: int = 1,
         seed: int | None = None,
+        indices: Sequence[int] | None = None,
     ) -> BatchLoader:
-        """Build the loader that training will use (and the study measures)."""
+        """Build the loader that training will use (and the study measures).
+
+        ``indices``, when given, are positions in ``dataset``: the loader reads exactly these samples, in this
+        order, once per ``iter()``, with no shuffling and no sharding of its own (the caller owns the order and
+        gives each rank its own positions; ``shard_id``/``num_shards`` are then ignored). This is how
+        :class:`autotune.AutoLoader` builds a loader over the part of an epoch not yet delivered.
+        """
 
 
 def decode_error_file(text: str) -> str | None:

@@ -15,12 +15,13 @@ temporary folder (copies where symlinks are refused), removed by :meth:`DaliLoad
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune._imports import try_import
@@ -110,7 +111,9 @@ def _device_id(device: str, dali_device: str) -> int | None:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def _graph(fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int) -> tuple[Any, Any]:
+def _graph(
+    fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int, shuffle: bool | None = None
+) -> tuple[Any, Any]:
     """The preset as DALI operators; called inside the pipeline definition.
 
     Args:
@@ -120,6 +123,7 @@ def _graph(fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[s
         files, labels: what the reader reads, in ``ImageFolder`` order.
         to_gpu: whether the outputs go to a GPU (CPU decoding then moves the images before normalizing).
         shard_id, num_shards: this reader's shard.
+        shuffle: whether the reader shuffles; default: for train presets (False reads ``files`` in order).
 
     Returns:
         ``(images, labels)`` DataNodes: float32 CHW images and int32 labels.
@@ -127,7 +131,7 @@ def _graph(fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[s
     jpegs, lab = fn.readers.file(
         files=files,
         labels=labels,
-        random_shuffle=preset.train,  # a fixed global shuffle, then a shuffle buffer: shards stay disjoint
+        random_shuffle=preset.train if shuffle is None else shuffle,  # a fixed global shuffle, then a shuffle buffer: shards stay disjoint
         shard_id=shard_id,
         num_shards=num_shards,
         pad_last_batch=True,  # every epoch the same length
@@ -249,6 +253,7 @@ class DaliBackend(LoaderBackend):
         shard_id: int = 0,
         num_shards: int = 1,
         seed: int | None = None,
+        indices: Sequence[int] | None = None,
     ) -> DaliLoader:
         """Build the DALI pipeline and its PyTorch iterator.
 
@@ -259,6 +264,7 @@ class DaliBackend(LoaderBackend):
             device: where batches are delivered: ``cpu``, ``cuda`` (the current CUDA device) or ``cuda:N``.
             shard_id, num_shards: this rank's shard of the dataset.
             seed: seeds shuffling and augmentation; ``None`` for a random seed.
+            indices: read exactly these dataset positions, in this order, as a file list (no shuffle, no shard).
 
         Returns:
             A :class:`DaliLoader`; train presets drop the last partial batch, eval presets keep it.
@@ -276,6 +282,13 @@ class DaliBackend(LoaderBackend):
         opts = loader.dali if loader.dali is not None else DaliOptions()
         if not 0 <= shard_id < num_shards:
             raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
+        labels = list(dataset.labels)
+        if indices is not None:
+            if not indices:
+                raise UserError("indices is empty; pass at least one dataset position")
+            dataset = dataclasses.replace(dataset, files=tuple(dataset.files[i] for i in indices), labels=tuple(dataset.labels[i] for i in indices))
+            labels = list(dataset.labels)
+            shard_id, num_shards = 0, 1
         if len(dataset) < num_shards:
             raise UserError(f"the dataset has {len(dataset)} images, fewer than num_shards={num_shards}; use fewer shards or more images")
         device_id = _device_id(device, opts.device)
@@ -292,10 +305,11 @@ class DaliBackend(LoaderBackend):
                 prefetch_queue_depth=opts.prefetch_queue_depth,
             )
             with pipe:
-                images, labels = _graph(
-                    fn, types, preset, opts, files, list(dataset.labels), to_gpu=to_gpu, shard_id=shard_id, num_shards=num_shards
+                images, out_labels = _graph(
+                    fn, types, preset, opts, files, labels, to_gpu=to_gpu, shard_id=shard_id, num_shards=num_shards,
+                    shuffle=False if indices is not None else None,
                 )
-                pipe.set_outputs(images, labels)
+                pipe.set_outputs(images, out_labels)
             pipe.build()
             policy = LastBatchPolicy.DROP if preset.train else LastBatchPolicy.PARTIAL
             iterator = DALIGenericIterator(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -90,13 +90,27 @@ class TorchLoader(BatchLoader):
 class TorchBackend(LoaderBackend):
     name = "torch"
 
-    def build(self, dataset: Dataset, preset: Preset, loader: LoaderConfig, device: str, *, shard_id: int = 0, num_shards: int = 1, seed: int | None = None) -> TorchLoader:
+    def build(
+        self,
+        dataset: Dataset,
+        preset: Preset,
+        loader: LoaderConfig,
+        device: str,
+        *,
+        shard_id: int = 0,
+        num_shards: int = 1,
+        seed: int | None = None,
+        indices: Sequence[int] | None = None,
+    ) -> TorchLoader:
         opts = loader.torch
         assert opts is not None
         ds = FileListDataset(dataset.files, dataset.labels, dataset.classes, build_transform(preset))
         sampler = None
         shuffle = preset.train
-        if num_shards > 1:
+        if indices is not None:
+            sampler = list(indices)  # these positions, in this order (a DataLoader takes any iterable of indices)
+            shuffle = False
+        elif num_shards > 1:
             sampler = DistributedSampler(ds, num_replicas=num_shards, rank=shard_id, shuffle=preset.train, seed=seed or 0, drop_last=preset.train)
             shuffle = False
         generator = torch.Generator().manual_seed(seed) if seed is not None else None

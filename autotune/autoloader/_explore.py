@@ -1,0 +1,131 @@
+"""The exploration rules: when a candidate has been measured enough, when it is abandoned, when to settle.
+
+Plain arithmetic on what the loop measured, no torch and no clock of its own, so the rules are tested with
+made-up timings. The score of a candidate is the wall time per sample of the user's own loop (loader plus
+training step: the time between consecutive ``__next__`` calls) after its first ``warmup_batches`` batches,
+the slowest rank's under DDP. Lower is better; the study stores its inverse, samples per second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from autotune.errors import UserError
+
+#: how a candidate's measurement ended
+CONTINUE, DONE, SLOW, FAILED, BUDGET = "continue", "done", "slow", "failed", "budget"
+
+
+@dataclasses.dataclass(frozen=True)
+class Exploration:
+    """How :class:`~autotune.AutoLoader` explores.
+
+    Args:
+        budget_s: wall seconds of training after which exploration stops and the best candidate so far is kept.
+        max_slowdown: a candidate slower than the best so far by more than this factor is abandoned at its next
+            check point (1.5: 50 % slower).
+        warmup_batches: batches after each (re)build that are not measured (workers starting, queues filling).
+        measure_batches: measured batches that complete a candidate.
+        check_batches: measured batches between check points (where a slow or failed candidate is dropped;
+            under DDP the ranks agree only there).
+        max_candidates: candidates tried at most, the starting points included.
+        settle_wait: settle at once on a measured candidate whose loop waited for data less than this fraction
+            of its time: the loader keeps up with the step, so no other loader can make the loop faster.
+    """
+
+    budget_s: float = 180.0
+    max_slowdown: float = 1.5
+    warmup_batches: int = 5
+    measure_batches: int = 30
+    check_batches: int = 10
+    max_candidates: int = 16
+    settle_wait: float = 0.03
+
+    def __post_init__(self) -> None:
+        if not self.budget_s >= 0:
+            raise UserError(f"budget_s must be >= 0 seconds, but got {self.budget_s!r}")
+        if not self.max_slowdown >= 1.0:
+            raise UserError(f"max_slowdown must be >= 1.0 (1.5 abandons candidates 50 % slower than the best), but got {self.max_slowdown!r}")
+        for name in ("warmup_batches",):
+            if getattr(self, name) < 0:
+                raise UserError(f"{name} must be >= 0, but got {getattr(self, name)}")
+        for name in ("measure_batches", "check_batches", "max_candidates"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be >= 1, but got {getattr(self, name)}")
+        if not 0.0 <= self.settle_wait < 1.0:
+            raise UserError(f"settle_wait must be between 0 and 1, but got {self.settle_wait!r}")
+
+
+@dataclasses.dataclass
+class Tally:
+    """What one rank measured of the current candidate. The counters are the same on every rank."""
+
+    since_build: int = 0  # batches fetched since the last (re)build: the first warmup_batches are not measured
+    measured: int = 0
+    samples: int = 0
+    loop_s: float = 0.0
+    wait_s: float = 0.0
+    failed: str | None = None
+    warm_checked: bool = False
+    checked: int = 0  # `measured` at the last check point
+
+    def rebuilt(self) -> None:
+        self.since_build = 0
+        self.warm_checked = False
+
+    def check_due(self, rules: Exploration) -> bool:
+        """Whether this call is a check point: just after the warm-up, then every ``check_batches`` measured."""
+        if not self.warm_checked and self.since_build >= max(1, rules.warmup_batches):
+            return True
+        return self.measured > self.checked and self.measured % rules.check_batches == 0
+
+    def mark_checked(self) -> None:
+        self.warm_checked = True
+        self.checked = self.measured
+
+
+@dataclasses.dataclass(frozen=True)
+class Best:
+    number: int
+    params: dict[str, Any]
+    per_sample: float
+
+
+class Explorer:
+    """Rank 0's judge: a candidate's verdict at each check point, the best so far, and when to settle."""
+
+    def __init__(self, rules: Exploration, started: float) -> None:
+        self.rules = rules
+        self.started = started
+        self.best: Best | None = None
+        self.tried = 0
+
+    def over_budget(self, now: float) -> bool:
+        return now - self.started >= self.rules.budget_s
+
+    def judge(self, *, measured: int, samples: int, loop_s: float, failed: bool, now: float) -> str:
+        """The verdict at a check point: ``continue``, ``done``, ``slow``, ``failed`` or ``budget``."""
+        r = self.rules
+        if failed:
+            return FAILED
+        per_sample = loop_s / samples if samples else math.inf
+        if measured and self.best is not None and per_sample > self.best.per_sample * r.max_slowdown:
+            return SLOW
+        if measured >= r.measure_batches:
+            return DONE
+        if self.over_budget(now):
+            return BUDGET
+        return CONTINUE
+
+    def record(self, number: int, params: dict[str, Any], verdict: str, per_sample: float) -> None:
+        """A candidate ended: it is the best so far when it was measured and is faster."""
+        if verdict in (DONE, BUDGET) and math.isfinite(per_sample) and (self.best is None or per_sample < self.best.per_sample):
+            self.best = Best(number, dict(params), per_sample)
+
+    def settle_now(self, verdict: str, wait_fraction: float, now: float) -> bool:
+        """After a candidate ended: stop exploring (budget spent, candidates used up, or the loader keeps up)."""
+        if verdict == BUDGET or self.over_budget(now) or self.tried >= self.rules.max_candidates:
+            return True
+        return verdict == DONE and self.best is not None and wait_fraction < self.rules.settle_wait

@@ -1,0 +1,376 @@
+"""``AutoLoader``: the loader that finds its own configuration inside the user's training loop.
+
+Two modes. *Settled*: a config that matches this machine was found (or exploration has ended): the tuned
+loader, built once, exactly what :func:`autotune.build_loader` builds. *Exploring*: each epoch follows one
+permutation (:mod:`._plan`); the current candidate is a loader over the part of the epoch not yet delivered;
+at check points (:mod:`._explore`) rank 0 judges it, asks the study for the next one (:mod:`._source`) and
+every rank switches at the same batch (:mod:`._agree`). A candidate that fails is replaced before its batch is
+lost: the loop never sees an error from exploration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from autotune.autoloader._agree import Agreement
+from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally
+from autotune.autoloader._plan import EpochPlan
+from autotune.config.schema import LoaderConfig
+from autotune.errors import UserError
+from autotune.loaders.factory import build_from_dataset
+
+logger = logging.getLogger(__name__)
+
+#: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
+SAFE = {"backend": "torch", "num_workers": 0}
+
+
+@dataclasses.dataclass
+class _Active:
+    """The candidate the loop is on (``number`` None: not a study trial) and the loader built for it."""
+
+    number: int | None
+    params: dict[str, Any]
+    tally: Tally = dataclasses.field(default_factory=Tally)
+    loader: Any = None
+    it: Iterator | None = None
+    fallback: bool = False  # this rank runs the fallback config until the next check point
+
+
+class AutoLoader:
+    """A loader that tunes itself while the model trains; the same batch contract as :func:`autotune.build_loader`.
+
+    ```python
+    loader = autotune.AutoLoader("/data/train", device="cuda", config="autotune.yaml")
+    for epoch in range(epochs):
+        for images, labels in loader:
+            train_step(images, labels)
+    ```
+
+    If ``config`` exists and matches this machine, the dataset, the pipeline and the batch size, it builds that
+    loader and explores nothing. Otherwise it explores during the first ``budget_s`` seconds of training,
+    settles on the fastest candidate and writes ``config`` (atomically), so that the next run starts settled.
+
+    Args:
+        path: the dataset folder (one sub-folder per class).
+        device: where batches are delivered; default ``cuda`` (this process's current GPU) when there is one.
+        config: the YAML to read and, after exploring, to write; None reads and writes nothing.
+        batch_size: an int fixes it (changing it mid-training changes the optimisation); a list lets exploration
+            choose among those; None takes the matching YAML's, else 256 (at most the samples per rank).
+        budget_s: seconds of training after which exploration stops (default three minutes).
+        max_slowdown: a candidate slower than the best so far by more than this factor is abandoned.
+        pipeline: the preset (``imagenet-train``: augmentations stay those of the preset).
+        space: the search space, a name under ``search_spaces/`` or a YAML file.
+        candidates: loader parameters to try first (flat names, as in a search space).
+        seed: fixes the epoch permutations and the sampler; default random (agreed by all ranks).
+        storage: the Optuna storage of the study (default the one ``autotune run`` uses); None keeps it in memory.
+        study_name: default ``<dataset>-<fingerprint>-autoloader-<time>``.
+        with_indices: yield ``(images, labels, indices)``: ``indices`` are the dataset positions of the batch
+            (int64, on the device; in the order of ``autotune``'s scan, i.e. ``ImageFolder``'s).
+        exploration: finer exploration settings (warm-up and measured batches, check points, candidates).
+
+    Under DDP (``torch.distributed`` initialised) every rank builds its own ``AutoLoader`` with the same
+    arguments; rank 0 decides, all ranks switch at the same batch, and a candidate's score is the slowest
+    rank's. Every rank gets ``floor(samples / world_size)`` samples an epoch.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        device: str | None = None,
+        config: str | os.PathLike[str] | None = "autotune.yaml",
+        batch_size: int | Sequence[int] | None = None,
+        budget_s: float = 180.0,
+        max_slowdown: float = 1.5,
+        pipeline: str = "imagenet-train",
+        space: str = "default",
+        candidates: Sequence[dict[str, Any]] = (),
+        seed: int | None = None,
+        storage: str | None = "sqlite:///autotune.db",
+        study_name: str | None = None,
+        with_indices: bool = False,
+        exploration: Exploration | None = None,
+    ) -> None:
+        from autotune.autoloader._setup import agreed, resolve, start_source
+
+        self.rules = dataclasses.replace(exploration or Exploration(), budget_s=budget_s, max_slowdown=max_slowdown)
+        self.comm = Agreement.detect()
+        self.config_path = None if config is None else str(config)
+        self.with_indices = with_indices
+        self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
+        s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
+        self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
+        self.batch_size = s.batch_size
+        self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
+        self._lut: dict[Any, Any] = {}
+        self._epoch = 0
+        self._plain: Any = None
+        self._candidates: dict[int, Any] = {}
+        self._epoch_token: object | None = None
+        self.written: Any = None  # the Config written after exploring (rank 0)
+        self.source: Any = None
+        self.explorer: Explorer | None = None
+        if s.settled is not None:
+            self.settled: LoaderConfig | None = LoaderConfig.from_params(s.settled)
+            self.batch_size = self.settled.batch_size
+            self._active: _Active | None = None
+            logger.info("%s matches this machine: %s, no exploration", self.config_path, self.settled.describe())
+            return
+        self.settled = None
+        self._active = None
+
+        def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
+            self.source = start_source(self.comm, self.rules, s, candidates=candidates, storage=storage, study_name=study_name)
+            self.explorer = Explorer(self.rules, time.monotonic())
+            return self._next_decision("start", 0.0, "first candidate")
+
+        self._apply(agreed(self.comm, start), None)
+
+    # -- the batch contract ----------------------------------------------------------------------------------
+    @property
+    def exploring(self) -> bool:
+        return self.settled is None
+
+    def __len__(self) -> int:
+        per_rank = len(self.dataset) // self.comm.world if self.comm.world > 1 else len(self.dataset)
+        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        self._epoch += 1
+        if self.exploring or self._active is not None:
+            return self._explore_epoch()
+        return self._settled_epoch()
+
+    def _out(self, images: Any, positions: Any) -> tuple[Any, ...]:
+        lut = self._lut.get(positions.device)
+        if lut is None:
+            import torch
+
+            lut = self._lut[positions.device] = torch.as_tensor(self.dataset.labels, dtype=torch.int64).to(positions.device)
+        labels = lut[positions]
+        return (images, labels, positions) if self.with_indices else (images, labels)
+
+    def close(self) -> None:
+        """Release the current loader's workers, threads and device memory.
+
+        Training that ends while the loader is still exploring keeps what was measured: rank 0 writes the YAML
+        for the best candidate so far (if one completed), and the next run starts from it.
+        """
+        if self._active is not None:
+            self._close_loader(self._active)
+        if self._plain is not None:
+            self._plain.close()
+            self._plain = None
+        if self.exploring and self.comm.leader and self.explorer is not None and self.explorer.best is not None:
+            best = self.explorer.best
+            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": "training ended while exploring"}, None)
+            self._active = None
+
+    def __enter__(self) -> AutoLoader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- settled: the tuned loader, built once -----------------------------------------------------------------
+    def _settled_epoch(self) -> Iterator[tuple[Any, ...]]:
+        assert self.settled is not None
+        if self._plain is None:
+            ds = self._positions if self.with_indices else self.dataset
+            self._plain = build_from_dataset(
+                ds, self.settled, pipeline=self.pipeline, device=self.device, shard_id=self.comm.rank, num_shards=self.comm.world, seed=self.seed
+            )
+        if not self.with_indices:
+            yield from self._plain
+            return
+        for images, positions in self._plain:
+            yield self._out(images, positions)
+
+    # -- exploring: one permutation, loaders over what is left of it -------------------------------------------
+    def _explore_epoch(self) -> Iterator[tuple[Any, ...]]:
+        act = self._active
+        assert act is not None
+        plan = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=self._epoch, rank=self.comm.rank, world=self.comm.world,
+                              batch_size=LoaderConfig.from_params(act.params).batch_size, drop_last=self.drop_last)
+        self._close_loader(act)
+        act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
+        token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
+        clock = time.perf_counter
+        t_prev: float | None = None
+        last: tuple[int, float] | None = None  # (samples, wait) of the last batch when it is measured
+        try:
+            while True:
+                now = clock()
+                act = self._active
+                assert act is not None
+                if t_prev is not None and last is not None:
+                    act.tally.loop_s += now - t_prev
+                    act.tally.samples += last[0]
+                    act.tally.wait_s += last[1]
+                    act.tally.measured += 1
+                if self.exploring and act.tally.check_due(self.rules):
+                    self._check(plan)
+                    act = self._active
+                    assert act is not None
+                b = LoaderConfig.from_params(act.params).batch_size
+                if plan.done(b):
+                    break
+                images, positions, wait = self._fetch(plan)
+                act = self._active
+                act.tally.since_build += 1
+                last = (int(positions.shape[0]), wait) if self.exploring and act.tally.since_build > self.rules.warmup_batches else None
+                plan.advance(int(positions.shape[0]))
+                t_prev = now
+                yield self._out(images, positions)
+        finally:
+            if self._epoch_token is token:
+                if self._active is not None:
+                    self._close_loader(self._active)
+                if not self.exploring:
+                    self._active = None  # the next epoch runs the winner, built once
+
+    def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float]:
+        """The next batch of the current candidate; a candidate that fails is replaced, the batch is not lost."""
+        attempts = 0
+        while True:
+            act = self._active
+            assert act is not None
+            t0 = time.perf_counter()
+            try:
+                if act.it is None:
+                    act.loader = build_from_dataset(
+                        self._positions, LoaderConfig.from_params(act.params), pipeline=self.pipeline, device=self.device, seed=self.seed,
+                        indices=plan.remaining(),
+                    )
+                    act.it = iter(act.loader)
+                images, positions = next(act.it)
+                return images, positions, time.perf_counter() - t0
+            except StopIteration:
+                error: BaseException = RuntimeError(f"the loader ended with {plan.left()} samples of the epoch left")
+            except Exception as e:  # noqa: BLE001 - any failure of a candidate: OOM, a worker crash, a bad option
+                error = e
+            attempts += 1
+            if attempts > self.rules.max_candidates + 2:
+                raise error
+            self._replace(act, error, plan)
+
+    def _replace(self, act: _Active, error: BaseException, plan: EpochPlan) -> None:
+        """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point."""
+        msg = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
+        logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
+        self._close_loader(act)
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()  # what an out-of-memory candidate left cached goes back before the next one
+        if act.fallback or not self.exploring:
+            if act.params.get("num_workers") == 0 and act.params.get("backend") == "torch":
+                raise error  # even the torch defaults fail: a real problem (the data), not a candidate's
+            act.params = {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size}
+            act.fallback = True
+            return
+        act.tally.failed = act.tally.failed or msg
+        if self.comm.world == 1:
+            self._check(plan)
+            return
+        fallback = self.explorer.best.params if self.explorer and self.explorer.best else None
+        act.params = dict(fallback or {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size})
+        act.fallback = True
+
+    def _close_loader(self, act: _Active) -> None:
+        act.it = None
+        if act.loader is not None:
+            try:
+                act.loader.close()
+            except Exception as e:  # noqa: BLE001 - closing a broken loader
+                logger.debug("closing a loader failed: %s", e)
+            act.loader = None
+
+    # -- check points: rank 0 judges, every rank applies -------------------------------------------------------
+    def _check(self, plan: EpochPlan) -> None:
+        act = self._active
+        assert act is not None
+        t = act.tally
+        loop_s, wait_s, failed = self.comm.maximum([t.loop_s, t.wait_s, 1.0 if t.failed else 0.0])
+        t.mark_checked()
+        decision = None
+        if self.comm.leader:
+            assert self.explorer is not None
+            now = time.monotonic()
+            verdict = self.explorer.judge(measured=t.measured, samples=t.samples, loop_s=loop_s, failed=bool(failed), now=now)
+            per_sample = loop_s / t.samples if t.samples else float("inf")
+            wait_fraction = wait_s / loop_s if loop_s > 0 else float("inf")
+            if verdict != CONTINUE:
+                cand = self._candidates.get(act.number) if act.number is not None else None
+                if cand is not None:
+                    self.source.tell(cand, verdict, per_sample=per_sample, wait_fraction=wait_fraction, measured=t.measured,
+                                     message=t.failed or ("failed on another rank" if failed else ""))
+                    self.explorer.record(cand.number, cand.params, verdict, per_sample)
+            decision = self._next_decision(verdict, wait_fraction, verdict)
+        self._apply(self.comm.broadcast(decision), plan)
+
+    def _next_decision(self, verdict: str, wait_fraction: float, reason: str) -> dict[str, Any]:
+        """Rank 0: continue, switch to the next candidate, or settle on the best."""
+        assert self.explorer is not None and self.source is not None
+        if verdict == CONTINUE:
+            return {"action": "continue"}
+        now = time.monotonic()
+        if not self.explorer.settle_now(verdict, wait_fraction, now):
+            cand = self.source.ask()
+            if cand is not None:
+                self.explorer.tried += 1
+                self._candidates[cand.number] = cand
+                return {"action": "switch", "number": cand.number, "params": cand.params, "reason": reason}
+            reason = "no new candidate"
+        elif verdict == BUDGET or self.explorer.over_budget(now):
+            reason = "budget spent"
+        elif self.explorer.tried >= self.rules.max_candidates:
+            reason = "candidates used up"
+        else:
+            reason = "the loader keeps up with the step"
+        best = self.explorer.best
+        if best is None:
+            return {"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": f"{reason}; no candidate completed"}
+        return {"action": "settle", "number": best.number, "params": best.params, "reason": reason}
+
+    def _apply(self, decision: dict[str, Any], plan: EpochPlan | None) -> None:
+        if decision["action"] == "continue":
+            return
+        old = self._active
+        same = old is not None and old.number == decision["number"] and not old.fallback and old.number is not None
+        if not same:
+            if old is not None:
+                self._close_loader(old)
+            self._active = _Active(decision["number"], dict(decision["params"]))
+        entry = {"epoch": self._epoch, "batch": plan.batches if plan else 0, "action": decision["action"], "trial": decision["number"],
+                 "config": LoaderConfig.from_params(decision["params"]).describe(), "reason": decision.get("reason", "")}
+        self.history.append(entry)
+        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)", entry["action"], entry["config"], entry["epoch"], entry["batch"], entry["reason"])
+        if decision["action"] == "settle":
+            self.settled = LoaderConfig.from_params(decision["params"])
+            self.batch_size = self.settled.batch_size
+            if self.comm.leader:
+                self._finish(decision)
+
+    def _finish(self, decision: dict[str, Any]) -> None:
+        """Rank 0, once settled: close the study's open trials and write the YAML."""
+        assert self.source is not None and self.explorer is not None
+        self.source.abandon_open_trials()
+        extra = {
+            "tuned_by": "AutoLoader, inside the training loop",
+            "score": "samples/s of the training loop (loader plus step), slowest rank, after each candidate's warm-up",
+            "exploration_s": round(time.monotonic() - self.explorer.started, 1),
+            "candidates_tried": self.explorer.tried,
+            "settled_because": decision.get("reason", ""),
+        }
+        try:
+            self.written = self.source.write_config(self.config_path, extra)
+        except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
+            logger.warning("could not write %s: %s", self.config_path, e)
+            self.written = None

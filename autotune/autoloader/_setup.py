@@ -1,0 +1,188 @@
+"""Before the first batch: the dataset, the device, the batch sizes, the seed every rank shares, and whether a
+YAML already settles the question (:func:`matching_config`, the fingerprint check of ``autotune check``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from autotune._imports import is_available
+from autotune.config import fingerprint
+from autotune.config.files import read_yaml
+from autotune.config.schema import Config
+from autotune.config.staleness import assess
+from autotune.dataset.scan import Dataset, scan
+from autotune.errors import UserError
+from autotune.loaders.presets import get_preset
+from autotune.outcomes import Backend
+
+if TYPE_CHECKING:
+    from autotune.autoloader._agree import Agreement
+    from autotune.autoloader._explore import Exploration
+    from autotune.autoloader._source import CandidateSource
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BATCH = 256
+
+
+@dataclasses.dataclass
+class Setup:
+    dataset: Dataset
+    pipeline: str
+    drop_last: bool
+    device: str
+    seed: int
+    batch_size: int
+    batch_choices: tuple[int, ...] | None  # None: free (the YAML's or the default); one value: fixed
+    settled: dict[str, Any] | None  # the matching YAML's loader parameters
+    space: Any = None
+
+
+def _device(device: str | None) -> str:
+    import torch
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("device 'cuda' asked for, but torch sees no GPU; pass device='cpu'")
+        return f"cuda:{torch.cuda.current_device()}"  # under DDP: the GPU this rank set with torch.cuda.set_device
+    if device != "cpu" and not device.startswith("cuda:"):
+        raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', but got {device!r}")
+    return device
+
+
+def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    if batch_size is None:
+        return None
+    values = (batch_size,) if isinstance(batch_size, int) else tuple(batch_size)
+    if not values or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in values):
+        raise UserError(f"batch_size must be a positive integer or a list of them, but got {batch_size!r}")
+    return values
+
+
+def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device: str, batch_choices: tuple[int, ...] | None,
+                    current: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The YAML's loader parameters when it still holds here, else None; and why not.
+
+    It holds when this machine's fingerprint and the dataset match the recorded ones in every field that matters
+    (what ``autotune check`` asks), and the pipeline, the kind of device and the batch size are those asked for.
+
+    Raises:
+        ConfigError: the file exists but is not an autotune config (it is never overwritten).
+    """
+    if path is None:
+        return None, "no config file given"
+    if not Path(path).exists():
+        return None, f"{path} does not exist"
+    cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
+    reasons = [str(d) for d in assess(cfg, current, compare_dataset=False) if d.matters]
+    reasons += [str(d) for d in fingerprint.diff_dataset(cfg.dataset, dataset.summary()) if d.matters]
+    if cfg.pipeline != pipeline:
+        reasons.append(f"pipeline {cfg.pipeline} -> {pipeline}")
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    if ("cuda" if cfg.device.startswith("cuda") else "cpu") != kind:
+        reasons.append(f"device {cfg.device} -> {kind}")
+    if batch_choices is not None and cfg.loader.batch_size not in batch_choices:
+        reasons.append(f"batch size {cfg.loader.batch_size} -> {'/'.join(map(str, batch_choices))}")
+    if cfg.loader.backend is Backend.DALI and not is_available("dali"):
+        reasons.append("DALI is not installed")
+    if reasons:
+        return None, "; ".join(reasons)
+    return cfg.loader.to_params(), "matches"
+
+
+def agreed(comm: Agreement, compute) -> Any:
+    """Rank 0 computes, every rank gets the value; an error on rank 0 is raised on every rank."""
+    out: tuple[str, Any] = ("ok", None)
+    error: BaseException | None = None
+    if comm.leader:
+        try:
+            out = ("ok", compute())
+        except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
+            error = e
+            out = ("user-error" if isinstance(e, UserError) else "error", f"rank 0: {e}")
+    out = comm.broadcast(out)
+    if error is not None:
+        raise error
+    if out[0] == "user-error":
+        raise UserError(out[1])
+    if out[0] == "error":
+        raise RuntimeError(out[1])
+    return out[1]
+
+
+def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[str], *, device: str | None, batch_size: int | Sequence[int] | None,
+            pipeline: str, space: str, seed: int | None) -> Setup:
+    """Everything the loader needs before its first batch; the same on every rank."""
+    from autotune.study.space import load_space
+
+    preset = get_preset(pipeline)
+    choices = _batch_choices(batch_size)
+    dev = _device(device)
+    dataset = scan(path)
+    per_rank = len(dataset) // comm.world
+    if per_rank < 1:
+        raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
+    seed = agreed(comm, lambda: int(seed) if seed is not None else random.SystemRandom().randrange(2**31))
+    current = fingerprint.collect()
+    settled = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current)))
+    if settled is not None:
+        return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
+    if choices is None:
+        choices = (min(DEFAULT_BATCH, per_rank) if preset.train else DEFAULT_BATCH,)
+    if preset.train and all(b > per_rank for b in choices):
+        raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
+    fitting = tuple(b for b in choices if b <= per_rank) if preset.train else choices
+    sp = load_space(space, cores=_cores(comm), device=dev)
+    sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
+    if len(fitting) > 1:
+        sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
+    return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
+
+
+def _log_match(result: tuple[dict[str, Any] | None, str]) -> dict[str, Any] | None:
+    params, why = result
+    if params is None:
+        logger.info("exploring the loader: %s", why)
+    return params
+
+
+def _cores(comm: Agreement) -> int:
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", comm.world))
+    return max(1, fingerprint.usable_cpus() // max(1, local))
+
+
+def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: Sequence[dict[str, Any]], storage: str | None,
+                 study_name: str | None) -> CandidateSource:
+    """Rank 0 opens the study (in the usual storage, with the attributes ``autotune run`` records)."""
+    from autotune.autoloader._source import CandidateSource, study_name_for
+
+    current = fingerprint.collect()
+    kind = "cuda" if s.device.startswith("cuda") else "cpu"
+    key = fingerprint.key(current, f"{s.dataset.signature()}|{s.pipeline}|{s.space.name}|{comm.world}|autoloader")
+    first = [{**c, "batch_size": c.get("batch_size", s.batch_size)} for c in candidates]
+    attrs = {
+        "fingerprint_key": key,
+        "dataset": s.dataset.summary(),
+        "pipeline": s.pipeline,
+        "device": kind,
+        "hardware": current,
+        "measurement": {"warmup_batches": rules.warmup_batches, "measure_batches": rules.measure_batches,
+                        "statistic": "training-loop seconds per sample after warm-up, slowest rank", "in_training": True},
+        "budgets": {"budget_s": rules.budget_s, "max_slowdown": rules.max_slowdown},
+        "space": s.space.name,
+        "sampler": "tpe",
+        "pruner": f"slower than {rules.max_slowdown:g}x the best",
+        "ranks": int(os.environ.get("LOCAL_WORLD_SIZE", comm.world)),
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs,
+                           seed=s.seed, device=s.device, cores=_cores(comm), first=first)

@@ -1,0 +1,165 @@
+"""What to try next: an ordinary Optuna study over a search space, asked and told from inside training.
+
+The study lives in the usual storage (``sqlite:///autotune.db`` by default, like ``autotune run``), so it shows
+in ``autotune studies``, ``autotune report`` and optuna-dashboard. The starting points are the user's own
+candidates, then the usual heuristics (DALI's usual start first where a GPU and DALI are there, then the common
+torch heuristic); the sampler proposes the rest. Only rank 0 opens the study.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from autotune.config.files import save_config
+from autotune.config.schema import Config, LoaderConfig
+from autotune.dataset.paths import safe_name
+from autotune.dataset.scan import Dataset
+from autotune.outcomes import Outcome
+from autotune.study.result import config_from_study
+from autotune.study.space import SearchSpace
+from autotune.study.storage import mask_url, open_storage
+from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
+
+logger = logging.getLogger(__name__)
+
+#: proposals in a row that repeat a measured config before the space counts as exhausted
+_MAX_REPEATS = 5
+
+
+@dataclasses.dataclass
+class Candidate:
+    number: int
+    params: dict[str, Any]
+    trial: optuna.Trial | None = None
+
+    @property
+    def loader(self) -> LoaderConfig:
+        return LoaderConfig.from_params(self.params)
+
+
+def study_name_for(dataset: Dataset, key: str) -> str:
+    return f"{safe_name(Path(dataset.root).name)}-{key}-autoloader-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+class CandidateSource:
+    """Ask for candidates, tell how they did, and write the winner's YAML."""
+
+    def __init__(
+        self,
+        space: SearchSpace,
+        *,
+        storage: str | None,
+        study_name: str,
+        attrs: dict[str, Any],
+        seed: int | None,
+        device: str,
+        cores: int,
+        first: list[dict[str, Any]],
+    ) -> None:
+        self.space = space
+        self.storage_url = storage or "in-memory"
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        storage_obj = open_storage(storage) if storage else None
+        for attempt in range(1, 100):  # two loaders started in the same second: the second name gets -2
+            name = study_name if attempt == 1 else f"{study_name}-{attempt}"
+            try:
+                self.study = optuna.create_study(storage=storage_obj, study_name=name, direction="maximize", sampler=make_sampler("tpe", seed))
+                break
+            except optuna.exceptions.DuplicatedStudyError:
+                continue
+        for k, v in attrs.items():
+            self.study.set_user_attr(k, v)
+        self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
+        self.measured: dict[str, float | None] = {}  # config description -> samples/s (None: failed or abandoned)
+        for params in first:
+            self._enqueue(params, "user")
+        base = baseline_configs(space, TuneSettings(device=device, cores=cores))
+        order = ("dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
+        for role in order:
+            if role in base and base[role].get("backend", "torch") in space.backends():
+                self._enqueue(base[role], role)
+
+    def _enqueue(self, params: dict[str, Any], role: str) -> None:
+        fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)}
+        self.study.enqueue_trial(fixed, user_attrs={"role": role, "loader_params": dict(params)}, skip_if_exists=False)
+
+    def ask(self) -> Candidate | None:
+        """The next config to try, or None when the sampler only repeats configs already measured."""
+        for _ in range(_MAX_REPEATS):
+            trial = self.study.ask()
+            params = trial.user_attrs.get("loader_params") or self.space.suggest(trial, self.context)
+            try:
+                loader = LoaderConfig.from_params(params)
+            except Exception as e:  # noqa: BLE001 - a user candidate that does not describe a loader
+                logger.warning("candidate %s is not a loader config (%s): skipped", params, e)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                continue
+            desc = loader.describe()
+            trial.set_user_attr("loader", loader.to_params())
+            trial.set_user_attr("config", desc)
+            if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
+                value = self.measured[desc]
+                trial.set_user_attr("outcome", "repeat")
+                if value is None:
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                else:
+                    self.study.tell(trial, value)
+                continue
+            return Candidate(trial.number, loader.to_params(), trial)
+        return None
+
+    def tell(self, cand: Candidate, verdict: str, *, per_sample: float, wait_fraction: float, measured: int, message: str = "") -> None:
+        """Store how a candidate did: complete (its samples/s), pruned (abandoned as too slow) or failed."""
+        from autotune.autoloader._explore import BUDGET, DONE, FAILED
+
+        trial = cand.trial
+        if trial is None:
+            return
+        rate = 1.0 / per_sample if per_sample and math.isfinite(per_sample) else None
+        desc = cand.loader.describe()
+        attrs = {"measured_batches": measured, "loop_wait_fraction": round(wait_fraction, 4) if math.isfinite(wait_fraction) else None}
+        if rate is not None:
+            attrs["samples_per_s"] = round(rate, 1)
+        if message:
+            attrs["message"] = message[:500]
+        for k, v in attrs.items():
+            trial.set_user_attr(k, v)
+        if verdict in (DONE, BUDGET) and rate is not None:
+            trial.set_user_attr("outcome", Outcome.COMPLETE.value)
+            self.study.tell(trial, rate)
+            self.measured[desc] = rate
+        elif verdict == FAILED:
+            trial.set_user_attr("outcome", Outcome.CRASH.value)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            self.measured[desc] = None
+        else:  # too slow against the best so far (or ended before it was measured)
+            trial.set_user_attr("outcome", Outcome.PRUNED.value)
+            if rate is not None:
+                trial.report(rate, measured)
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self.measured[desc] = rate
+        logger.info("candidate %d %s: %s%s", cand.number, desc, verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
+
+    def write_config(self, path: str | None, extra: dict[str, Any]) -> Config | None:
+        """The winner's YAML (the shape ``autotune run`` writes), atomically; None when no candidate completed."""
+        complete = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.user_attrs.get("outcome") == "complete"]
+        if not complete:
+            return None
+        self.study.set_user_attr("result_extra", extra)
+        cfg = config_from_study(self.study, self.storage_url)
+        if path is not None:
+            save_config(cfg, path)
+            logger.info("wrote %s (study %s in %s)", path, self.study.study_name, mask_url(self.storage_url))
+        return cfg
+
+    def abandon_open_trials(self) -> None:
+        """Trials asked but not told (exploration cut short) are marked failed, so none stays RUNNING."""
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)

@@ -1,0 +1,392 @@
+"""AutoLoader on the CPU: exactly-once delivery across switches, failures replaced without a lost batch, a matching
+YAML means no exploration, the YAML and the study it writes, the budget and the slowdown cap, DDP agreement."""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+
+import autotune
+from autotune._imports import is_available
+from autotune.autoloader import AutoLoader, Exploration
+from autotune.autoloader import _loader as loader_module
+from autotune.autoloader._explore import BUDGET, CONTINUE, DONE, FAILED, SLOW, Explorer
+from autotune.autoloader._plan import EpochPlan
+from autotune.config.files import load_config
+from autotune.config.staleness import is_stale
+from autotune.dataset.scan import scan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SPACE = """\
+name: tiny
+params:
+  backend: {choices: [torch]}
+  batch_size: {choices: [4]}
+  num_workers: {int: [0, 1], when: {backend: torch}}
+  prefetch_factor: {choices: [2, 4], when: {backend: torch, num_workers: {gt: 0}}}
+"""
+
+#: every candidate runs 2 batches (1 warm-up, 1 measured): 3 candidates in an epoch of 6 batches of 4
+QUICK = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0)
+
+#: distinct configs, tried in this order before the sampler's
+CANDIDATES = [
+    {"backend": "torch", "num_workers": 0},
+    {"backend": "torch", "num_workers": 1, "prefetch_factor": 2},
+    {"backend": "torch", "num_workers": 0, "pin_memory": True},
+    {"backend": "torch", "num_workers": 1, "prefetch_factor": 4},
+]
+
+
+@pytest.fixture()
+def space(workdir: Path) -> str:
+    path = workdir / "tiny-space.yaml"
+    path.write_text(SPACE)
+    return str(path)
+
+
+def make(tiny_dataset: Path, space: str, **kw) -> AutoLoader:
+    args = {"device": "cpu", "config": "autotune.yaml", "batch_size": 4, "space": space, "seed": 7, "storage": "sqlite:///autotune.db",
+            "with_indices": True, "exploration": QUICK, "budget_s": 600.0, "max_slowdown": 100.0}
+    return AutoLoader(tiny_dataset, **{**args, **kw})
+
+
+def run_epoch(al: AutoLoader) -> tuple[list[int], list[int]]:
+    indices, labels = [], []
+    for images, y, ix in al:
+        assert images.shape == (4, 3, 224, 224) and images.dtype == torch.float32
+        assert y.dtype == torch.int64 and ix.dtype == torch.int64
+        indices += ix.tolist()
+        labels += y.tolist()
+    return indices, labels
+
+
+def assert_exactly_once(dataset, indices: list[int], labels: list[int]) -> None:
+    assert sorted(indices) == list(range(len(dataset))), collections.Counter(indices)
+    assert labels == [dataset.labels[i] for i in indices]  # each label is its file's
+    assert collections.Counter(labels) == collections.Counter(dataset.labels)
+
+
+def switches_within_epochs(al: AutoLoader) -> list[dict]:
+    return [h for h in al.history if h["epoch"] >= 1 and 0 < h["batch"]]
+
+
+# -- the plan and the rules, without a loader -----------------------------------------------------------------
+def test_plan_ranks_share_one_permutation_without_overlap():
+    a = EpochPlan.make(25, seed=3, epoch=1, rank=0, world=2, batch_size=4, drop_last=True)
+    b = EpochPlan.make(25, seed=3, epoch=1, rank=1, world=2, batch_size=4, drop_last=True)
+    assert len(a.indices) == len(b.indices) == 12 and not set(a.indices) & set(b.indices)
+    assert EpochPlan.make(25, seed=3, epoch=2, rank=0, world=2, batch_size=4, drop_last=True).indices != a.indices
+    a.advance(4)
+    assert a.remaining() == a.indices[4:] and a.expected_batches() == 3
+    a.advance(4)
+    assert not a.done()
+    a.advance(4)
+    assert a.done()
+
+
+def test_rules_abandon_a_candidate_slower_than_the_cap():
+    ex = Explorer(Exploration(max_slowdown=1.5, measure_batches=30, check_batches=10), started=0.0)
+    ex.record(0, {"backend": "torch"}, DONE, per_sample=0.010)
+    # 10 measured batches of 4 samples: 1.4x the best continues, 1.6x is abandoned before its 30 batches
+    assert ex.judge(measured=10, samples=40, loop_s=40 * 0.014, failed=False, now=1.0) == CONTINUE
+    assert ex.judge(measured=10, samples=40, loop_s=40 * 0.016, failed=False, now=1.0) == SLOW
+    assert ex.judge(measured=30, samples=120, loop_s=120 * 0.011, failed=False, now=1.0) == DONE
+    assert ex.judge(measured=10, samples=40, loop_s=0.1, failed=True, now=1.0) == FAILED
+
+
+def test_rules_stop_exploring_when_the_budget_is_spent():
+    ex = Explorer(Exploration(budget_s=60.0, settle_wait=0.0), started=100.0)
+    assert ex.judge(measured=5, samples=20, loop_s=0.2, failed=False, now=159.0) == CONTINUE
+    assert ex.judge(measured=5, samples=20, loop_s=0.2, failed=False, now=160.0) == BUDGET
+    ex.record(3, {"backend": "torch"}, BUDGET, per_sample=0.01)
+    assert ex.best is not None and ex.best.number == 3  # what was measured before the budget ran out counts
+    assert ex.settle_now(BUDGET, 0.5, now=160.0)
+    assert not Explorer(Exploration(budget_s=60.0, settle_wait=0.0), started=100.0).settle_now(DONE, 0.5, now=120.0)
+
+
+def test_rules_settle_when_the_loader_keeps_up_with_the_step():
+    ex = Explorer(Exploration(settle_wait=0.03), started=0.0)
+    ex.record(0, {}, DONE, per_sample=0.01)
+    assert ex.settle_now(DONE, 0.01, now=1.0)  # the loop waited 1 % of its time for data: nothing to gain
+    assert not ex.settle_now(DONE, 0.20, now=1.0)
+
+
+def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
+    with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
+        make(tiny_dataset, space, max_slowdown=0.5)
+    with pytest.raises(autotune.UserError, match="batch_size must be a positive integer"):
+        make(tiny_dataset, space, batch_size=0)
+    with pytest.raises(autotune.UserError, match="larger than the 24 images"):
+        make(tiny_dataset, space, batch_size=64)
+
+
+def test_import_autotune_stays_light():
+    code = "import sys, autotune; assert 'optuna' not in sys.modules and 'torch' not in sys.modules; autotune.AutoLoader; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+# -- in the loop ------------------------------------------------------------------------------------------------
+def test_every_sample_once_per_epoch_across_switches(tiny_dataset, space):
+    al = make(tiny_dataset, space, candidates=CANDIDATES)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(3):
+            assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+    within = switches_within_epochs(al)
+    assert len(within) >= 3, al.history
+    assert len({h["config"] for h in al.history}) >= 3
+
+
+@pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
+def test_exactly_once_across_a_switch_to_dali_and_back(tiny_dataset, space):
+    """A DALI candidate reads the rest of the epoch as a file list."""
+    dali = {"backend": "dali", "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1}
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], dali, CANDIDATES[1]])
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(2):
+            assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+    assert [h["config"].split(" ")[0] for h in al.history[:3]] == ["torch", "dali-cpu", "torch"]
+
+
+class _BreaksAfterOne:
+    """A loader whose iteration raises after its first batch (a worker crash, an OOM in the middle)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __iter__(self):
+        it = iter(self.inner)
+        yield next(it)
+        raise RuntimeError("injected mid-epoch failure")
+
+    def close(self):
+        self.inner.close()
+
+
+def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_dataset, space, monkeypatch):
+    real = loader_module.build_from_dataset
+
+    def build(dataset, loader, **kw):
+        pf = loader.torch.prefetch_factor if loader.torch else None
+        if pf == 3:
+            raise RuntimeError("injected build failure")
+        if pf == 5:
+            return _BreaksAfterOne(real(dataset, loader, **kw))
+        return real(dataset, loader, **kw)
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", build)
+    cands = [CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, {"backend": "torch", "num_workers": 1, "prefetch_factor": 5},
+             CANDIDATES[1]]
+    al = make(tiny_dataset, space, candidates=cands)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(2):
+            assert_exactly_once(dataset, *run_epoch(al))  # no exception reached the loop
+    finally:
+        al.close()
+    failed = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.FAIL and "injected" in t.user_attrs.get("message", "")]
+    assert {t.user_attrs["config"] for t in failed} == {"torch b=4 workers=1 prefetch=3", "torch b=4 workers=1 prefetch=5"}
+    assert [h["reason"] for h in al.history].count("failed") == 2
+
+
+def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset, space):
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0))
+    try:
+        for _ in range(3):
+            run_epoch(al)
+    finally:
+        al.close()
+    assert not al.exploring and al.history[-1]["action"] == "settle"
+    cfg = load_config("autotune.yaml", strict=True)
+    best = max((t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
+    assert cfg.loader.describe() == best.user_attrs["config"] == al.settled.describe()
+    assert cfg.result["tuned_by"].startswith("AutoLoader") and cfg.study["name"] == al.source.study.study_name
+    assert is_stale("autotune.yaml", dataset=tiny_dataset) == (False, [])
+    out = subprocess.run([sys.executable, "-m", "autotune", "studies", "--json"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    rows = json.loads(out.stdout)
+    assert [r["name"] for r in rows] == [al.source.study.study_name]
+    assert rows[0]["best_config"] == cfg.loader.describe()
+
+
+def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):
+    first = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0))
+    for _ in range(2):
+        run_epoch(first)
+    first.close()
+    written = load_config("autotune.yaml")
+    studies = len(optuna.get_all_study_summaries("sqlite:///autotune.db"))
+    built = []
+    real = loader_module.build_from_dataset
+    monkeypatch.setattr(loader_module, "build_from_dataset", lambda ds, loader, **kw: built.append((loader, kw)) or real(ds, loader, **kw))
+
+    second = make(tiny_dataset, space, candidates=CANDIDATES)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(2):
+            assert_exactly_once(dataset, *run_epoch(second))
+    finally:
+        second.close()
+    assert second.history == [] and second.source is None and not second.exploring
+    assert [loader for loader, _ in built] == [written.loader]  # that loader, built once for both epochs
+    assert built[0][1].get("indices") is None
+    assert len(optuna.get_all_study_summaries("sqlite:///autotune.db")) == studies
+
+
+def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    other = {"cpus": 999, "torch": "0.0", "python": "2.7"}
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml")
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:1])
+    al.close()
+    assert al.exploring and al.history[0]["action"] == "switch"
+
+
+def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_dataset, space):
+    with make(tiny_dataset, space, candidates=CANDIDATES) as al:
+        run_epoch(al)  # 3 candidates measured, exploration not over
+        assert al.exploring
+    assert not al.exploring and al.history[-1]["reason"] == "training ended while exploring"
+    assert load_config("autotune.yaml").loader.describe() == al.settled.describe()
+    assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
+
+
+def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
+    names = []
+    for _ in range(2):
+        al = make(tiny_dataset, space, candidates=CANDIDATES[:1], study_name="same")
+        al.close()
+        names.append(al.source.study.study_name)
+    assert names == ["same", "same-2"]
+
+
+def test_zero_budget_explores_nothing(tiny_dataset, space):
+    al = make(tiny_dataset, space, candidates=CANDIDATES, budget_s=0.0)
+    dataset = scan(tiny_dataset)
+    try:
+        assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+    assert [h["action"] for h in al.history] == ["settle"] and al.settled.describe() == "torch b=4 workers=0"
+    assert not Path("autotune.yaml").exists()  # nothing measured: nothing to write
+
+
+class _Slow:
+    """A loader that takes ``delay`` seconds a batch."""
+
+    def __init__(self, inner, delay):
+        self.inner, self.delay = inner, delay
+
+    def __iter__(self):
+        for batch in self.inner:
+            time.sleep(self.delay)
+            yield batch
+
+    def close(self):
+        self.inner.close()
+
+
+def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
+    real = loader_module.build_from_dataset
+    monkeypatch.setattr(loader_module, "build_from_dataset",
+                        lambda ds, loader, **kw: _Slow(real(ds, loader, **kw), 0.8) if loader.torch.prefetch_factor == 4 else real(ds, loader, **kw))
+    rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
+    try:
+        for _ in range(3):
+            run_epoch(al)
+    finally:
+        al.close()
+    by_config = {t.user_attrs["config"]: t for t in al.source.study.trials if "config" in t.user_attrs}
+    slow = by_config["torch b=4 workers=1 prefetch=4"]
+    assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
+    assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
+
+
+# -- DDP: two gloo processes -------------------------------------------------------------------------------------
+WORKER = textwrap.dedent("""
+    import json, os, sys, time
+    import torch.distributed as dist
+    from autotune.autoloader import AutoLoader, Exploration
+
+    rank, data, space, out, init = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    if rank == 1:  # one candidate fails on rank 1 only: rank 1 runs a fallback until the ranks next agree
+        from autotune.autoloader import _loader
+        real = _loader.build_from_dataset
+        def build(ds, loader, **kw):
+            if loader.torch is not None and loader.torch.prefetch_factor == 3:
+                raise RuntimeError("injected failure on rank 1")
+            return real(ds, loader, **kw)
+        _loader.build_from_dataset = build
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    cands = json.loads(sys.argv[6])
+    al = AutoLoader(data, device="cpu", config="autotune.yaml", batch_size=2, space=space, storage="sqlite:///autotune.db", with_indices=True,
+                    candidates=cands, budget_s=600.0, max_slowdown=100.0,
+                    exploration=Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=4, settle_wait=0.0))
+    epochs = []
+    for _ in range(3):
+        seen = []
+        for images, labels, ix in al:
+            if rank == 1:
+                time.sleep(0.05)  # rank 1 is the slow one: its time is the score
+            seen.append([ix.tolist(), labels.tolist()])
+        epochs.append(seen)
+    al.close()
+    json.dump({"epochs": epochs, "history": al.history, "seed": al.seed}, open(out, "w"))
+    dist.barrier()
+    dist.destroy_process_group()
+""")
+
+
+def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, space, workdir):
+    script = workdir / "worker.py"
+    script.write_text(WORKER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cands = json.dumps([CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, CANDIDATES[2], CANDIDATES[1]])
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), cands],
+                              env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    r0, r1 = (json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2))
+    assert r0["seed"] == r1["seed"]  # drawn by rank 0, agreed by both
+    assert r0["history"] == r1["history"]  # the same candidate, switched at the same batch, on both ranks
+    assert sum(1 for h in r0["history"] if h["action"] == "switch" and h["batch"] > 0) >= 2
+    dataset = scan(tiny_dataset)
+    for e0, e1 in zip(r0["epochs"], r1["epochs"]):
+        assert len(e0) == len(e1) == 6  # 12 samples per rank, batches of 2
+        ix0 = [i for b in e0 for i in b[0]]
+        ix1 = [i for b in e1 for i in b[0]]
+        assert sorted(ix0 + ix1) == list(range(len(dataset)))  # every sample once per epoch across the ranks
+        for b in e0 + e1:
+            assert b[1] == [dataset.labels[i] for i in b[0]]
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    failed = [t.user_attrs["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert failed == ["torch b=2 workers=1 prefetch=3"]  # rank 1's failure, reported to rank 0 at the check point
+    rates = [t.user_attrs["samples_per_s"] for t in study.trials if t.user_attrs.get("outcome") == "complete"]
+    assert rates and all(r <= 2 / 0.05 for r in rates)  # rank 1 sleeps 50 ms a batch of 2: at most 40 samples/s
+    assert math.isfinite(max(rates))
