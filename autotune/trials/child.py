@@ -98,7 +98,8 @@ def execute(spec: TrialSpec, on_window: Callable[[int, float], bool]) -> dict[st
     _inject(spec.inject)
     import torch
 
-    from autotune.trials.ranks import measure_rank, measure_ranks
+    from autotune.trials.rank import measure_rank
+    from autotune.trials.ranks import measure_ranks
 
     if spec.seed is not None:
         torch.manual_seed(spec.seed)

@@ -1,10 +1,8 @@
 """A trial's ranks: measure a config the way one node of a DDP job runs it, one process per rank.
 
-:func:`measure_rank` is what one rank measures: build the loader on its device and shard, warm it up, time the
-windows (:mod:`autotune.trials.measure`). A single-rank trial is that, in the trial's child process.
-
 With N ranks (:func:`measure_ranks`), the trial's child forks N rank processes, as ``torchrun`` starts one
-process per GPU: each has its own interpreter lock, its own loader on its own shard (``shard_id=r,
+process per GPU: each measures what a single-rank trial measures (:func:`autotune.trials.rank.measure_rank`)
+with its own interpreter lock, its own loader on its own shard (``shard_id=r,
 num_shards=N``: a ``DistributedSampler`` for torch, the reader's shard for DALI) and, on GPUs, its own device
 (``cuda:r``, bound before anything touches CUDA; the trial's child never does, so every rank makes its own CUDA
 context). On CPU every rank delivers to the CPU. The ranks are forked from the child, which has imported torch
@@ -35,6 +33,7 @@ import psutil
 
 from autotune.outcomes import Outcome
 from autotune.trials.measure import Measurement
+from autotune.trials.rank import measure_rank
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -121,73 +120,6 @@ class _Windows:
         with self.lock:
             self.done[rank] = True
             self._flush()
-
-
-def measure_rank(
-    spec: TrialSpec,
-    device: str,
-    on_window: Callable[[int, float], bool],
-    *,
-    shard_id: int = 0,
-    num_shards: int = 1,
-    after_warmup: Callable[[], None] | None = None,
-    keep_loading: Callable[[dict[str, Any]], bool] | None = None,
-) -> dict[str, Any]:
-    """Build ``spec``'s loader on ``device`` (and this shard), measure it and return the result payload.
-
-    Args:
-        spec: the trial.
-        device: ``cpu``, ``cuda`` or ``cuda:N``; a CUDA device is bound before anything else touches CUDA.
-        on_window: called after each window with (index, median so far); True stops the measurement.
-        shard_id, num_shards: this rank's shard of the dataset.
-        after_warmup: called once the loader is warmed up, before the first window.
-        keep_loading: called with the payload once the windows are done; the loader goes on (untimed)
-            while it returns True.
-    """
-    import torch
-
-    from autotune.loaders.backends import get_backend
-    from autotune.loaders.presets import get_preset
-    from autotune.trials.measure import measure
-
-    if device.startswith("cuda"):
-        if ":" in device:
-            torch.cuda.set_device(device)
-        torch.cuda.init()
-    consume = None
-    extra: dict[str, Any] = {}
-    if spec.model is not None:
-        from autotune.trials.model import prepare_consumer
-
-        consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
-    backend = get_backend(spec.loader.backend.value)
-    t0 = time.perf_counter()
-    if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
-        from autotune.trials.model import resident_loader
-
-        loader = resident_loader(spec)
-    else:
-        loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
-    build_s = time.perf_counter() - t0
-
-    def payload(m: Measurement) -> dict[str, Any]:
-        out = m.to_dict()
-        out["startup_s"] = build_s + m.startup_s
-        if device.startswith("cuda"):
-            out["peak_gpu_mib"] = torch.cuda.max_memory_reserved(torch.device(device)) / 2**20
-        for k in ("batches", "samples", "epochs"):
-            out.pop(k, None)
-        return {**out, **extra}
-
-    tail = None if keep_loading is None else lambda m: keep_loading(payload(m))
-    try:
-        m = measure(
-            loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window,
-            consume=consume, after_warmup=after_warmup, keep_loading=tail,
-        )
-    finally:
-        loader.close()
-    return payload(m)
 
 
 class RankFailed(Exception):
