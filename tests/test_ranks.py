@@ -103,7 +103,16 @@ def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, m
 
     monkeypatch.setattr(ranks, "measure_rank", spy)
     windows = []
-    p = measure_ranks(_spec(tiny_dataset, workers=1), lambda k, v: windows.append((k, v)) or False)
+    during: set[psutil.Process] = set()  # the ranks and their workers, seen while they measure
+
+    def on_window(k, v):
+        windows.append((k, v))
+        during.update(psutil.Process().children(recursive=True))
+        return False
+
+    p = measure_ranks(_spec(tiny_dataset, workers=1), on_window)
+    assert len(during) >= 4  # two ranks, a worker each
+    assert not [q for q in during if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]  # none left, not even re-parented
     seen = [(tmp_path / f"rank{r}").read_text().split() for r in range(2)]
     pids = {int(s[0]) for s in seen}
     assert len(pids) == 2 and os.getpid() not in pids
@@ -120,13 +129,34 @@ def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, m
     assert not _descendants()
 
 
+def test_each_rank_runs_the_training_step(tiny_dataset):
+    """With a model, every rank process times its own training step, as a single-rank trial does."""
+    from autotune.trials.model import ModelSpec
+
+    step_ms = 50.0
+    p = measure_ranks(_spec(tiny_dataset, model=ModelSpec(step_ms=step_ms)), lambda k, v: False)
+    ceiling = 2 / (step_ms / 1000)  # batch 2, one step each: at most 40 samples/s per rank
+    assert len(p["per_rank_samples_per_s"]) == 2
+    assert all(0 < r <= ceiling * 1.02 for r in p["per_rank_samples_per_s"])
+    assert p["model"] == ModelSpec(step_ms=step_ms).describe()
+    assert not _descendants()
+
+
 @pytest.mark.parametrize(("fault", "outcome", "text"), [("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory"), ("segfault", Outcome.CRASH, "SIGSEGV")])
 def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, outcome, text):
     """The trial child's side: the failing rank's outcome, the other rank and every worker gone."""
+    import faulthandler
+
     from autotune.trials.child import classify_exception, execute
 
-    with pytest.raises(RankFailed) as err:
-        execute(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), lambda k, v: False)
+    was = faulthandler.is_enabled()
+    faulthandler.disable()  # the forked rank would print pytest's fault handler's dump of its segfault
+    try:
+        with pytest.raises(RankFailed) as err:
+            execute(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), lambda k, v: False)
+    finally:
+        if was:
+            faulthandler.enable()
     assert err.value.rank == 1 and text in str(err.value)
     assert classify_exception(err.value) == (outcome, None)
     assert not _descendants()

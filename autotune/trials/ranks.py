@@ -163,6 +163,7 @@ def measure_ranks(
     n = int(spec.ranks)
     if n < 1:
         raise ValueError(f"ranks must be at least 1, but got {n}")
+    _preload(spec)
     ranks: list[_Rank] = []
     ok = False
     try:
@@ -185,6 +186,23 @@ def measure_ranks(
         return payload
     finally:
         _end(ranks, grace=EXIT_GRACE_S if ok else 0.0)
+
+
+def _preload(spec: TrialSpec) -> None:
+    """Import what every rank needs once, before forking (the zygote has most of it already).
+
+    DALI is left to the ranks: its import sets up its allocators, and nothing CUDA may come before the fork.
+    """
+    import importlib
+
+    for name in ("torch", "torchvision", "autotune.loaders.backends", "autotune.loaders.presets", "autotune.trials.measure"):
+        importlib.import_module(name)
+    if spec.loader.backend.value == "torch":
+        from autotune.loaders.backends import get_backend
+
+        get_backend("torch")
+    if spec.model is not None:
+        importlib.import_module("autotune.trials.model")
 
 
 class _Rank:
@@ -238,6 +256,8 @@ def _conduct(ranks: list[_Rank], on_window: Callable[[int, float], bool]) -> dic
                 msg = conn.recv()
             except (EOFError, OSError):
                 del live[conn]
+                if rk.rank in results:  # its loader failed after its windows: the measurement stands
+                    continue
                 raise _died(rk) from None
             if msg[0] == "ready":
                 waiting.discard(rk.rank)
@@ -283,10 +303,10 @@ def _died(rk: _Rank) -> RankFailed:
 
 
 def _end(ranks: list[_Rank], grace: float) -> None:
-    """Every rank and its workers gone: ``grace`` s to exit by themselves, then SIGTERM, then SIGKILL."""
-    deadline = time.monotonic() + grace
-    for rk in ranks:
-        rk.reap(max(0.0, deadline - time.monotonic()))
+    """Every rank and its workers gone: ``grace`` s to exit by themselves, then SIGTERM, then SIGKILL.
+
+    The trees are listed first: a worker whose rank has exited is no longer anyone's descendant here.
+    """
     procs: list[psutil.Process] = []
     for rk in ranks:
         if rk.exitcode is None:
@@ -295,6 +315,10 @@ def _end(ranks: list[_Rank], grace: float) -> None:
                 procs += [p, *p.children(recursive=True)]
             except psutil.NoSuchProcess:
                 pass
+    deadline = time.monotonic() + grace
+    for rk in ranks:
+        rk.reap(max(0.0, deadline - time.monotonic()))
+    procs = [p for p in procs if p.is_running()]  # psutil checks the start time: a reused PID is not hit
     for p in procs:
         try:
             p.terminate()
@@ -366,6 +390,9 @@ def _rank_main(
     except _Stopped:
         return 0
     except BaseException as e:  # noqa: BLE001 - everything is reported to the trial's child
+        if sent:  # after its windows, while keeping the others company: the measurement stands
+            logger.debug("rank %d's loader failed after its windows: %s", r, e)
+            return 0
         outcome, bad = classify(e) if classify is not None else (Outcome.CRASH, None)
         logger.debug("rank %d failed", r, exc_info=True)
         try:
