@@ -172,12 +172,14 @@ def zygote():
     z.close()
 
 
-def test_rank_crash_is_a_clean_trial_failure(tiny_dataset, zygote):
+@pytest.mark.parametrize(("fault", "outcome", "text"), [("crash", Outcome.CRASH, "injected crash"), ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory")])
+def test_rank_failure_is_a_clean_trial_failure(tiny_dataset, zygote, fault, outcome, text):
+    """Through the runner: the failing rank's outcome is the trial's, and no process is left."""
     from autotune.trials.runner import run_trial
 
-    r = run_trial(_spec(tiny_dataset, workers=1, inject="rank1-crash"), timeout_s=120, zygote=zygote)
-    assert r.outcome is Outcome.CRASH
-    assert "rank 1" in r.message and "injected crash" in r.message
+    r = run_trial(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), timeout_s=120, zygote=zygote)
+    assert r.outcome is outcome
+    assert r.message.startswith("rank 1: ") and text in r.message
     assert not _descendants({zygote.proc.pid})
 
 
