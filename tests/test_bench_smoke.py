@@ -61,3 +61,44 @@ def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     for r in rows:
         assert set(r) == {"variant", "samples", "wall_s", "settled_samples_per_s"}
         assert r["samples"] >= 32 and r["wall_s"] > 0
+
+
+def test_ranks_bench_command_is_autotune_run_with_the_issue_flags(tmp_path):
+    import argparse
+
+    import ranks_gpu
+
+    from autotune.cli import build_parser
+
+    a = argparse.Namespace(space="dali", ranks=2, device="cuda", n_trials=8, window=0.5, windows=3)
+    extra = ["--seed", "1"]
+    args = build_parser().parse_args(ranks_gpu.run_args(tmp_path / "data", tmp_path, a, extra))
+    assert (args.space, args.gpus, args.device, args.n_trials, args.window, args.windows, args.seed) == ("dali", 2, "cuda", 8, 0.5, 3, 1)
+    assert args.out == str(tmp_path / "autotune.yaml")
+
+
+def test_ranks_bench_runs_two_cpu_ranks_by_hand(tmp_path, tiny_dataset, monkeypatch):
+    """The independent side for real (two CPU processes, one shard each); the tool's side stubbed."""
+    import json
+
+    import ranks_gpu
+
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 2, "num_workers": 0}), device="cpu")
+    yaml_path = tmp_path / "autotune.yaml"
+    save_config(cfg, yaml_path)
+    tool_side = {"config": cfg.loader.describe(), "total": 20.0, "per_rank": [10.0, 11.0]}
+    monkeypatch.setattr(ranks_gpu, "tool", lambda *a, **k: (yaml_path, tool_side))
+    out = tmp_path / "ranks.json"
+    rc = ranks_gpu.main(["--data", str(tiny_dataset), "--out", str(tmp_path), "--device", "cpu", "--ranks", "2", "--seconds", "0.3", "--warmup", "1", "--json", str(out)])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert [r["measure"] for r in rows] == ["autotune", "independent"]
+    for r in rows:
+        assert set(r) == {"measure", "ranks", "config", "total_samples_per_s", "per_rank"}
+        assert r["ranks"] == 2 and r["config"] == cfg.loader.describe() and len(r["per_rank"]) == 2
+    hand = rows[1]
+    assert all(x > 0 for x in hand["per_rank"])
+    assert hand["total_samples_per_s"] == pytest.approx(sum(hand["per_rank"]), abs=0.2)

@@ -226,3 +226,31 @@ def test_dali_device_allocation_failure_is_oom_gpu():
     err = RuntimeError("Critical error in pipeline: Error in GPU operator `nvidia.dali.fn.resize` ... encountered:  "
                        "Can't allocate 38535168 bytes on device 0. Current pipeline object is no longer valid.")
     assert classify_exception(err)[0] is Outcome.OOM_GPU
+
+
+def test_monitor_watches_each_rank_gpu(monkeypatch):
+    """With two ranks (cuda:0 and cuda:1), a rank over the per-GPU budget on GPU 1 stops the trial."""
+    import os
+
+    used = {0: 100.0, 1: 100.0}
+
+    class FakeNvml:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+        def used_mib(self, pids):
+            assert os.getpid() in pids  # the sampled tree's processes
+            return used[self.index]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(guard, "_Nvml", FakeNvml)
+    m = Monitor(Budgets(gpu_mib=1000), "cuda", ranks=2)
+    assert sorted(nv.index for nv in m._nvml) == [0, 1]
+    assert m.sample(os.getpid()) is None
+    used[1] = 2000.0
+    assert m.sample(os.getpid()) is Outcome.OOM_GPU and m.over == "gpu"
+    assert m.peak_gpu_mib == 2000.0
+    assert [nv.index for nv in Monitor(Budgets(), "cuda:1")._nvml] == [1]  # one rank: its own device

@@ -112,3 +112,52 @@ def test_epoch_used_up_by_startup_and_warmup(warmup):
     loader = SleepLoader(batch=4, period=0.002, batches_per_epoch=1 + warmup)
     m = measure(loader, "cpu", warmup_batches=warmup, window_s=0.05, windows=2)
     assert m.samples_per_s > 0 and m.epochs > 1
+
+
+class CountingLoader(SleepLoader):
+    """A SleepLoader that counts its epochs started and the batches it yielded."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.iters = 0
+        self.yielded = 0
+        self.unfinished = 0  # epochs left half-read when the next one started
+
+        self.active = False
+
+    def __iter__(self):
+        self.iters += 1
+        if self.active:
+            self.unfinished += 1
+        self.active = True
+        for b in super().__iter__():
+            self.yielded += 1
+            yield b
+        self.active = False
+
+
+def test_after_warmup_runs_once_before_the_first_window():
+    calls = []
+    loader = SleepLoader(batch=4, period=0.002)
+    m = measure(
+        loader, "cpu", warmup_batches=3, window_s=0.05, windows=2,
+        after_warmup=lambda: calls.append("ready"), on_window=lambda k, v: calls.append(k) and False,
+    )
+    assert calls[0] == "ready" and calls.count("ready") == 1
+    assert calls[1:] == list(range(len(m.windows)))
+
+
+def test_keep_loading_goes_on_with_the_same_iterator():
+    """The untimed tail after the windows reads on from the same epoch: no epoch is restarted half-read."""
+    loader = CountingLoader(batch=4, period=0.001, batches_per_epoch=7)
+    seen = []
+
+    def keep_loading(m):
+        seen.append(m)
+        return len(seen) <= 20
+
+    m = measure(loader, "cpu", warmup_batches=1, window_s=0.02, windows=2, keep_loading=keep_loading)
+    timed = 1 + 1 + m.batches  # start-up, warm-up, windows
+    assert loader.yielded == timed + 20
+    assert len(seen) == 21 and all(s is m for s in seen)
+    assert loader.unfinished == 0

@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import os
+import time
 import warnings
 
+import psutil
 import pytest
 
+from autotune.outcomes import Outcome
+from autotune.trials import ranks
 from autotune.trials.measure import Measurement
-from autotune.trials.ranks import _Windows, combine, measure_ranks, rank_device
+from autotune.trials.ranks import RankFailed, _Windows, combine, measure_ranks, rank_device
 
 
 def _m(rate: float) -> Measurement:
@@ -49,20 +54,151 @@ def test_window_relay_stops_every_rank_when_pruned():
     assert relay.window(0, 1, 1.0) is True
 
 
-def test_two_cpu_loaders_at_once(tiny_dataset):
+def _spec(dataset, workers: int = 0, inject: str | None = None, **kw):
     from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import scan
     from autotune.trials.spec import TrialSpec
 
-    spec = TrialSpec(
-        dataset=scan(tiny_dataset), loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 2, "num_workers": 0}),
-        device="cpu", warmup_batches=1, window_s=0.1, windows=2, seed=0, ranks=2,
+    return TrialSpec(
+        dataset=scan(dataset), loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 2, "num_workers": workers}),
+        device="cpu", warmup_batches=1, window_s=0.1, windows=2, seed=0, ranks=2, inject=inject, **kw,
     )
+
+
+def _descendants(keep: set[int] = frozenset(), timeout: float = 10.0) -> list[psutil.Process]:
+    """This test process's descendants (but ``keep`` and theirs), once the dying ones are gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        kept = set(keep)
+        for pid in keep:
+            try:
+                kept |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
+            except psutil.NoSuchProcess:
+                pass
+        left = [p for p in psutil.Process().children(recursive=True) if p.pid not in kept]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def test_two_cpu_loaders_at_once(tiny_dataset):
     windows = []
-    p = measure_ranks(spec, lambda k, v: windows.append(v) or False)
+    p = measure_ranks(_spec(tiny_dataset), lambda k, v: windows.append(v) or False)
     assert len(p["per_rank_samples_per_s"]) == 2 and p["ranks"] == 2
     assert p["samples_per_s"] == pytest.approx(min(p["per_rank_samples_per_s"]) * 2, abs=0.2)
     assert windows and all(v > 0 for v in windows)
+    assert not _descendants()
+
+
+def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, monkeypatch):
+    """Two CPU ranks over a torch DataLoader with workers: two processes, one shard and a share of the threads
+    each, scored slowest x 2."""
+    real = ranks.measure_rank
+
+    def spy(spec, device, on_window, **kw):
+        import torch
+
+        (tmp_path / f"rank{kw['shard_id']}").write_text(f"{os.getpid()} {kw['num_shards']} {device} {torch.get_num_threads()}")
+        return real(spec, device, on_window, **kw)
+
+    monkeypatch.setattr(ranks, "measure_rank", spy)
+    windows = []
+    during: set[psutil.Process] = set()  # the ranks and their workers, seen while they measure
+
+    def on_window(k, v):
+        windows.append((k, v))
+        during.update(psutil.Process().children(recursive=True))
+        return False
+
+    p = measure_ranks(_spec(tiny_dataset, workers=1), on_window)
+    assert len(during) >= 4  # two ranks, a worker each
+    assert not [q for q in during if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]  # none left, not even re-parented
+    seen = [(tmp_path / f"rank{r}").read_text().split() for r in range(2)]
+    pids = {int(s[0]) for s in seen}
+    assert len(pids) == 2 and os.getpid() not in pids
+    import torch
+
+    share = str(max(1, torch.get_num_threads() // 2))  # each rank its share of the intra-op threads
+    assert [s[1:] for s in seen] == [["2", "cpu", share], ["2", "cpu", share]]
+    rates = p["per_rank_samples_per_s"]
+    assert len(rates) == 2 and all(r > 0 for r in rates)
+    assert p["slowest_rank"] == rates.index(min(rates))
+    assert p["samples_per_s"] == pytest.approx(min(rates) * 2, abs=0.2)
+    assert p["sum_samples_per_s"] == pytest.approx(sum(rates), abs=0.2)
+    assert [k for k, _ in windows] == list(range(len(windows))) and windows
+    assert not _descendants()
+
+
+def test_each_rank_runs_the_training_step(tiny_dataset):
+    """With a model, every rank process times its own training step, as a single-rank trial does."""
+    from autotune.trials.model import ModelSpec
+
+    step_ms = 50.0
+    p = measure_ranks(_spec(tiny_dataset, model=ModelSpec(step_ms=step_ms)), lambda k, v: False)
+    ceiling = 2 / (step_ms / 1000)  # batch 2, one step each: at most 40 samples/s per rank
+    assert len(p["per_rank_samples_per_s"]) == 2
+    assert all(0 < r <= ceiling * 1.02 for r in p["per_rank_samples_per_s"])
+    assert p["model"] == ModelSpec(step_ms=step_ms).describe()
+    assert not _descendants()
+
+
+@pytest.mark.parametrize(("fault", "outcome", "text"), [("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory"), ("segfault", Outcome.CRASH, "SIGSEGV")])
+def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, outcome, text):
+    """The trial child's side: the failing rank's outcome, the other rank and every worker gone."""
+    import faulthandler
+
+    from autotune.trials.child import classify_exception, execute
+
+    was = faulthandler.is_enabled()
+    faulthandler.disable()  # the forked rank would print pytest's fault handler's dump of its segfault
+    try:
+        with pytest.raises(RankFailed) as err:
+            execute(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), lambda k, v: False)
+    finally:
+        if was:
+            faulthandler.enable()
+    assert err.value.rank == 1 and text in str(err.value)
+    assert classify_exception(err.value) == (outcome, None)
+    assert not _descendants()
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    from autotune.trials.zygote import Zygote
+
+    z = Zygote.start()
+    assert z is not None
+    yield z
+    z.close()
+
+
+@pytest.mark.parametrize(("fault", "outcome", "text"), [("crash", Outcome.CRASH, "injected crash"), ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory")])
+def test_rank_failure_is_a_clean_trial_failure(tiny_dataset, zygote, fault, outcome, text):
+    """Through the runner: the failing rank's outcome is the trial's, and no process is left."""
+    from autotune.trials.runner import run_trial
+
+    r = run_trial(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), timeout_s=120, zygote=zygote)
+    assert r.outcome is outcome
+    assert r.message.startswith("rank 1: ") and text in r.message
+    assert not _descendants({zygote.proc.pid})
+
+
+def test_hung_rank_is_ended_by_the_trial_timeout(tiny_dataset, zygote):
+    from autotune.trials.runner import run_trial
+
+    r = run_trial(_spec(tiny_dataset, workers=1, inject="rank1-hang"), timeout_s=8, zygote=zygote)
+    assert r.outcome is Outcome.TIMEOUT
+    assert not _descendants({zygote.proc.pid})
+
+
+def test_memory_guard_sees_every_rank(tiny_dataset, zygote):
+    """Rank 1's allocation counts against the trial's host budget: the ranks are in the sampled tree."""
+    from autotune.trials.guard import Budgets
+    from autotune.trials.runner import run_trial
+
+    r = run_trial(_spec(tiny_dataset, inject="rank1-alloc:3000"), timeout_s=120, budgets=Budgets(host_mib=1500), zygote=zygote)
+    assert r.outcome is Outcome.OOM_HOST and r.extra.get("over") == "host"
+    assert not _descendants({zygote.proc.pid})
 
 
 def test_run_gpus_2_on_cpu_records_two_ranks(workdir, tiny_dataset):

@@ -2,5 +2,5 @@
 
 The parent side (:mod:`~autotune.trials.runner`, :mod:`~autotune.trials.zygote`, :mod:`~autotune.trials.guard`)
 never imports torch; the child side (:mod:`~autotune.trials.child`, :mod:`~autotune.trials.measure`,
-:mod:`~autotune.trials.model`, :mod:`~autotune.trials.ranks`) builds the loader and measures it.
+:mod:`~autotune.trials.model`, :mod:`~autotune.trials.rank`, :mod:`~autotune.trials.ranks`) builds the loader and measures it.
 """

@@ -23,17 +23,25 @@ logger = logging.getLogger(__name__)
 def _inject(fault: str | None) -> None:
     """Fault injection for the test-suite (``TrialSpec.inject``).
 
-    ``segfault``, ``hang``: the trial process itself; ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
+    ``segfault``, ``hang``: the trial process itself; ``crash``, ``oom-gpu``: it raises an error (a
+    ``torch.cuda.OutOfMemoryError`` for ``oom-gpu``); ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
-    its first sample (the trial process stays well).
+    its first sample (the trial process stays well); ``rank<R>-<fault>``: rank R's process does ``<fault>``
+    (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well.
     """
-    if not fault:
+    if not fault or fault.startswith("rank"):
         return
     if fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
     elif fault == "hang":
         while True:
             time.sleep(1)
+    elif fault == "crash":
+        raise RuntimeError("injected crash")
+    elif fault == "oom-gpu":
+        import torch
+
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected)")
     elif fault.startswith("alloc:"):
         mib = int(fault.split(":", 1)[1])
         hold = []
@@ -82,50 +90,22 @@ def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
 
 
 def execute(spec: TrialSpec, on_window: Callable[[int, float], bool]) -> dict[str, Any]:
-    """Build ``spec``'s loader on its device, measure it and return the result payload."""
+    """Build ``spec``'s loader on its device, measure it and return the result payload.
+
+    Several ranks are forked from here, one process each, before anything touches CUDA
+    (:mod:`autotune.trials.ranks`); one rank is measured in this process.
+    """
     _inject(spec.inject)
     import torch
 
-    from autotune.loaders.backends import get_backend
-    from autotune.loaders.presets import get_preset
-    from autotune.trials.measure import measure
+    from autotune.trials.rank import measure_rank
+    from autotune.trials.ranks import measure_ranks
 
     if spec.seed is not None:
         torch.manual_seed(spec.seed)
-    device = spec.device
-    if device.startswith("cuda"):
-        torch.cuda.init()
-    consume = None
-    extra: dict[str, Any] = {}
-    if spec.model is not None:
-        from autotune.trials.model import prepare_consumer
-
-        consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
     if spec.ranks > 1:
-        from autotune.trials.ranks import measure_ranks
-
-        return {**measure_ranks(spec, on_window), **extra}
-    backend = get_backend(spec.loader.backend.value)
-    t0 = time.perf_counter()
-    if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
-        from autotune.trials.model import resident_loader
-
-        loader = resident_loader(spec)
-    else:
-        loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed)
-    build_s = time.perf_counter() - t0
-    try:
-        m = measure(loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window, consume=consume)
-    finally:
-        loader.close()
-    payload = m.to_dict()
-    payload["startup_s"] = build_s + m.startup_s
-    if device.startswith("cuda"):
-        payload["peak_gpu_mib"] = torch.cuda.max_memory_reserved() / 2**20
-    payload.pop("batches", None)
-    payload.pop("samples", None)
-    payload.pop("epochs", None)
-    return {**payload, **extra}
+        return measure_ranks(spec, on_window, classify=classify_exception, inject=_inject)
+    return measure_rank(spec, spec.device, on_window)
 
 
 # ------------------------------------------------------------------------------------- process entry
@@ -144,6 +124,10 @@ def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
     from autotune.dataset.imaging import BadImageError
 
+    from autotune.trials.ranks import RankFailed
+
+    if isinstance(e, RankFailed):  # classified in the rank's process
+        return e.outcome, e.bad_file
     text = f"{type(e).__name__}: {e}"
     name = type(e).__name__
     if isinstance(e, BadImageError) or name == "BadImageError":
@@ -204,8 +188,10 @@ def child_main(fd: int, parent: int | None = None) -> None:
         payload = execute(spec, on_window)
         conn.send(("result", Outcome.COMPLETE.value, payload))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
+        from autotune.trials.ranks import RankFailed
+
         outcome, bad = classify_exception(e)
-        msg = f"{type(e).__name__}: {e}".strip().splitlines()
+        msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()
         logger.debug("trial failed: %s", traceback.format_exc())
         if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
             bad = find_bad_file(spec.dataset)  # DALI's decoder did not say which file: look for it

@@ -398,10 +398,11 @@ class Monitor:
     A trial is stopped when a sample is over a budget or the growth since the last sample would take the
     next one over it: the child is stopped before it crosses the budget, not after the kernel's
     out-of-memory killer has picked a victim. Every process ever seen in the tree is kept in ``seen``, so
-    that none is left behind when the trial ends.
+    that none is left behind when the trial ends. The tree holds every rank's process (forked by the trial's
+    child) with its workers; with several ranks, each rank's GPU is watched and the GPU budget holds for each.
     """
 
-    def __init__(self, budgets: Budgets, device: str = "cpu") -> None:
+    def __init__(self, budgets: Budgets, device: str = "cpu", ranks: int = 1) -> None:
         self.budgets = budgets
         self.peak_host_mib = 0.0
         self.peak_gpu_mib: float | None = None
@@ -411,7 +412,9 @@ class Monitor:
         self.seen: set[psutil.Process] = set()
         self._host = TreeMemory()
         self._prev: dict[str, float] = {}
-        self._nvml = _Nvml(_gpu_index(device)) if device.startswith("cuda") else None
+        # one GPU per rank (``cuda:r``, as the ranks bind them); the GPU budget holds for each
+        gpus = [device] if ranks <= 1 else [f"cuda:{r}" for r in range(ranks)]
+        self._nvml = [_Nvml(_gpu_index(d)) for d in gpus] if device.startswith("cuda") else []
         self._shm0 = shm_used_mib() if budgets.shm_mib is not None else None
 
     def _projected(self, kind: str, value: float) -> float:
@@ -449,8 +452,10 @@ class Monitor:
                 if b.shm_mib is not None and self._projected("shm", shm) > b.shm_mib:
                     self._stop("shm", shm, b.shm_mib, "/dev/shm")
                     return Outcome.SHM
-        if self._nvml is not None:
-            gpu = self._nvml.used_mib({p.pid for p in procs})
+        if self._nvml:
+            pids = {p.pid for p in procs}
+            used = [u for u in (nv.used_mib(pids) for nv in self._nvml) if u is not None]
+            gpu = max(used) if used else None
             if gpu is not None:
                 self.peak_gpu_mib = max(self.peak_gpu_mib or 0.0, gpu)
                 if b.gpu_mib is not None and self._projected("gpu", gpu) > b.gpu_mib:
@@ -459,8 +464,8 @@ class Monitor:
         return None
 
     def close(self) -> None:
-        if self._nvml is not None:
-            self._nvml.close()
+        for nv in self._nvml:
+            nv.close()
 
 
 def sample_cost_ms(pid: int, samples: int = 10) -> float:

@@ -105,6 +105,8 @@ def measure(
     on_window: Callable[[int, float], bool] | None = None,
     consume: Callable[[Any], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    after_warmup: Callable[[], None] | None = None,
+    keep_loading: Callable[[Measurement], bool] | None = None,
 ) -> Measurement:
     """Measure ``loader``'s throughput.
 
@@ -117,6 +119,11 @@ def measure(
             leading ones are still speeding up.
         on_window: called after each window with (index, median rate so far); returning True stops early.
         consume: work done on each batch inside the clock (a training step), default none.
+        after_warmup: called once after the warm-up, before the first window (several ranks wait there for
+            each other, so that their windows start together).
+        keep_loading: called with the measurement once the windows are done; batches are still loaded
+            (untimed, from the same iterator, so no epoch is left half-read) while it returns True: a rank
+            that is done keeps loading until the slowest is done.
 
     Returns:
         The :class:`Measurement`.
@@ -158,6 +165,8 @@ def measure(
             consume(batch)
     sync()
     warmup = clock() - t1
+    if after_warmup is not None:
+        after_warmup()
 
     if consume is not None:
         def take(b: Any) -> int:
@@ -220,4 +229,10 @@ def measure(
         if len(rates) - steady >= windows or len(rates) >= max_windows:
             break
     median, spread = robust_rate(rates[steady:])
-    return Measurement(median, spread, rates, steady, startup, warmup, batches, samples, epochs)
+    m = Measurement(median, spread, rates, steady, startup, warmup, batches, samples, epochs)
+    if keep_loading is not None:
+        while keep_loading(m):
+            b = next_batch()
+            if consume is not None:
+                consume(b)
+    return m

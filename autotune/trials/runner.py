@@ -88,7 +88,7 @@ def run_trial(
     """
     budgets = budgets or Budgets()
     ours, theirs = socket.socketpair()
-    monitor = Monitor(budgets, spec.device)
+    monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None

@@ -24,7 +24,7 @@ import time
 logger = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("=cii")
-PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.loaders.backends._torch")
+PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.trials.ranks", "autotune.loaders.backends._torch")
 
 
 class ForkedTrial:

@@ -219,8 +219,13 @@ class DaliLoader(BatchLoader):
             raise UserError("this DALI loader was closed; build a new one with autotune.build_loader")
         if self._unfinished:
             logger.debug("finishing the previous, partly read epoch before starting a new one")
-            for _ in self.iterator:
-                pass
+            # next() to the end, not a for loop: iter() on DALI's iterator resets it, and a reset half-way
+            # through an epoch only prints "DALI iterator does not support resetting ..." to the terminal
+            while True:
+                try:
+                    next(self.iterator)
+                except StopIteration:
+                    break
         self._unfinished = True
         for batch in self.iterator:
             out = batch[0]

@@ -1,0 +1,82 @@
+"""What one rank measures: its loader, built on its device and shard, warmed up, then timed in windows.
+
+A single-rank trial is :func:`measure_rank` in the trial's child process; with several ranks, each rank
+process of :mod:`autotune.trials.ranks` runs it on its own shard and device.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.trials.measure import Measurement
+    from autotune.trials.spec import TrialSpec
+
+
+def measure_rank(
+    spec: TrialSpec,
+    device: str,
+    on_window: Callable[[int, float], bool],
+    *,
+    shard_id: int = 0,
+    num_shards: int = 1,
+    after_warmup: Callable[[], None] | None = None,
+    keep_loading: Callable[[dict[str, Any]], bool] | None = None,
+) -> dict[str, Any]:
+    """Build ``spec``'s loader on ``device`` (and this shard), measure it and return the result payload.
+
+    Args:
+        spec: the trial.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; a CUDA device is bound before anything else touches CUDA.
+        on_window: called after each window with (index, median so far); True stops the measurement.
+        shard_id, num_shards: this rank's shard of the dataset.
+        after_warmup: called once the loader is warmed up, before the first window.
+        keep_loading: called with the payload once the windows are done; the loader goes on (untimed)
+            while it returns True.
+    """
+    import torch
+
+    from autotune.loaders.backends import get_backend
+    from autotune.loaders.presets import get_preset
+    from autotune.trials.measure import measure
+
+    if device.startswith("cuda"):
+        if ":" in device:
+            torch.cuda.set_device(device)
+        torch.cuda.init()
+    consume = None
+    extra: dict[str, Any] = {}
+    if spec.model is not None:
+        from autotune.trials.model import prepare_consumer
+
+        consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
+    backend = get_backend(spec.loader.backend.value)
+    t0 = time.perf_counter()
+    if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
+        from autotune.trials.model import resident_loader
+
+        loader = resident_loader(spec)
+    else:
+        loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
+    build_s = time.perf_counter() - t0
+
+    def payload(m: Measurement) -> dict[str, Any]:
+        out = m.to_dict()
+        out["startup_s"] = build_s + m.startup_s
+        if device.startswith("cuda"):
+            out["peak_gpu_mib"] = torch.cuda.max_memory_reserved(torch.device(device)) / 2**20
+        for k in ("batches", "samples", "epochs"):
+            out.pop(k, None)
+        return {**out, **extra}
+
+    tail = None if keep_loading is None else lambda m: keep_loading(payload(m))
+    try:
+        m = measure(
+            loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window,
+            consume=consume, after_warmup=after_warmup, keep_loading=tail,
+        )
+    finally:
+        loader.close()
+    return payload(m)
