@@ -23,7 +23,7 @@ from autotune.errors import UserError
 from autotune.loaders.presets import get_preset
 from autotune.study.result import config_from_study, outcome_counts
 from autotune.study.space import load_space
-from autotune.study.storage import mask_log_secrets, mask_url, open_storage
+from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,15 @@ def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
 
 
 def tune(args: argparse.Namespace) -> dict[str, Any]:
-    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input."""
+    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input.
+
+    Every storage it opens is closed when it returns, so scripts can call it again and again.
+    """
+    with closing_storages():
+        return _tune(args)
+
+
+def _tune(args: argparse.Namespace) -> dict[str, Any]:
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
@@ -214,11 +222,14 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     }
     if settings.model is not None:
         attrs["model"] = settings.model.describe()
-    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
-    if args.warm_start:
+    warm = None
+    if args.warm_start:  # read before the study is created: a bad --warm-start leaves no empty study behind
         from autotune.study.fleet import previous_best
 
-        tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
+        warm = previous_best(args.warm_start, args.storage)
+    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
+    if warm is not None:
+        tuner.enqueue_warm_start(warm)
     done_before = sum(t.state.is_finished() for t in tuner.study.trials)  # enqueued trials are still to run
     if not args.quiet:
         print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"

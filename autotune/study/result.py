@@ -52,6 +52,8 @@ def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
 def config_from_study(study: optuna.Study, storage_url: str) -> Config:
     """The YAML for a study's winner, built from what the study stored (any machine can do this)."""
     best, scores = winner(study)
+    if not isinstance(best.user_attrs.get("loader"), dict):
+        raise UserError(f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); pick an autotune study with 'autotune studies'")
     a = study.user_attrs
     rate = statistics.median(scores)
     base = baseline_rates(study)

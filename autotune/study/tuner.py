@@ -26,7 +26,7 @@ from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.space import SearchSpace
-from autotune.study.storage import mask_url, open_storage
+from autotune.study.storage import is_storage_error, mask_url, open_storage, storage_failure
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.runner import run_trial
@@ -348,6 +348,10 @@ class Tuner:
         optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
         try:
             self.study.optimize(self.objective, n_trials=s.n_trials, timeout=s.timeout, catch=(TrialFailure,), callbacks=callbacks or [], gc_after_trial=False)
+        except Exception as e:
+            if is_storage_error(e):  # e.g. the disk filled up: one line; the trials stored so far stay
+                raise storage_failure(self.storage_url, e) from None
+            raise
         finally:
             self.close()
 
