@@ -65,6 +65,14 @@ class _PlainLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+def _plain_load(text: str) -> Any:
+    loader = _PlainLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     """Safe-load a YAML file without aliases, or raise a one-line error."""
     p = Path(path)
@@ -73,7 +81,7 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     if p.is_dir():
         raise ConfigError(f"{what} {str(p)!r} is a folder; pass a YAML file")
     try:
-        return yaml.load(p.read_text(encoding="utf-8"), Loader=_PlainLoader)  # noqa: S506 - a SafeLoader
+        return _plain_load(p.read_text(encoding="utf-8"))
     except _AliasFound as e:
         raise ConfigError(f"{what} {str(p)!r} uses a YAML alias (*{e.anchor}) at line {e.line}; autotune files hold no aliases: write the value out") from None
     except yaml.YAMLError as e:

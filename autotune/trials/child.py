@@ -25,7 +25,9 @@ def _inject(fault: str | None) -> None:
 
     ``segfault``, ``hang``: the trial process itself; ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
-    its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well).
+    its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well);
+    ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
+    and in its workers, without using the CPU.
     """
     if not fault:
         return
@@ -42,6 +44,17 @@ def _inject(fault: str | None) -> None:
             time.sleep(0.02)
         _inject.hold = hold  # type: ignore[attr-defined]
         time.sleep(60)
+    elif fault.startswith("sample-sleep:"):
+        from autotune.loaders.backends._torch import FileListDataset
+
+        delay = float(fault.split(":", 1)[1]) / 1000.0
+        getitem = FileListDataset.__getitem__
+
+        def slow(self, index):  # noqa: ANN001
+            time.sleep(delay)  # like a slow disk: costs time, not CPU, whatever else runs on the machine
+            return getitem(self, index)
+
+        FileListDataset.__getitem__ = slow
     elif fault in ("worker-segfault", "worker-hang"):
         from torch.utils.data import get_worker_info
 
