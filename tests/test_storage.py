@@ -77,6 +77,7 @@ def test_a_disk_that_fills_up_during_the_study_is_one_line(workdir, tiny_dataset
         raise sqlalchemy.exc.OperationalError("INSERT INTO trials", {}, Exception("database or disk is full"))
 
     monkeypatch.setattr(optuna.Study, "optimize", full)
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)  # not what this test is about
     assert main(["run", "--dataset", str(tiny_dataset), *FAST]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the disk holding storage 'autotune.db' is full" in err
@@ -122,6 +123,11 @@ def test_hostile_study_names_are_shown_as_they_are(workdir, capsys):
         assert "\x1b" not in out and "\x07" not in out and "\r" not in out
     assert main(["show", "--study", "[/]evil"]) == 0
     assert "[/]evil" in capsys.readouterr().out
+    for name in HOSTILE[2:]:
+        assert main(["report", "--study", name, "--quiet"]) == 0
+    for md in workdir.glob("reports/*/report.md"):
+        text = md.read_text()
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "two\nlines" not in text
 
 
 def test_one_unreadable_study_does_not_hide_the_others(workdir, capsys):

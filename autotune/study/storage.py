@@ -122,7 +122,7 @@ def is_storage_error(e: BaseException) -> bool:
     return any(c.__module__.startswith("sqlalchemy.") for c in type(e).__mro__)
 
 
-def storage_failure(url: str, e: BaseException) -> UserError:
+def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> UserError:
     """The one-line :class:`UserError` for ``e``, raised by storage ``url`` while opening, reading or writing it:
     its cause (no such file, full disk, read-only, missing driver) and the fix, the password masked."""
     text = str(e)
@@ -138,7 +138,9 @@ def storage_failure(url: str, e: BaseException) -> UserError:
         return UserError(f"cannot open storage file {target} ({first}); check that its folder exists and is writable, or pass another --storage")
     if isinstance(e, ImportError):
         return UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({first}); {_driver_hint(url)}")
-    return UserError(f"cannot open storage {mask_url(url)}: {first}; check the URL (e.g. sqlite:///autotune.db)")
+    if opening:
+        return UserError(f"cannot open storage {mask_url(url)}: {first}; check the URL (e.g. sqlite:///autotune.db)")
+    return UserError(f"storage {mask_url(url)} failed: {first}; the trials stored so far are kept: fix the database, then --resume")
 
 
 _opened: contextvars.ContextVar[list[optuna.storages.BaseStorage] | None] = contextvars.ContextVar("autotune_opened_storages", default=None)
@@ -194,7 +196,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
                 kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
             storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
     except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
-        raise storage_failure(url, e) from None
+        raise storage_failure(url, e, opening=True) from None
     opened = _opened.get()
     if opened is not None:
         opened.append(storage)
