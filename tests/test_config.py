@@ -118,7 +118,7 @@ def _full_config(dataset) -> Config:
     result = {
         "samples_per_s": 500.0, "spread": [480.0, 510.0], "scores": [500.0, 495.0], "startup_s": 1.5, "peak_gpu_mib": None,
         "peak_host_mib": 900.0, "defaults_samples_per_s": 100.0, "heuristic_samples_per_s": 400.0, "speedup_vs_defaults": 5.0,
-        "speedup_vs_heuristic": 1.25, "ranks": 1, "fraction_of_ceiling": 0.9, "model_ceiling_samples_per_s": 550.0,
+        "speedup_vs_heuristic": 1.25, "ranks": 2, "per_rank_samples_per_s": [240.0, 260.0], "fraction_of_ceiling": 0.9, "model_ceiling_samples_per_s": 550.0,
     }
     study = {"name": "s", "storage": "sqlite:///autotune.db", "trials": 5, "complete": 4, "failed": {"crash": 1}, "best_trial": 3}
     return Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}), dataset=fingerprint.dataset_summary(dataset),

@@ -54,10 +54,10 @@ def _require(ok: bool, name: str, kind: str, value: Any) -> None:
         raise ConfigError(f"{name} must be {kind}, but got {value!r}")
 
 
-#: ``result`` keys that hold a number (or null); ``spread`` and ``scores`` hold lists of numbers.
+#: ``result`` keys that hold a number (or null); ``spread``, ``scores`` and ``per_rank_samples_per_s`` hold lists of numbers.
 RESULT_NUMBERS = (
     "samples_per_s", "defaults_samples_per_s", "heuristic_samples_per_s", "speedup_vs_defaults", "speedup_vs_heuristic",
-    "startup_s", "peak_gpu_mib", "peak_host_mib", "per_rank_samples_per_s", "model_ceiling_samples_per_s", "fraction_of_ceiling",
+    "startup_s", "peak_gpu_mib", "peak_host_mib", "model_ceiling_samples_per_s", "fraction_of_ceiling",
 )
 
 
@@ -67,7 +67,7 @@ def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
     for k in RESULT_NUMBERS:
         v = result.get(k)
         _require(v is None or _is_number(v), f"result.{k}", "a number", v)
-    for k in ("spread", "scores"):
+    for k in ("spread", "scores", "per_rank_samples_per_s"):
         v = result.get(k)
         _require(v is None or (isinstance(v, list) and all(_is_number(x) for x in v)), f"result.{k}", "a list of numbers", v)
     ranks = result.get("ranks")
