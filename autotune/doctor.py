@@ -129,7 +129,7 @@ def _torch_probe() -> dict[str, Any]:
     try:
         r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=_child_env())
     except subprocess.TimeoutExpired:
-        return {"error": f"importing torch and initialising CUDA hung for {PROBE_TIMEOUT_S:g} s"}
+        return {"error": f"importing torch and initialising CUDA hung for {PROBE_TIMEOUT_S:g} s", "hung": True}
     if r.returncode != 0:
         return {"error": _last_line(r.stderr) or f"exit code {r.returncode}"}
     try:
@@ -231,6 +231,8 @@ def check_python() -> Check:
 
 
 def check_torch(probe: dict[str, Any]) -> Check:
+    if probe.get("hung"):  # slow is not broken: a busy machine can take that long; the trials will tell
+        return Check("torch", Status.WARN, f"not checked ({probe['error']})", "run 'autotune doctor' again when the machine is less busy")
     if probe.get("error"):
         return Check("torch", Status.FAIL, f"cannot import torch ({probe['error']})", "pip install torch torchvision")
     value = f"{probe['torch']}, torchvision {probe.get('torchvision')}, CUDA build {probe.get('cuda') or 'none (CPU-only)'}"

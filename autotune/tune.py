@@ -23,7 +23,7 @@ from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.result import config_from_study, no_completion_message
 from autotune.study.space import load_space
-from autotune.study.storage import mask_log_secrets, mask_url, open_storage
+from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.runner import deferred_signals
 
@@ -126,7 +126,15 @@ def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
 
 
 def tune(args: argparse.Namespace) -> dict[str, Any]:
-    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input."""
+    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input.
+
+    Every storage it opens is closed when it returns, so scripts can call it again and again.
+    """
+    with closing_storages():
+        return _tune(args)
+
+
+def _tune(args: argparse.Namespace) -> dict[str, Any]:
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
@@ -218,13 +226,16 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     }
     if settings.model is not None:
         attrs["model"] = settings.model.describe()
+    warm = None
+    if args.warm_start:  # read before the study is created: a bad --warm-start leaves no empty study behind
+        from autotune.study.fleet import previous_best
+
+        warm = previous_best(args.warm_start, args.storage)
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
     # a finished study whose YAML could not be written: --resume writes it, without tuning again
     unwritten = bool(args.resume and tuner.study.user_attrs.get(UNWRITTEN) and "confirmation" in tuner.study.user_attrs)
-    if args.warm_start and not unwritten:
-        from autotune.study.fleet import previous_best
-
-        tuner.enqueue_warm_start(previous_best(args.warm_start, args.storage))
+    if warm is not None and not unwritten:
+        tuner.enqueue_warm_start(warm)
     done_before = sum(t.state.is_finished() for t in tuner.study.trials)  # enqueued trials are still to run
     if not args.quiet:
         if unwritten:

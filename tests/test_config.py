@@ -60,6 +60,13 @@ def test_dali_config_has_no_dataloader_kwargs():
         ("- a\n- b\n", "not an autotune config"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8\n", "not valid YAML"),
         ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {hw_decoder_load: 3}}\n", "between 0 and 1"),
+        ("schema: 1\nloader: {backend: torch, batch_size: true}\n", "loader.batch_size must be an integer, but got True"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: '4'}}\n", "num_workers must be an integer, but got '4'"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: true}}\n", "num_workers must be an integer, but got True"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {pin_memory: 'yes'}}\n", "pin_memory must be true or false"),
+        ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {num_threads: false}}\n", "num_threads must be an integer"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {samples_per_s: fast}\n", "result.samples_per_s must be a number, but got 'fast'"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {spread: [1, x]}\n", "result.spread must be a list of numbers"),
     ],
 )
 def test_bad_config_files(tmp_path, text, match):
@@ -74,6 +81,96 @@ def test_unsafe_yaml_tags_are_refused(tmp_path):
     path.write_text("schema: 1\nloader: !!python/object/apply:os.system ['echo pwned']\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(path)
+
+
+def _bomb(levels: int = 9) -> str:
+    """A "billion laughs" YAML: each line holds nine aliases of the line above."""
+    lines = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]")
+    return "schema: 1\nloader: {backend: torch, batch_size: 8}\nresult:\n" + "\n".join("  " + line for line in lines) + "\n"
+
+
+def test_yaml_aliases_are_refused_before_they_expand(tmp_path, capsys):
+    """1.6 KB that would expand to 9**9 strings: one line, exit 2, nothing written to stdout."""
+    from autotune.cli import main
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_bomb())
+    assert len(path.read_bytes()) < 2000
+    with pytest.raises(ConfigError, match=r"uses a YAML alias \(\*l0\) at line 5; autotune files hold no aliases"):
+        load_config(path)
+    assert main(["show", str(path), "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "alias" in err
+    space = tmp_path / "space.yaml"
+    space.write_text("params:\n  batch_size: &b {choices: [8, 16]}\n  num_workers: *b\n")
+    from autotune.errors import SpaceError
+    from autotune.study.space import load_space
+
+    with pytest.raises(SpaceError, match="alias"):
+        load_space(str(space))
+
+
+def _full_config(dataset) -> Config:
+    from autotune.config import fingerprint
+
+    result = {
+        "samples_per_s": 500.0, "spread": [480.0, 510.0], "scores": [500.0, 495.0], "startup_s": 1.5, "peak_gpu_mib": None,
+        "peak_host_mib": 900.0, "defaults_samples_per_s": 100.0, "heuristic_samples_per_s": 400.0, "speedup_vs_defaults": 5.0,
+        "speedup_vs_heuristic": 1.25, "ranks": 2, "per_rank_samples_per_s": [240.0, 260.0], "fraction_of_ceiling": 0.9, "model_ceiling_samples_per_s": 550.0,
+    }
+    study = {"name": "s", "storage": "sqlite:///autotune.db", "trials": 5, "complete": 4, "failed": {"crash": 1}, "best_trial": 3}
+    return Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}), dataset=fingerprint.dataset_summary(dataset),
+                  hardware=fingerprint.collect(), result=result, study=study, budgets={"host_mib": 1000.0}, measurement={"windows": 2})
+
+
+def _leaves(data, path=()):
+    if isinstance(data, dict):
+        for k, v in data.items():
+            yield from _leaves(v, (*path, k))
+    elif isinstance(data, list) and data:
+        yield from _leaves(data[0], (*path, 0))
+    else:
+        yield path
+
+
+def _replaced(data, path, value):
+    import copy
+
+    data = copy.deepcopy(data)
+    node = data
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return data
+
+
+def test_show_and_check_survive_any_value_in_any_field(tmp_path, tiny_dataset, capsys):
+    """Every scalar of a config replaced by text, a boolean or null: `show --json` and `check` (and the table of
+    `show`, for text) either print the file or exit 2 with one line; never a traceback."""
+    import yaml
+
+    from autotune.cli import main
+    from autotune.config.files import dump_yaml
+
+    base = _full_config(tiny_dataset).to_dict()
+    path = tmp_path / "c.yaml"
+    tried = 0
+    for leaf in _leaves(base):
+        for value in ("fast", True, None):
+            path.write_text(dump_yaml(_replaced(base, leaf, value)))
+            check = ["check", str(path)] + ([] if leaf[0] == "dataset" else ["--no-dataset"])  # the dataset scan only where it matters
+            for argv in ([["show", str(path)]] if value == "fast" else []) + [["show", str(path), "--json"], check]:
+                rc = main(argv)  # anything but a UserError would raise here
+                out, err = capsys.readouterr()
+                assert rc in (0, 1, 2), (leaf, value, argv)
+                if rc == 2:
+                    assert err.count("\n") == 1 and err.startswith("autotune: error: "), (leaf, value, err)
+                if "--json" in argv and rc == 0:
+                    assert yaml.safe_load(out) is not None
+            tried += 1
+    assert tried > 100
 
 
 def test_atomic_write_keeps_the_old_file_on_failure(tmp_path, monkeypatch):

@@ -330,3 +330,14 @@ def test_smoke_children_are_killed_when_a_check_raises(machine):
     with pytest.raises(KeyboardInterrupt):
         doctor.run_checks(smoke=True)
     assert procs and all(p.returncode is not None for p in procs)
+
+
+def test_a_torch_import_slowed_by_a_busy_machine_does_not_stop_the_run(machine, tiny_dataset):
+    """The probe timing out says the machine is busy, not that torch is broken: a warning, and the run goes on."""
+    machine.setattr(doctor, "_torch_probe", lambda: {"error": f"importing torch and initialising CUDA hung for {doctor.PROBE_TIMEOUT_S:g} s", "hung": True})
+    check = doctor.check_torch(doctor._torch_probe())
+    assert check.status is doctor.Status.WARN and "hung" in check.value
+    doctor.preflight(tiny_dataset, "cpu")  # no UserError
+    machine.setattr(doctor, "_torch_probe", lambda: {"error": "ModuleNotFoundError: No module named 'torch'"})
+    with pytest.raises(UserError, match="torch check failed: cannot import torch"):
+        doctor.preflight(tiny_dataset, "cpu")

@@ -93,7 +93,14 @@ def test_study_goes_on_through_faults(small_dataset, workdir):
     assert not _runners(), "a trial process or worker outlived its trial"
 
 
-def test_hung_worker_times_out(small_dataset, workdir):
+def test_hung_worker_times_out(small_dataset, workdir, tmp_path, monkeypatch):
+    """...and what the killed worker left in its temporary folder (multiprocessing's pymp-*) goes with it."""
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     tuner = _tuner(small_dataset, workdir, "hang", n_trials=1, trial_timeout=8, inject={0: "worker-hang"})
     tuner._enqueue(SMALL, "test")
     t0 = time.monotonic()
@@ -102,6 +109,7 @@ def test_hung_worker_times_out(small_dataset, workdir):
     assert trial.user_attrs["outcome"] == "timeout" and trial.state is optuna.trial.TrialState.PRUNED
     assert time.monotonic() - t0 < 30
     assert not _runners(), "the hung worker outlived its trial"
+    assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor")] == []  # torch's import-time cache may stay
 
 
 def test_tiny_host_budget_is_predicted(small_dataset, workdir):

@@ -2,34 +2,48 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
 from autotune.trials.measure import measure, robust_rate, steady_start
 
 
+class Clock:
+    """A clock that moves only when told: the loaders below take their time on it, so a rate is exact whatever
+    else runs on the machine (a real sleep under load wakes up late, and the loader really is slower)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
 class SleepLoader:
-    """Yields ``batch`` samples every ``period`` seconds: a loader whose true rate is batch / period."""
+    """Yields ``batch`` samples every ``period`` seconds of its clock: a loader whose true rate is batch / period.
+    Measure it with ``clock=loader.clock``."""
 
     def __init__(self, batch: int = 8, period: float = 0.01, batches_per_epoch: int = 50) -> None:
         self.batch, self.period, self.n = batch, period, batches_per_epoch
         self.images = torch.zeros(batch, 3, 4, 4)
         self.labels = torch.zeros(batch, dtype=torch.int64)
+        self.clock = Clock()
 
     def __len__(self) -> int:
         return self.n
 
     def __iter__(self):
         for _ in range(self.n):
-            time.sleep(self.period)
+            self.clock.sleep(self.period)
             yield self.images, self.labels
 
 
 def test_known_rate_within_ten_percent():
     loader = SleepLoader(batch=8, period=0.01)  # 800 samples/s
-    m = measure(loader, "cpu", warmup_batches=2, window_s=0.2, windows=3)
+    m = measure(loader, "cpu", warmup_batches=2, window_s=0.2, windows=3, clock=loader.clock)
     assert m.samples_per_s == pytest.approx(800, rel=0.10)
     assert m.spread[0] <= m.samples_per_s <= m.spread[1]
     assert len(m.windows) - m.steady_from >= 3
@@ -37,7 +51,7 @@ def test_known_rate_within_ten_percent():
 
 def test_epochs_restart_inside_the_clock():
     loader = SleepLoader(batch=4, period=0.005, batches_per_epoch=3)
-    m = measure(loader, "cpu", warmup_batches=0, window_s=0.1, windows=2)
+    m = measure(loader, "cpu", warmup_batches=0, window_s=0.1, windows=2, clock=loader.clock)
     assert m.epochs > 1
     assert m.samples_per_s == pytest.approx(800, rel=0.15)
 
@@ -45,17 +59,19 @@ def test_epochs_restart_inside_the_clock():
 def test_startup_timed_apart():
     class SlowStart(SleepLoader):
         def __iter__(self):
-            time.sleep(0.3)  # worker start-up
+            self.clock.sleep(0.3)  # worker start-up
             yield from super().__iter__()
 
-    m = measure(SlowStart(batch=8, period=0.01, batches_per_epoch=1000), "cpu", window_s=0.2, windows=3)
+    loader = SlowStart(batch=8, period=0.01, batches_per_epoch=1000)
+    m = measure(loader, "cpu", window_s=0.2, windows=3, clock=loader.clock)
     assert m.startup_s >= 0.3
     assert m.samples_per_s == pytest.approx(800, rel=0.10)  # start-up is not in the score
 
 
 def test_on_window_can_stop_early():
     seen = []
-    m = measure(SleepLoader(), "cpu", window_s=0.05, windows=10, on_window=lambda i, v: seen.append(i) or i >= 1)
+    loader = SleepLoader()
+    m = measure(loader, "cpu", window_s=0.05, windows=10, on_window=lambda i, v: seen.append(i) or i >= 1, clock=loader.clock)
     assert seen == [0, 1]
     assert len(m.windows) == 2
 
@@ -95,12 +111,13 @@ def test_slow_start_is_cut_and_replaced_by_steady_windows():
         """Four times slower for the first 0.25 s of every iterator, then 800 samples/s."""
 
         def __iter__(self):
-            t0 = time.perf_counter()
+            t0 = self.clock()
             for _ in range(self.n):
-                time.sleep(self.period * (4 if time.perf_counter() - t0 < 0.25 else 1))
+                self.clock.sleep(self.period * (4 if self.clock() - t0 < 0.25 else 1))
                 yield self.images, self.labels
 
-    m = measure(Ramp(batch=8, period=0.01, batches_per_epoch=10_000), "cpu", warmup_batches=0, window_s=0.2, windows=3)
+    loader = Ramp(batch=8, period=0.01, batches_per_epoch=10_000)
+    m = measure(loader, "cpu", warmup_batches=0, window_s=0.2, windows=3, clock=loader.clock)
     assert m.steady_from >= 1  # the slow first window(s) are left out ...
     assert len(m.windows) - m.steady_from >= 3  # ... and replaced
     assert m.samples_per_s == pytest.approx(800, rel=0.10)
@@ -110,7 +127,7 @@ def test_slow_start_is_cut_and_replaced_by_steady_windows():
 def test_epoch_used_up_by_startup_and_warmup(warmup):
     # one epoch = exactly the first batch plus the warm-up batches: the next epoch must start, not fail
     loader = SleepLoader(batch=4, period=0.002, batches_per_epoch=1 + warmup)
-    m = measure(loader, "cpu", warmup_batches=warmup, window_s=0.05, windows=2)
+    m = measure(loader, "cpu", warmup_batches=warmup, window_s=0.05, windows=2, clock=loader.clock)
     assert m.samples_per_s > 0 and m.epochs > 1
 
 

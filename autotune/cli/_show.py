@@ -57,10 +57,24 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     return rows
 
 
+def _config_table(cfg, title: str):
+    from rich.table import Table
+
+    from autotune.cli._text import cell
+
+    table = Table(title=cell(title), show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for k, v in _config_rows(cfg):
+        table.add_row(k, cell(v))
+    return table
+
+
 def _show_study(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from autotune.cli._text import cell
     from autotune.errors import UserError
     from autotune.report import load, overview, trial_rows
     from autotune.report._render import TRIAL_COLUMNS, trial_cells
@@ -69,9 +83,9 @@ def _show_study(args: argparse.Namespace) -> int:
     storage = args.storage or "sqlite:///autotune.db"
     study = load(storage, args.study)
     try:
-        cfg = config_from_study(study, storage)
-    except UserError:
-        cfg = None
+        cfg, why = config_from_study(study, storage), ""
+    except UserError as e:
+        cfg, why = None, str(e)
     rows = trial_rows(study)
     ov = overview(study, storage)
     if args.json:
@@ -81,32 +95,26 @@ def _show_study(args: argparse.Namespace) -> int:
         return 0
     console = Console(width=max(140, Console().width))
     if cfg is not None:
-        table = Table(title=study.study_name, show_header=False)
-        table.add_column(style="bold")
-        table.add_column()
-        for k, v in _config_rows(cfg):
-            table.add_row(k, v)
-        console.print(table)
+        console.print(_config_table(cfg, study.study_name))
     else:
-        console.print(f"[bold]{study.study_name}[/bold]: no trial has completed yet")
+        console.print(cell(f"no config: {why}"))
     with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
-    trials = Table(title=f"{len(rows)} trials: " + ", ".join(f"{k} {v}" for k, v in ov["outcomes"].items()))
+    trials = Table(title=cell(f"{len(rows)} trials: " + ", ".join(f"{k} {v}" for k, v in ov["outcomes"].items())))
     for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
         style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)
-        trials.add_row(*trial_cells(r, with_ceiling), style=style)
+        trials.add_row(*map(cell, trial_cells(r, with_ceiling)), style=style)
     console.print(trials)
     failed = [r for r in rows if r["outcome"] not in ("complete", "repeat") and r["message"]]
     for r in failed:
-        console.print(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}", highlight=False, markup=False)
+        console.print(cell(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}"))
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from autotune.config.files import read_yaml
     from autotune.config.schema import Config
@@ -124,10 +132,5 @@ def run(args: argparse.Namespace) -> int:
         json.dump(cfg.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
         return 0
-    table = Table(title=str(args.file), show_header=False)
-    table.add_column(style="bold")
-    table.add_column()
-    for k, v in _config_rows(cfg):
-        table.add_row(k, v)
-    Console().print(table)
+    Console().print(_config_table(cfg, args.file))
     return 0

@@ -38,18 +38,32 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"studies in {mask_url(args.storage)}")
+    from autotune.cli._text import cell
+
+    table = Table(title=cell(f"studies in {mask_url(args.storage)}"))
     for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right"}), ("best samples/s", {"justify": "right"}),
                     ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {})):
         table.add_column(col, **kw)
     for r in rows:
+        if r.get("error"):
+            table.add_row(cell(r["name"]), "-", "-", "-", cell(f"unreadable: {r['error']}"), cell(r["created"] or "-"), style="red")
+            continue
         table.add_row(
-            r["name"],
+            cell(r["name"]),
             f"{r['trials']} ({r['complete']} ok)",
-            f"{r['best_samples_per_s']:,.0f}" if r["best_samples_per_s"] else "-",
-            f"{r['speedup_vs_defaults']:.1f}x" if r["speedup_vs_defaults"] else "-",
-            r["best_config"] or "-",
-            str(r["created"] or "-"),
+            _number(r["best_samples_per_s"], "{:,.0f}"),
+            _number(r["speedup_vs_defaults"], "{:.1f}x"),
+            cell(r["best_config"] or "-"),
+            cell(r["created"] or "-"),
         )
     Console(width=max(120, Console().width)).print(table)
     return 0
+
+
+def _number(value: object, fmt: str):
+    """A figure from the study; one that is not a number is shown as it is (escaped), never a crash."""
+    from autotune.cli._text import cell
+
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return fmt.format(value) if value else "-"
+    return "-" if value is None else cell(value)

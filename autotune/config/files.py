@@ -72,15 +72,42 @@ def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
 
 
+class _AliasFound(yaml.YAMLError):
+    def __init__(self, anchor: str, line: int) -> None:
+        super().__init__(anchor)
+        self.anchor, self.line = anchor, line
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases: a few lines of ``*alias`` can expand to gigabytes (a "billion
+    laughs" file), and autotune never writes an alias, so a file that holds one is refused."""
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasFound(event.anchor, event.start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
+def _plain_load(text: str) -> Any:
+    loader = _PlainLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
-    """Safe-load a YAML file, or raise a one-line error."""
+    """Safe-load a YAML file without aliases, or raise a one-line error."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{what} {str(p)!r} does not exist; check the path")
     if p.is_dir():
         raise ConfigError(f"{what} {str(p)!r} is a folder; pass a YAML file")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return _plain_load(p.read_text(encoding="utf-8"))
+    except _AliasFound as e:
+        raise ConfigError(f"{what} {str(p)!r} uses a YAML alias (*{e.anchor}) at line {e.line}; autotune files hold no aliases: write the value out") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

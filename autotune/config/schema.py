@@ -42,6 +42,39 @@ def register_loader_factory(factory: Callable[..., Any]) -> None:
     _loader_factory = factory
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # YAML's true is an int to Python
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _require(ok: bool, name: str, kind: str, value: Any) -> None:
+    if not ok:
+        raise ConfigError(f"{name} must be {kind}, but got {value!r}")
+
+
+#: ``result`` keys that hold a number (or null); ``spread``, ``scores`` and ``per_rank_samples_per_s`` hold lists of numbers.
+RESULT_NUMBERS = (
+    "samples_per_s", "defaults_samples_per_s", "heuristic_samples_per_s", "speedup_vs_defaults", "speedup_vs_heuristic",
+    "startup_s", "peak_gpu_mib", "peak_host_mib", "model_ceiling_samples_per_s", "fraction_of_ceiling",
+)
+
+
+def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
+    path = dataset.get("path")
+    _require(path is None or isinstance(path, str), "dataset.path", "a folder name", path)
+    for k in RESULT_NUMBERS:
+        v = result.get(k)
+        _require(v is None or _is_number(v), f"result.{k}", "a number", v)
+    for k in ("spread", "scores", "per_rank_samples_per_s"):
+        v = result.get(k)
+        _require(v is None or (isinstance(v, list) and all(_is_number(x) for x in v)), f"result.{k}", "a list of numbers", v)
+    ranks = result.get("ranks")
+    _require(ranks is None or (_is_int(ranks) and ranks >= 1), "result.ranks", "an integer >= 1", ranks)
+
+
 def _from_dict(cls: type, data: Any, where: str):
     """Build a dataclass from a mapping; unknown keys are an error naming the key."""
     if not isinstance(data, dict):
@@ -63,6 +96,10 @@ class TorchOptions:
     persistent_workers: bool = False  # only with num_workers > 0
 
     def __post_init__(self) -> None:
+        _require(_is_int(self.num_workers), "loader.torch.num_workers", "an integer", self.num_workers)
+        _require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
+        _require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
+        _require(self.prefetch_factor is None or _is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
         if self.num_workers < 0:
             raise ConfigError(f"loader.torch.num_workers must be >= 0, but got {self.num_workers}")
         if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
@@ -85,6 +122,9 @@ class DaliOptions:
     hw_decoder_load: float | None = None  # the hardware JPEG decoder's share: GPU decode only (None for cpu)
 
     def __post_init__(self) -> None:
+        for name in ("num_threads", "prefetch_queue_depth"):
+            _require(_is_int(getattr(self, name)), f"loader.dali.{name}", "an integer", getattr(self, name))
+        _require(_is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
         if self.device not in ("gpu", "cpu"):
             raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
         if self.num_threads < 1:
@@ -115,6 +155,7 @@ class LoaderConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backend", Backend(str(self.backend)))
+        _require(_is_int(self.batch_size), "loader.batch_size", "an integer", self.batch_size)
         if self.batch_size < 1:
             raise ConfigError(f"loader.batch_size must be >= 1, but got {self.batch_size}")
         if self.backend is Backend.TORCH and self.torch is None:
@@ -184,7 +225,7 @@ class LoaderConfig:
             backend = Backend(data.get("backend"))
         except ValueError:
             raise ConfigError(f"loader.backend must be one of torch, dali, but got {data.get('backend')!r}") from None
-        if not isinstance(data.get("batch_size"), int):
+        if not _is_int(data.get("batch_size")):
             raise ConfigError(f"loader.batch_size must be an integer, but got {data.get('batch_size')!r}")
         torch_opts = _from_dict(TorchOptions, data["torch"], "loader.torch") if data.get("torch") is not None else None
         dali_opts = _from_dict(DaliOptions, data["dali"], "loader.dali") if data.get("dali") is not None else None
@@ -335,6 +376,10 @@ class Config:
                 kw.pop(k, None)
             elif not isinstance(kw[k], dict):
                 raise ConfigError(f"{where}{k} must be a mapping, but got {type(kw[k]).__name__}")
+        try:
+            _check_evidence(kw.get("dataset") or {}, kw.get("result") or {})
+        except ConfigError as e:
+            raise ConfigError(f"{where}{e}; re-create the file with 'autotune run'") from None
         if "created" in kw:
             kw["created"] = str(kw["created"])
         return cls(loader=loader, path=path, **kw)

@@ -36,6 +36,16 @@ def printable(path: str | os.PathLike[str]) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def display(text: object) -> str:
+    """``text`` safe to print in a terminal or a table: control characters (escape sequences, newlines,
+    carriage returns) shown as ``\\xNN`` and bytes that are not UTF-8 as ``\\xNN``; one line, nothing hidden."""
+    s = str(text).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+
+
 def child_path(parent: str | os.PathLike[str], name: str) -> Path:
     """``parent / safe_name(name)``, checked to resolve inside ``parent`` (symlinks included).
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import warnings
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -27,12 +26,9 @@ _TS = optuna.trial.TrialState
 
 
 def open_existing_storage(url: str) -> optuna.storages.BaseStorage:
-    """Open a storage for reading; a SQLite file that does not exist is an error (not a new empty file)."""
-    if url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
-        if str(path) not in ("", ":memory:") and not path.exists():
-            raise UserError(f"no storage file {str(path)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
-    return open_storage(url)
+    """Open a storage for reading (any URL ``autotune run`` opens); a SQLite or journal file that does not exist is
+    an error, not a new empty file."""
+    return open_storage(url, must_exist=True)
 
 
 def load(url: str, name: str) -> optuna.Study:
@@ -233,24 +229,40 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
     return out, notes
 
 
+def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummary, url: str) -> dict[str, Any]:
+    study = optuna.load_study(study_name=s.study_name, storage=storage)
+    o = overview(study, url)
+    w = o["winner"]
+    dataset = o["dataset"] if isinstance(o["dataset"], dict) else {}
+    return {
+        "name": s.study_name,
+        "trials": o["trials"],
+        "complete": o["outcomes"].get("complete", 0),
+        "best_samples_per_s": w["samples_per_s"] if w else None,
+        "best_config": w["config"] if w else None,
+        "best_trial": w["trial"] if w else None,
+        "speedup_vs_defaults": o["speedups"].get("defaults"),
+        "device": o["device"],
+        "dataset": dataset.get("path"),
+        "created": o["created"] or (s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None),
+    }
+
+
 def list_studies(url: str) -> list[dict[str, Any]]:
-    """Every study in a storage with its trial count, best rate and config, newest first."""
+    """Every study in a storage with its trial count, best rate and config, newest first.
+
+    A study that cannot be read (written by another tool, or with attributes edited by hand) is listed with
+    its ``error`` instead of its figures; it never hides the others.
+    """
     storage = open_existing_storage(url)
     out = []
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        study = optuna.load_study(study_name=s.study_name, storage=storage)
-        o = overview(study, url)
-        w = o["winner"]
-        out.append({
-            "name": s.study_name,
-            "trials": o["trials"],
-            "complete": o["outcomes"].get("complete", 0),
-            "best_samples_per_s": w["samples_per_s"] if w else None,
-            "best_config": w["config"] if w else None,
-            "best_trial": w["trial"] if w else None,
-            "speedup_vs_defaults": o["speedups"].get("defaults"),
-            "device": o["device"],
-            "dataset": (o["dataset"] or {}).get("path"),
-            "created": o["created"] or (s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None),
-        })
+        try:
+            out.append(_study_row(storage, s, url))
+        except Exception as e:  # noqa: BLE001 - one bad study must not break the listing of the others
+            logger.info("study %r cannot be read", s.study_name, exc_info=True)
+            first = str(e).splitlines()[0] if str(e) else ""
+            created = s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None
+            out.append({"name": s.study_name, "trials": None, "complete": None, "best_samples_per_s": None, "best_config": None, "best_trial": None,
+                        "speedup_vs_defaults": None, "device": None, "dataset": None, "created": created, "error": f"{type(e).__name__}: {first}"[:200]})
     return sorted(out, key=lambda r: str(r["created"] or ""), reverse=True)

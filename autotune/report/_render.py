@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autotune.dataset.paths import display
+
 
 @dataclasses.dataclass
 class Figure:
@@ -128,7 +130,7 @@ def _dashboard(ov: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------------ markdown
 def _md_escape(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    return display(s).replace("|", "\\|")  # control characters (a newline too) as \xNN: one table row
 
 
 def _md_table(head: list[str], body: list[list[str]]) -> str:
@@ -139,7 +141,7 @@ def _md_table(head: list[str], body: list[list[str]]) -> str:
 
 def markdown(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict[str, Any]], figures: list[Figure], notes: list[str]) -> str:
     tables = _tables(ov, rows, failures)
-    out = [f"# autotune report: {ov['study']}", ""]
+    out = [f"# autotune report: {display(ov['study'])}", ""]
     out += [" · ".join(f"**{k}** {v}" for k, v in headline(ov)), ""]
     out += ["## Summary", "", _md_table(["", ""], [[k, v] for k, v in facts(ov)]), ""]
     for n in notes:

@@ -172,6 +172,8 @@ def no_completion_message(study: optuna.Study) -> str:
 def config_from_study(study: optuna.Study, storage_url: str) -> Config:
     """The YAML for a study's winner, built from what the study stored (any machine can do this)."""
     best, _ = winner(study)
+    if not isinstance(best.user_attrs.get("loader"), dict):
+        raise UserError(f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); pick an autotune study with 'autotune studies'")
     a = study.user_attrs
     fig = figures(study)
     result: dict[str, Any] = {

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import optuna
 
 from autotune.errors import UserError
+
+logger = logging.getLogger(__name__)
 
 _USERINFO = re.compile(r"(?P<pre>//[^\s/:@'\"]*:)[^\s'\"]*@")  # //user:password@ (up to the last @)
 _SECRET_PARAM = re.compile(r"(?i)(?P<pre>(?:password|passwd|pwd|token|secret|key|auth|credentials?|signature|sig)=)[^&;#\s'\"]*")
@@ -60,19 +66,138 @@ def driver_url(url: str) -> str:
     return url
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``)."""
+#: The pip package of each SQLAlchemy driver an Optuna storage URL may name (``dialect+driver://``).
+_DRIVER_PACKAGES = {
+    "psycopg2": "psycopg2-binary (or: pip install -e \".[fleet]\")",
+    "psycopg": "\"psycopg[binary]\"",
+    "pg8000": "pg8000",
+    "mysqldb": "mysqlclient",
+    "pymysql": "PyMySQL",
+    "mysqlconnector": "mysql-connector-python",
+    "mariadbconnector": "mariadb",
+}
+_DEFAULT_DRIVER = {"postgresql": "psycopg2", "postgres": "psycopg2", "mysql": "mysqldb", "mariadb": "mysqldb"}
+
+
+def _driver_hint(url: str) -> str:
+    """What to install for the database driver ``url`` needs, e.g. ``pip install PyMySQL``."""
+    scheme = url.partition("://")[0].lower()
+    dialect, _, driver = scheme.partition("+")
+    driver = driver or _DEFAULT_DRIVER.get(dialect, "")
+    package = _DRIVER_PACKAGES.get(driver)
+    if package is None:
+        return f"install the Python driver for {scheme or 'this database'}"
+    hint = f"pip install {package}"
+    if dialect in ("mysql", "mariadb") and driver == "mysqldb":
+        hint += ", or pip install PyMySQL and write the URL as mysql+pymysql://..."
+    return hint
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file a ``sqlite://`` URL names (query string and driver left out), or None: not SQLite,
+    in memory, or a ``file:`` URI (``?uri=true``) that SQLite resolves itself."""
+    if not url.lower().startswith("sqlite"):
+        return None
+    import sqlalchemy
+
     try:
-        if url.startswith("journal:") or url.endswith((".log", ".jsonl")):
+        u = sqlalchemy.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - a malformed URL: open_storage says so
+        return None
+    db = u.database or ""
+    if not db or db == ":memory:" or db.startswith("file:") or str(u.query.get("uri", "")).lower() in ("true", "1"):
+        return None
+    return Path(db)
+
+
+def journal_file(url: str) -> Path | None:
+    """The file a journal storage (``journal:PATH``, ``*.log``, ``*.jsonl``) writes to, or None."""
+    if url.startswith("journal:") or url.endswith((".log", ".jsonl")):
+        return Path(url.removeprefix("journal:"))
+    return None
+
+
+def is_storage_error(e: BaseException) -> bool:
+    """Whether ``e`` came from the database (SQLAlchemy) rather than from autotune's own code."""
+    return any(c.__module__.startswith("sqlalchemy.") for c in type(e).__mro__)
+
+
+def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> UserError:
+    """The one-line :class:`UserError` for ``e``, raised by storage ``url`` while opening, reading or writing it:
+    its cause (no such file, full disk, read-only, missing driver) and the fix, the password masked."""
+    text = str(e)
+    first = mask_url(text.splitlines()[0] if text else type(e).__name__)
+    where = sqlite_file(url) or journal_file(url)
+    lower = text.lower()
+    target = f"{str(where)!r}" if where is not None else mask_url(url)
+    if "disk is full" in lower or "no space left" in lower or getattr(e, "errno", None) == 28:
+        return UserError(f"the disk holding storage {target} is full ({first}); free some space, or pass --storage on another disk")
+    if "readonly database" in lower or "read-only" in lower or isinstance(e, PermissionError):
+        return UserError(f"storage {target} cannot be written ({first}); make it writable, or pass --storage somewhere you can write")
+    if "unable to open database file" in lower and where is not None:
+        return UserError(f"cannot open storage file {target} ({first}); check that its folder exists and is writable, or pass another --storage")
+    if isinstance(e, ImportError):
+        return UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({first}); {_driver_hint(url)}")
+    if opening:
+        return UserError(f"cannot open storage {mask_url(url)}: {first}; check the URL (e.g. sqlite:///autotune.db)")
+    return UserError(f"storage {mask_url(url)} failed: {first}; the trials stored so far are kept: fix the database, then --resume")
+
+
+_opened: contextvars.ContextVar[list[optuna.storages.BaseStorage] | None] = contextvars.ContextVar("autotune_opened_storages", default=None)
+
+
+def close_storage(storage: optuna.storages.BaseStorage) -> None:
+    """Close a storage's database connections (an RDB storage keeps a connection pool open until then)."""
+    inner = getattr(storage, "_backend", storage)  # optuna wraps an RDBStorage in a cache
+    engine = getattr(inner, "engine", None)
+    if engine is not None:
+        try:
+            inner.remove_session()
+        except Exception:  # noqa: BLE001 - closing must not fail
+            logger.debug("removing the storage session failed", exc_info=True)
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def closing_storages() -> Iterator[None]:
+    """Close every storage that :func:`open_storage` opens inside the block when it ends (nested blocks too)."""
+    token = _opened.set([])
+    try:
+        yield
+    finally:
+        opened = _opened.get() or []
+        _opened.reset(token)
+        for storage in opened:
+            close_storage(storage)
+
+
+def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseStorage:
+    """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``).
+
+    Args:
+        url: the storage, as ``autotune run --storage`` takes it.
+        must_exist: for commands that read: a SQLite or journal file that does not exist is an error, not a
+            new empty storage.
+
+    Raises:
+        UserError: one line, password masked, naming the cause (no such file, full disk, missing driver, ...).
+    """
+    local = sqlite_file(url) or journal_file(url)
+    if must_exist and local is not None and not local.exists():
+        raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
+    try:
+        if journal_file(url) is not None:
             from optuna.storages.journal import JournalFileBackend
 
-            return optuna.storages.JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-        kwargs: dict[str, Any] = {}
-        if url.startswith("sqlite"):
-            kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-        return optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
-    except ImportError as e:
-        raise UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({e}); for PostgreSQL: pip install -e \".[fleet]\"") from None
+            storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
+        else:
+            kwargs: dict[str, Any] = {}
+            if url.startswith("sqlite"):
+                kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+            storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
     except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"cannot open storage {mask_url(url)}: {mask_url(first)}; check the URL (e.g. sqlite:///autotune.db)") from None
+        raise storage_failure(url, e, opening=True) from None
+    opened = _opened.get()
+    if opened is not None:
+        opened.append(storage)
+    return storage

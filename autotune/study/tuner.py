@@ -34,7 +34,7 @@ from autotune.study.evidence import (
     unless_repeat,
 )
 from autotune.study.space import SearchSpace
-from autotune.study.storage import mask_url, open_storage
+from autotune.study.storage import is_storage_error, mask_url, open_storage, storage_failure
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.runner import run_trial
@@ -374,6 +374,10 @@ class Tuner:
         shown = [unless_repeat(cb) for cb in callbacks or []]
         try:
             self.study.optimize(self.objective, n_trials=None, timeout=s.timeout, catch=(TrialFailure,), callbacks=[*shown, budget], gc_after_trial=False)
+        except Exception as e:
+            if is_storage_error(e):  # e.g. the disk filled up: one line; the trials stored so far stay
+                raise storage_failure(self.storage_url, e) from None
+            raise
         finally:
             self.close()
 

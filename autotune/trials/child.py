@@ -26,8 +26,10 @@ def _inject(fault: str | None) -> None:
     ``segfault``, ``hang``: the trial process itself; ``crash``, ``oom-gpu``: it raises an error (a
     ``torch.cuda.OutOfMemoryError`` for ``oom-gpu``); ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
-    its first sample (the trial process stays well); ``rank<R>-<fault>``: rank R's process does ``<fault>``
-    (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well.
+    its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
+    rank R's process does ``<fault>`` (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well;
+    ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
+    and in its workers, without using the CPU.
     """
     if not fault or fault.startswith("rank"):
         return
@@ -50,6 +52,17 @@ def _inject(fault: str | None) -> None:
             time.sleep(0.02)
         _inject.hold = hold  # type: ignore[attr-defined]
         time.sleep(60)
+    elif fault.startswith("sample-sleep:"):
+        from autotune.loaders.backends._torch import FileListDataset
+
+        delay = float(fault.split(":", 1)[1]) / 1000.0
+        getitem = FileListDataset.__getitem__
+
+        def slow(self, index):  # noqa: ANN001
+            time.sleep(delay)  # like a slow disk: costs time, not CPU, whatever else runs on the machine
+            return getitem(self, index)
+
+        FileListDataset.__getitem__ = slow
     elif fault in ("worker-segfault", "worker-hang"):
         from torch.utils.data import get_worker_info
 
@@ -59,6 +72,9 @@ def _inject(fault: str | None) -> None:
 
         def faulty(self, index):  # noqa: ANN001
             if get_worker_info() is not None:  # forked workers inherit this patch; the trial process does not run it
+                import multiprocessing.util
+
+                multiprocessing.util.get_temp_dir()  # its pymp-* folder, as a worker that has shared a tensor has
                 _inject(fault.removeprefix("worker-"))
             return getitem(self, index)
 
@@ -165,6 +181,22 @@ def bad_image_path(text: str) -> str | None:
     return decode_error_file(text)
 
 
+def use_tmpdir(path: str | None) -> None:
+    """Make ``path`` this process's temporary folder, and its DataLoader workers' (they inherit it).
+
+    multiprocessing makes a ``pymp-*`` folder per process that shares tensors, and removes it at a clean exit
+    only; a worker killed with the trial leaves it behind. Under the trial's own folder, the runner removes it.
+    """
+    if not path:
+        return
+    import multiprocessing.process
+    import tempfile
+
+    os.environ["TMPDIR"] = path
+    tempfile.tempdir = path
+    multiprocessing.process.current_process()._config.pop("tempdir", None)  # a folder inherited from the zygote
+
+
 def child_main(fd: int, parent: int | None = None) -> None:
     """Entry point of ``python -m autotune.trials FD``: receive the spec on FD, send windows and the result."""
     from multiprocessing.connection import Connection
@@ -177,6 +209,7 @@ def child_main(fd: int, parent: int | None = None) -> None:
     os.register_at_fork(after_in_child=set_parent_death_signal)
     conn = Connection(fd)
     spec = conn.recv()
+    use_tmpdir(spec.tmpdir)
     try:
 
         def on_window(step: int, value: float) -> bool:

@@ -12,10 +12,12 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -87,6 +89,8 @@ def run_trial(
         the child and its workers are gone.
     """
     budgets = budgets or Budgets()
+    tmpdir = tempfile.mkdtemp(prefix="autotune-trial-")  # the child's TMPDIR: what its killed workers leave, goes with it
+    spec = dataclasses.replace(spec, tmpdir=tmpdir)
     ours, theirs = socket.socketpair()
     monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
     start = time.monotonic()
@@ -104,6 +108,7 @@ def run_trial(
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
+                env={**os.environ, "TMPDIR": tmpdir},
                 start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
             )
         theirs.close()
@@ -159,6 +164,7 @@ def run_trial(
             theirs.close()
             parent_conn.close()
             monitor.close()
+            shutil.rmtree(tmpdir, ignore_errors=True)
     assert result is not None
     result.duration_s = time.monotonic() - start
     result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None

@@ -24,6 +24,7 @@ class TrialSpec:
     ranks: int = 1
     model: Any = None  # autotune.model.ModelSpec, when scoring training steps
     inject: str | None = None  # fault injection for tests, see autotune.trials.child._inject
+    tmpdir: str | None = None  # the trial's own temporary folder, removed by the runner when the trial ends
 
 
 @dataclasses.dataclass

@@ -1,0 +1,167 @@
+"""Storages as the read commands see them: every URL `run` opens, errors that name their cause, hostile study
+names, a study that cannot be read, and storages closed after an in-process run."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.cli import main
+from autotune.errors import UserError
+from autotune.study.storage import open_storage
+
+SECRET = "hunter2"
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--no-baselines",
+        "--confirm-top", "0", "--space", "torch", "--batch-size", "8", "--n-trials", "1"]
+
+
+def _add_study(storage, name: str, rate: float = 100.0, **study_attrs) -> None:
+    """A finished study as `autotune run` stores it: one complete trial with its loader config."""
+    study = optuna.create_study(storage=storage, study_name=name, direction="maximize")
+    for k, v in study_attrs.items():
+        study.set_user_attr(k, v)
+    loader = {"backend": "torch", "batch_size": 8, "num_workers": 1}
+    attrs = {"loader": loader, "config": "torch bs=8 workers=1", "outcome": "complete", "samples_per_s": rate}
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=rate, user_attrs=attrs))
+
+
+@pytest.mark.parametrize("url", [
+    f"sqlite:///x.db?password={SECRET}",  # SQLAlchemy takes query arguments: not part of the file name
+    "sqlite:///{tmp}/abs.db",
+    "sqlite+pysqlite:///plain.db",
+    "journal:study.log",
+    "study.jsonl",
+])
+def test_read_commands_open_every_storage_url_that_run_opens(url, workdir, capsys):
+    url = url.format(tmp=workdir)
+    _add_study(open_storage(url), "s1")
+    assert main(["studies", "--storage", url, "--json"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)] == ["s1"]
+    assert main(["show", "--storage", url, "--study", "s1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["loader"]["batch_size"] == 8
+    assert main(["report", "--storage", url, "--study", "s1", "--json", "--quiet"]) == 0
+    assert (Path(json.loads(capsys.readouterr().out)["report_dir"]) / "report.md").exists()
+    assert main(["studies", "--storage", url]) == 0
+    out, err = capsys.readouterr()
+    assert "s1" in out and SECRET not in out + err
+
+
+@pytest.mark.parametrize("url", [f"sqlite:///missing.db?password={SECRET}", "journal:missing.log"])
+def test_a_missing_storage_file_is_named_without_the_password(url, workdir, capsys):
+    assert main(["studies", "--storage", url]) == 2
+    err = capsys.readouterr().err
+    assert "no storage file 'missing." in err and SECRET not in err and err.count("\n") == 1
+    assert not list(workdir.glob("missing*")), "a read command created the storage"
+
+
+def test_a_full_disk_is_called_a_full_disk(workdir, monkeypatch):
+    import sqlalchemy
+
+    def full(*a, **k):
+        raise sqlalchemy.exc.OperationalError("CREATE TABLE studies", {}, Exception("database or disk is full"))
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", full)
+    with pytest.raises(UserError, match=r"the disk holding storage 'autotune.db' is full \(.*\); free some space, or pass --storage on another disk") as info:
+        open_storage(f"sqlite:///autotune.db?password={SECRET}")
+    assert SECRET not in str(info.value) and "check the URL" not in str(info.value)
+
+
+def test_a_disk_that_fills_up_during_the_study_is_one_line(workdir, tiny_dataset, monkeypatch, capsys):
+    import sqlalchemy
+
+    def full(self, *a, **k):
+        raise sqlalchemy.exc.OperationalError("INSERT INTO trials", {}, Exception("database or disk is full"))
+
+    monkeypatch.setattr(optuna.Study, "optimize", full)
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)  # not what this test is about
+    assert main(["run", "--dataset", str(tiny_dataset), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the disk holding storage 'autotune.db' is full" in err
+
+
+@pytest.mark.parametrize("url, hint", [
+    (f"mysql://user:{SECRET}@db/optuna", "pip install mysqlclient, or pip install PyMySQL and write the URL as mysql+pymysql://"),
+    (f"mysql+pymysql://user:{SECRET}@db/optuna", "pip install PyMySQL"),
+    (f"mysql+mysqlconnector://user:{SECRET}@db/optuna", "pip install mysql-connector-python"),
+])
+def test_a_missing_mysql_driver_is_named(url, hint, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_mysql(name, globals=None, locals=None, fromlist=(), level=0):  # whether or not a driver is installed here
+        if level == 0 and name.split(".")[0] in ("MySQLdb", "pymysql", "mysql"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, globals, locals, fromlist, level)
+
+    monkeypatch.setattr(builtins, "__import__", no_mysql)
+    with pytest.raises(UserError) as info:
+        open_storage(url)
+    msg = str(info.value)
+    assert hint in msg and "psycopg" not in msg and "PostgreSQL" not in msg and SECRET not in msg
+
+
+HOSTILE = ["[/]evil", "[bold red]loud[/bold red]", "esc\x1b[31mred\x1b[0m", "two\nlines\rback", "bell\x07"]
+
+
+def test_hostile_study_names_are_shown_as_they_are(workdir, capsys):
+    storage = open_storage("sqlite:///autotune.db")
+    for i, name in enumerate(HOSTILE):
+        _add_study(storage, name, rate=100.0 + i)
+    assert main(["studies"]) == 0
+    out = capsys.readouterr().out
+    assert "[/]evil" in out and "[bold red]loud[/bold red]" in out  # the markup is text, not style
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out  # capsys is no terminal: any escape is injected
+    assert "esc\\x1b[31mred" in out and "two\\x0alines\\x0dback" in out and "bell\\x07" in out
+    for name in HOSTILE:
+        assert main(["show", "--study", name]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert main(["show", "--study", "[/]evil"]) == 0
+    assert "[/]evil" in capsys.readouterr().out
+    for name in HOSTILE[2:]:
+        assert main(["report", "--study", name, "--quiet"]) == 0
+    for md in workdir.glob("reports/*/report.md"):
+        text = md.read_text()
+        assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "two\nlines" not in text
+
+
+def test_one_unreadable_study_does_not_hide_the_others(workdir, capsys):
+    storage = open_storage("sqlite:///autotune.db")
+    _add_study(storage, "good")
+    _add_study(storage, "broken", confirmation="not a record", dataset="not a mapping")  # edited by hand
+    foreign = optuna.create_study(storage=storage, study_name="not-autotune")  # another tool's study
+    foreign.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    assert main(["studies", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["good"]["best_samples_per_s"] == 100.0 and "error" not in rows["good"]
+    assert rows["broken"]["error"] and rows["broken"]["trials"] is None
+    assert "not-autotune" in rows
+    assert main(["studies"]) == 0
+    out = capsys.readouterr().out
+    assert "good" in out and "unreadable" in out
+    assert main(["show", "--study", "not-autotune"]) == 0
+    assert "was not written by 'autotune run'" in capsys.readouterr().out
+
+
+def test_a_bad_warm_start_leaves_no_study_behind(workdir, tiny_dataset, capsys):
+    (workdir / "old.yaml").write_text("schema: 1\nloader: {backend: torch, batch_size: true}\n")
+    assert main(["run", "--dataset", str(tiny_dataset), "--warm-start", "old.yaml", *FAST]) == 2
+    assert "loader.batch_size must be an integer" in capsys.readouterr().err
+    assert main(["run", "--dataset", str(tiny_dataset), "--warm-start", "study:nope", *FAST]) == 2
+    storage = open_storage("sqlite:///autotune.db")
+    assert optuna.get_all_study_summaries(storage, include_best_trial=False) == []
+
+
+def test_an_in_process_run_closes_its_storage(workdir, tiny_dataset):
+    def fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    assert main(["run", "--dataset", str(tiny_dataset), "--study-name", "s0", *FAST]) == 0  # imports and caches settle
+    before = fds()
+    assert main(["run", "--dataset", str(tiny_dataset), "--study-name", "s1", *FAST]) == 0
+    assert fds() <= before  # each run left 2 open (the SQLite connection pool)
