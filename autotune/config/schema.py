@@ -124,7 +124,7 @@ class DaliOptions:
     def __post_init__(self) -> None:
         for name in ("num_threads", "prefetch_queue_depth"):
             _require(_is_int(getattr(self, name)), f"loader.dali.{name}", "an integer", getattr(self, name))
-        _require(_is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
+        _require(self.hw_decoder_load is None or _is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
         if self.device not in ("gpu", "cpu"):
             raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
         if self.num_threads < 1:
