@@ -108,3 +108,20 @@ def test_a_real_run_under_budget_says_where_the_time_went(tiny_dataset, workdir,
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "25", "--batch-size", "8", "--no-report", "--warmup-batches", "1"]) == 0
     err = capsys.readouterr().err
     assert "of the 25 s budget" in err and "trials" in err
+
+
+def test_the_report_says_how_the_budget_was_spent(tiny_dataset, workdir, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+
+    def fake_run_trial(spec, **kw):
+        clock.now += 3.0
+        return TrialResult(Outcome.COMPLETE, samples_per_s=float(spec.loader.batch_size), spread=(1.0, 1.0), duration_s=3.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--quiet"]) == 0
+    md = next((workdir / "reports").rglob("report.md")).read_text()
+    line = next(ln for ln in md.splitlines() if "s budget" in ln)
+    assert "of a 30 s budget" in line and "trials" in line and "setup" in line
