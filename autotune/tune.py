@@ -6,6 +6,7 @@ Kept apart from the argument parser so that tests and scripts can call :func:`tu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
 import logging
 import sys
@@ -21,6 +22,7 @@ from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
+from autotune.study.budget import MIN_BUDGET_S, Plan, TimeBudget, plan
 from autotune.study.result import config_from_study, no_completion_message
 from autotune.study.space import load_space
 from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
@@ -32,6 +34,8 @@ logger = logging.getLogger(__name__)
 DEMO_TRIALS = 12
 #: study attribute: the winner was chosen but the YAML could not be written; --resume writes it without tuning
 UNWRITTEN = "config_unwritten"
+#: the trial cap under --budget without --n-trials: the budget stops the study long before it
+BUDGET_MAX_TRIALS = 500
 
 
 def _default_device(fp: dict[str, Any]) -> str:
@@ -60,10 +64,17 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
 
         model = ModelSpec.from_args(args)
     budgets = guard.default_budgets(host_mib=args.host_budget, gpu_mib=args.gpu_budget, reserve_gpu_mib=args.reserve_gpu_mem, shm_mib=args.shm_budget, device=device)
+    budget_s = getattr(args, "budget", None)
+    if budget_s is not None:
+        m = plan(budget_s, window_s=args.window, windows=args.windows, confirm_top=args.confirm_top, confirm_repeats=args.confirm_repeats)
+    else:
+        m = Plan(args.window if args.window is not None else 1.0, args.windows if args.windows is not None else 5,
+                 args.confirm_top if args.confirm_top is not None else 3, args.confirm_repeats if args.confirm_repeats is not None else 2)
+    trial_timeout = args.trial_timeout if budget_s is None else min(args.trial_timeout, max(15.0, budget_s / 2))
     return TuneSettings(
         pipeline=args.pipeline, device=device, n_trials=args.n_trials, timeout=args.timeout, seed=args.seed,
-        warmup_batches=args.warmup_batches, window_s=args.window, windows=args.windows, trial_timeout=args.trial_timeout,
-        confirm_top=args.confirm_top, confirm_repeats=args.confirm_repeats, sampler=args.sampler, pruner=args.pruner,
+        warmup_batches=args.warmup_batches, window_s=m.window_s, windows=m.windows, trial_timeout=trial_timeout,
+        confirm_top=m.confirm_top, confirm_repeats=m.confirm_repeats, sampler=args.sampler, pruner=args.pruner,
         baselines=not args.no_baselines, cores=max(1, fp["cpus"] // ranks), cache=args.cache, ranks=ranks, budgets=budgets, model=model,
     )
 
@@ -135,6 +146,9 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _tune(args: argparse.Namespace) -> dict[str, Any]:
+    budget = TimeBudget(args.budget) if getattr(args, "budget", None) is not None else None  # from the command's start
+    if budget is not None and budget.total_s < MIN_BUDGET_S:
+        raise UserError(f"--budget {args.budget:g} is too short to measure anything; pass --budget {MIN_BUDGET_S:.0f} or more")
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
@@ -169,7 +183,7 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
     else:
         raise UserError("no dataset given; pass --dataset DIR (one sub-folder per class) or --demo")
     if args.n_trials is None:
-        args.n_trials = 20
+        args.n_trials = 20 if budget is None else BUDGET_MAX_TRIALS  # with a budget, time decides when to stop
 
     device = args.device or _default_device(fp)
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
@@ -241,28 +255,43 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
         if unwritten:
             print(f"study {study_name} in {mask_url(args.storage)} chose its config, which was not written: writing it without tuning again", file=sys.stderr)
         else:
-            print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
+            print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, "
+                  + (f"{args.n_trials} trials" if budget is None else f"trials until the {budget.total_s:.0f} s budget ({budget.remaining():.0f} s left)")
                   + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
 
-    progress = _Progress(args.n_trials, enabled=not args.quiet and not unwritten)
+    progress = _Progress(args.n_trials if budget is None else None, enabled=not args.quiet and not unwritten)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI
     t0 = time.monotonic()
+    stage = budget.stage if budget is not None else (lambda name: contextlib.nullcontext())
+    if budget is not None:
+        budget.spent["setup"] = budget.elapsed()
     try:
         if settings.model is not None and not unwritten:
             from autotune.study.ceiling import measure_ceiling
 
             progress.note("measuring the model's ceiling ...")
-            tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
+            with stage("ceiling"):
+                tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
+        callbacks: list = [progress]
+        if budget is not None:
+            callbacks.append(budget.stop_callback(settings.confirm_top, settings.confirm_repeats))
         if not unwritten:
-            tuner.optimize(callbacks=[progress])
+            with stage("trials"):
+                tuner.optimize(callbacks=callbacks)
         if tuner.complete_trials() and not unwritten:
+            if budget is not None:
+                budget.confirm_planned = budget.confirm_fit(settings.confirm_top, settings.confirm_repeats)
+                settings.confirm_top, settings.confirm_repeats = budget.confirm_planned
             progress.note("re-measuring the top candidates ...")
-            tuner.confirm()
+            with stage("re-measurement"):
+                tuner.confirm()
     except KeyboardInterrupt as e:
         interrupted = e
     finally:
         progress.stop()
         tuner.close()
+        if budget is not None:
+            tuner.study.set_user_attr("time", budget.to_dict())
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():
@@ -308,6 +337,10 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
             logger.warning("no report written: %s", e)
         except UserError as e:
             logger.warning("no report written: %s", e)
+    if budget is not None:
+        budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
+        summary["time"] = budget.to_dict()
+        tuner.study.set_user_attr("time", summary["time"])
     if not args.quiet:
         r = cfg.result
         line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"
@@ -317,6 +350,9 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)
         print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
+        if budget is not None:
+            t = summary["time"]
+            print(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()), file=sys.stderr)
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
         how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"

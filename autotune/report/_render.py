@@ -91,6 +91,11 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         ("search", f"space {ov.get('space') or '-'}, sampler {ov.get('sampler') or '-'}, pruner {ov.get('pruner') or '-'}"),
         ("study", f"{ov['study']} in {ov['storage']}, created {ov.get('created') or '-'}"),
     ]
+    t = ov.get("time")
+    if t:
+        spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
+        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget ({spent}); {_num(t.get('trials_measured'))} trials"
+                     + (f", re-measured the top {t['remeasured']['top']} {t['remeasured']['repeats']}x" if t.get("remeasured") else "")))
     if ov.get("model"):
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")))
     return rows

@@ -1,0 +1,146 @@
+"""``--budget SECONDS``: the one knob a user wants ("spend at most a minute").
+
+A :class:`TimeBudget` starts with the command and is shared by every stage of the run. It plans the measurement
+(shorter windows for a short budget), stops sampling new trials while there is still time to re-measure the
+contenders and write the YAML, shrinks the re-measurement to what fits, and records where the time went (the
+study attr ``time``, shown by the report).
+
+The cost of one more trial is learned as the run goes: the mean wall time of the trials so far (start-up,
+warm-up and windows), not a guess made up front.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+#: seconds kept back for writing the YAML and the report after the last measurement
+WRITE_RESERVE_S = 3.0
+#: a budget shorter than this cannot measure even the baselines; it is refused with a one-line error
+MIN_BUDGET_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How a budget is spent: the measurement of one trial and the re-measurement of the contenders."""
+
+    window_s: float
+    windows: int
+    confirm_top: int
+    confirm_repeats: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def plan(budget_s: float, *, window_s: float | None = None, windows: int | None = None, confirm_top: int | None = None, confirm_repeats: int | None = None) -> Plan:
+    """The measurement for a budget; what the user set explicitly is kept.
+
+    Under two minutes, a trial is measured in three half-second windows (enough to tell a 10 % difference once the
+    ramp-up is cut) and the top two are re-measured once; up to five minutes, three one-second windows and the top
+    three twice; beyond, the full measurement (five one-second windows).
+    """
+    if budget_s < 120:
+        auto = Plan(0.5, 3, 2, 1)
+    elif budget_s < 300:
+        auto = Plan(1.0, 3, 3, 2)
+    else:
+        auto = Plan(1.0, 5, 3, 2)
+    return Plan(
+        window_s if window_s is not None else auto.window_s,
+        windows if windows is not None else auto.windows,
+        confirm_top if confirm_top is not None else auto.confirm_top,
+        confirm_repeats if confirm_repeats is not None else auto.confirm_repeats,
+    )
+
+
+class TimeBudget:
+    """Wall-clock seconds for the whole run, from the command's start, and their use stage by stage.
+
+    Args:
+        total_s: the budget.
+        clock: a monotonic clock (tests pass a fake one).
+    """
+
+    def __init__(self, total_s: float, clock: Callable[[], float] | None = None) -> None:
+        self.total_s = float(total_s)
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+        self.spent: dict[str, float] = {}
+        self.trial_s: list[float] = []
+        self.stopped_sampling_at: int | None = None
+        self.confirm_planned: tuple[int, int] | None = None
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def remaining(self) -> float:
+        return self.total_s - self.elapsed()
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Add the wall time of the ``with`` block to ``spent[name]``."""
+        t0 = self.clock()
+        try:
+            yield
+        finally:
+            self.spent[name] = self.spent.get(name, 0.0) + self.clock() - t0
+
+    def record_trial(self, seconds: float) -> None:
+        self.trial_s.append(float(seconds))
+
+    def trial_cost(self) -> float | None:
+        """The expected wall time of one more trial: the median of the trials so far (None before the first)."""
+        return statistics.median(self.trial_s) if self.trial_s else None
+
+    def confirm_fit(self, top: int, repeats: int, cost: float | None = None) -> tuple[int, int]:
+        """The largest (top, repeats) no larger than asked whose re-measurements fit the time left."""
+        cost = cost if cost is not None else self.trial_cost()
+        if cost is None or cost <= 0:
+            return top, repeats
+        left = self.remaining() - WRITE_RESERVE_S
+        for r in range(repeats, 0, -1):
+            for k in range(top, 1, -1):
+                if k * r * cost <= left:
+                    return k, r
+        return top, 0
+
+    def another_trial_fits(self, top: int, repeats: int) -> bool:
+        """Whether one more trial and then the planned re-measurement still end inside the budget."""
+        cost = self.trial_cost()
+        if cost is None:
+            return self.remaining() > WRITE_RESERVE_S
+        k = top if repeats > 0 else 0
+        return self.elapsed() + cost + k * repeats * cost + WRITE_RESERVE_S <= self.total_s
+
+    def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
+        """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
+
+        def callback(study: Any, trial: Any) -> None:
+            d = trial.user_attrs.get("duration_s")
+            if d:
+                self.record_trial(d)
+            if not self.another_trial_fits(top, repeats):
+                self.stopped_sampling_at = trial.number
+                study.stop()
+
+        return callback
+
+    def to_dict(self) -> dict[str, Any]:
+        """The study attr ``time``: the budget, what each stage took, and what was cut to fit."""
+        out: dict[str, Any] = {
+            "budget_s": round(self.total_s, 1),
+            "elapsed_s": round(self.elapsed(), 1),
+            "spent_s": {k: round(v, 1) for k, v in self.spent.items()},
+            "trials_measured": len(self.trial_s),
+            "median_trial_s": round(self.trial_cost(), 2) if self.trial_s else None,
+        }
+        if self.stopped_sampling_at is not None:
+            out["stopped_sampling_after_trial"] = self.stopped_sampling_at
+        if self.confirm_planned is not None:
+            out["remeasured"] = {"top": self.confirm_planned[0], "repeats": self.confirm_planned[1]}
+        return out

@@ -1,0 +1,127 @@
+"""``--budget SECONDS``: the plan for a budget, the study stopped in time for the re-measurement, and the
+whole run inside the budget (on a fake clock: each fake trial costs a fixed number of seconds)."""
+
+from __future__ import annotations
+
+import types
+
+import optuna
+import pytest
+
+from autotune.cli import main
+from autotune.outcomes import Outcome
+from autotune.study import budget as budget_mod
+from autotune.study.budget import WRITE_RESERVE_S, Plan, TimeBudget, plan
+from autotune.trials.spec import TrialResult
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_plan_shortens_the_measurement_for_short_budgets_and_keeps_what_the_user_set():
+    assert plan(60) == Plan(0.5, 3, 2, 1)
+    assert plan(200) == Plan(1.0, 3, 3, 2)
+    assert plan(900) == Plan(1.0, 5, 3, 2)
+    assert plan(60, window_s=2.0, confirm_repeats=0) == Plan(2.0, 3, 2, 0)
+
+
+def test_confirm_fit_shrinks_the_re_measurement_to_the_time_left():
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    clock.now += 60 - WRITE_RESERVE_S - 9  # 9 s left for re-measurements of 4 s each
+    assert b.confirm_fit(3, 2, cost=4.0) == (2, 1)
+    clock.now += 5  # 4 s left: not even two
+    assert b.confirm_fit(3, 2, cost=4.0) == (3, 0)
+
+
+def test_another_trial_fits_counts_the_re_measurement_that_must_follow():
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    b.record_trial(4.0)
+    clock.now += 44  # 44 + 4 (next) + 2*1*4 (re-measure) + 3 (write) = 59
+    assert b.another_trial_fits(2, 1)
+    clock.now += 2
+    assert not b.another_trial_fits(2, 1)
+
+
+@pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])
+def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir, monkeypatch, budget_s, trial_s):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    seen: list[str] = []
+
+    def fake_run_trial(spec, **kw):
+        clock.now += trial_s
+        seen.append(spec.loader.describe())
+        rate = 100.0 + spec.loader.batch_size + 10 * getattr(spec.loader.torch, "num_workers", 0)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=trial_s)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", str(budget_s), "--seed", "1", "--no-report", "--quiet"])
+    assert rc == 0
+    (summary,) = optuna.get_all_study_summaries("sqlite:///autotune.db")
+    study = optuna.load_study(study_name=summary.study_name, storage="sqlite:///autotune.db")
+    t = study.user_attrs["time"]
+    elapsed = clock.now - 1000.0
+    assert t["budget_s"] == budget_s
+    assert elapsed <= budget_s * 1.10, (elapsed, t)
+    assert elapsed >= budget_s * 0.6, (elapsed, t)  # the budget is used, not left idle
+    assert len(study.trials) < 500  # the budget, not the trial cap, stopped the study
+    assert t["stopped_sampling_after_trial"] == len(study.trials) - 1
+    top, repeats = t["remeasured"]["top"], t["remeasured"]["repeats"]
+    assert len(seen) == len(study.trials) + (top * repeats if top > 1 else 0)
+    assert set(t["spent_s"]) >= {"setup", "trials", "re-measurement"}
+
+
+def test_the_planned_measurement_is_what_the_trials_get(tiny_dataset, workdir, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    specs = []
+
+    def fake_run_trial(spec, **kw):
+        clock.now += 5.0
+        specs.append((spec.window_s, spec.windows, kw["timeout_s"]))
+        return TrialResult(Outcome.COMPLETE, samples_per_s=100.0, spread=(100.0, 100.0), duration_s=5.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "40", "--no-report", "--quiet"]) == 0
+    assert {s[:2] for s in specs} == {(0.5, 3)}
+    assert all(s[2] <= 20.0 for s in specs)  # a trial may not take more than half the budget
+
+
+def test_a_budget_too_short_is_a_one_line_error(tiny_dataset, workdir, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--budget", "3", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--budget 3 is too short" in err[0] and "--budget 10" in err[0]
+
+
+def test_a_real_run_under_budget_says_where_the_time_went(tiny_dataset, workdir, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "25", "--batch-size", "8", "--no-report", "--warmup-batches", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "of the 25 s budget" in err and "trials" in err
+
+
+def test_the_report_says_how_the_budget_was_spent(tiny_dataset, workdir, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+
+    def fake_run_trial(spec, **kw):
+        clock.now += 3.0
+        return TrialResult(Outcome.COMPLETE, samples_per_s=float(spec.loader.batch_size), spread=(1.0, 1.0), duration_s=3.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--quiet"]) == 0
+    md = next((workdir / "reports").rglob("report.md")).read_text()
+    line = next(ln for ln in md.splitlines() if "s budget" in ln)
+    assert "of a 30 s budget" in line and "trials" in line and "setup" in line
