@@ -65,48 +65,14 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
     )
 
 
-class _Progress:
-    """The progress bar on stderr: trial n/N, best samples/s so far, elapsed time."""
+class _Silent:
+    """The progress hooks :func:`tune` calls (the CLI passes ``autotune.cli._output.Reporter``): here, none."""
 
-    def __init__(self, total: int, enabled: bool, done: int = 0) -> None:
-        self.enabled = enabled
-        self.total = total
-        self.best: float | None = None
-        self.start = time.monotonic()
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("best {task.fields[best]} samples/s"),
-                TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(file=sys.stderr), transient=False,
-            )
-            self.task = self.progress.add_task("", total=total, best="-")
-            self.progress.start()
-
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        rate = trial.user_attrs.get("samples_per_s")
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
-            self.best = max(self.best or 0.0, trial.value)
-        if self.enabled:
-            last = f"#{trial.number} {trial.user_attrs.get('config', '')}: {trial.user_attrs.get('outcome', trial.state.name.lower())}"
-            if rate and trial.user_attrs.get("outcome") == "complete":
-                last += f" {rate:,.0f}/s"
-            self.progress.update(self.task, advance=1, best=f"{self.best:,.0f}" if self.best else "-", description=last)
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self.progress.update(self.task, description=text)
-
-    def stop(self) -> None:
-        if self.enabled:
-            self.progress.stop()
+    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0) -> None: ...
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None: ...
+    def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: Any) -> None: ...
+    def note(self, text: str) -> None: ...
+    def stop(self) -> None: ...
 
 
 def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
@@ -122,8 +88,13 @@ def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
     return space.restrict("batch_size", fitting)
 
 
-def tune(args: argparse.Namespace) -> dict[str, Any]:
-    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input."""
+def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
+    """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input.
+
+    ``progress`` gets the run's events (``start``, Optuna's callback per trial, ``remeasure``, ``note``, ``stop``);
+    the CLI passes its reporter, and None prints nothing.
+    """
+    progress = progress or _Silent()
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
@@ -165,9 +136,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
-    dataset = scan(dataset_path)
-    if dataset.skipped and not args.quiet:
-        print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {printable(dataset.skipped[0][0])}: {dataset.skipped[0][1]}", file=sys.stderr)
+    dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     from autotune.doctor import preflight
@@ -214,6 +183,10 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
     }
     if settings.model is not None:
         attrs["model"] = settings.model.describe()
+    from autotune.report import LOGS
+    from autotune.report import report_dir as report_folder
+
+    settings.log_dir = str(report_folder(study_name, args.reports_dir) / LOGS)  # each trial's output: <log_dir>/<trial>.log
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
     if args.warm_start:
         from autotune.study.fleet import previous_best
@@ -224,7 +197,8 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
         print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, {args.n_trials} trials"
               + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
 
-    progress = _Progress(args.n_trials, enabled=not args.quiet)
+    remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
+    progress.start(args.n_trials, remeasurements, settings, done=done_before)
     interrupted = False
     t0 = time.monotonic()
     try:
@@ -235,8 +209,7 @@ def tune(args: argparse.Namespace) -> dict[str, Any]:
             tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
         tuner.optimize(callbacks=[progress])
         if tuner.complete_trials():
-            progress.note("re-measuring the top candidates ...")
-            tuner.confirm()
+            tuner.confirm(on_step=progress.remeasure)
     except KeyboardInterrupt:
         interrupted = True
     finally:

@@ -82,6 +82,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "duration_s": a.get("duration_s"),
             "fraction_of_ceiling": a.get("fraction_of_ceiling"),
             "message": a.get("message") or "",
+            "log": a.get("log"),
             "start": t.datetime_start,
             "end": t.datetime_complete,
         })

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autotune.outcomes import Outcome
+from autotune.trials import logs
 
 if TYPE_CHECKING:
     from autotune.trials.spec import TrialSpec
@@ -25,9 +26,15 @@ def _inject(fault: str | None) -> None:
 
     ``segfault``, ``hang``: the trial process itself; ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
-    its first sample (the trial process stays well).
+    its first sample (the trial process stays well); ``output``: a line written straight to file descriptors
+    1 and 2 (as native libraries write theirs) and a Python warning, then the trial goes on as usual.
     """
     if not fault:
+        return
+    if fault == "output":
+        os.write(1, b"native stdout line from the trial process\n")
+        os.write(2, b"native stderr line from the trial process\n")
+        logging.getLogger("root").warning("a library warning from the trial process")
         return
     if fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
@@ -193,6 +200,9 @@ def child_main(fd: int, parent: int | None = None) -> None:
     os.register_at_fork(after_in_child=set_parent_death_signal)
     conn = Connection(fd)
     spec = conn.recv()
+    if spec.log:  # stdout and stderr are the trial's log file: say what runs, and keep the details there
+        logs.log_to_stderr()
+        logger.info("trial process %d: %s on %s, %d rank(s)", os.getpid(), spec.loader.describe(), spec.device, spec.ranks)
     try:
 
         def on_window(step: int, value: float) -> bool:
@@ -202,11 +212,12 @@ def child_main(fd: int, parent: int | None = None) -> None:
             return False
 
         payload = execute(spec, on_window)
+        logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         conn.send(("result", Outcome.COMPLETE.value, payload))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         outcome, bad = classify_exception(e)
         msg = f"{type(e).__name__}: {e}".strip().splitlines()
-        logger.debug("trial failed: %s", traceback.format_exc())
+        logger.log(logging.ERROR if spec.log else logging.DEBUG, "trial failed (%s): %s", outcome.value, traceback.format_exc())
         if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
             bad = find_bad_file(spec.dataset)  # DALI's decoder did not say which file: look for it
             if bad is not None:
@@ -218,4 +229,5 @@ def child_main(fd: int, parent: int | None = None) -> None:
         except Exception:  # noqa: BLE001
             pass
     finally:
+        logs.flush_output()
         conn.close()

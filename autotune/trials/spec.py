@@ -24,6 +24,7 @@ class TrialSpec:
     ranks: int = 1
     model: Any = None  # autotune.model.ModelSpec, when scoring training steps
     inject: str | None = None  # fault injection for tests, see autotune.trials.child._inject
+    log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)
 
 
 @dataclasses.dataclass
