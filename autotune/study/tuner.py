@@ -317,9 +317,9 @@ class Tuner:
 
         trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")  # lets --resume tell a dead run's trials
         log = trial_log(self.settings.log_dir, trial.number)
-        if log is not None:
-            trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         try:
+            if log is not None:
+                trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
             result = self.measure(loader, trial.number, intermediate)
         except KeyboardInterrupt:
             trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
