@@ -218,3 +218,14 @@ def test_the_preflight_does_not_name_skipped_files_again(messy_dataset, caplog):
     check_dataset(messy_dataset)
     assert sum("zero.jpg" in r.getMessage() for r in caplog.records) == 1
 
+
+
+def test_main_in_process_leaves_the_logging_set_up_as_it_was(workdir):
+    import logging
+
+    from autotune.cli import main
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers), logging.getLogger("optuna").propagate)
+    assert main(["report", "--storage", f"sqlite:///{workdir}/none.db", "--quiet"]) == 2
+    assert (root.level, list(root.handlers), logging.getLogger("optuna").propagate) == before

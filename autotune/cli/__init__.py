@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from autotune.cli._output import configure_logging
 
-    configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
+    restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
     try:
         return int(args._run(args) or 0)
     except UserError as e:
@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("autotune: interrupted", file=sys.stderr)
         return 130
+    finally:
+        restore_logging()
 
 
 def entry() -> None:

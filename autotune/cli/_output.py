@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,15 +44,15 @@ class _Handler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            text = self.format(record)
+            # a file name that is not UTF-8 prints as \xNN, as everywhere else (autotune.dataset.paths.printable)
+            text = self.format(record).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            if _display is not None:
+                _display.line(text)
+            else:
+                sys.stderr.write(text + "\n")
+                sys.stderr.flush()
         except Exception:  # noqa: BLE001 - logging must never raise
             self.handleError(record)
-            return
-        if _display is not None:
-            _display.line(text)
-        else:
-            sys.stderr.write(text + "\n")
-            sys.stderr.flush()
 
 
 class _Formatter(logging.Formatter):
@@ -68,24 +69,42 @@ class _Formatter(logging.Formatter):
         return f"{'warning' if record.levelno < logging.ERROR else 'error'}: {text}"
 
 
-def configure_logging(verbose: bool, quiet: bool = False) -> None:
+def configure_logging(verbose: bool, quiet: bool = False) -> Callable[[], None]:
     """One handler on the root logger; Optuna's lines go through it too (only with ``verbose``).
 
-    ``quiet``: errors only. Python warnings become log records, so they obey the same level.
+    ``quiet``: errors only. Python warnings become log records, so they obey the same level. Returns a function
+    that puts the logging set-up back as it was (``main`` called in-process, by a script or a test).
     """
+    import optuna
+
     root = logging.getLogger()
-    for h in list(root.handlers):
+    optuna_root = logging.getLogger("optuna")
+    # handlers that print to the terminal make way for ours; others (a file, a test's capture) stay
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    replaced = [h for h in root.handlers if isinstance(h, logging.StreamHandler) and h.stream in consoles]
+    saved = (replaced, root.level, optuna_root.level, optuna_root.propagate)
+    for h in replaced:
         root.removeHandler(h)
     handler = _Handler()
     handler.setFormatter(_Formatter(verbose))
     root.addHandler(handler)
     root.setLevel(logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING)
     logging.captureWarnings(True)
-    import optuna
-
     optuna.logging.disable_default_handler()  # its own handler printed "[W ...] Trial 0 failed" and a traceback
     optuna.logging.enable_propagation()
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.ERROR)
+
+    def restore() -> None:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])
+        optuna_root.setLevel(saved[2])
+        optuna_root.propagate = saved[3]
+        optuna.logging.enable_default_handler()
+
+    return restore
 
 
 def _clock(seconds: float) -> str:
