@@ -378,7 +378,7 @@ def check_dataset(path: str | os.PathLike[str]) -> list[Check]:
     from autotune.dataset.scan import scan
 
     try:
-        ds = scan(path)
+        ds = scan(path, warn=False)  # the unusable files are this check's value; `autotune run` has named them already
     except DatasetError as e:
         value, _, fix = str(e).partition("; ")
         return [Check("dataset", Status.FAIL, value, fix or "pass a folder with one sub-folder per class")]

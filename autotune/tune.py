@@ -18,7 +18,7 @@ import optuna
 
 from autotune.config import fingerprint
 from autotune.config.files import save_config, write_problem
-from autotune.dataset.paths import printable, safe_name
+from autotune.dataset.paths import safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
@@ -79,48 +79,14 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
     )
 
 
-class _Progress:
-    """The progress bar on stderr: trial n/N, best samples/s so far, elapsed time."""
+class _Silent:
+    """The progress hooks :func:`tune` calls (the CLI passes ``autotune.cli._output.Reporter``): here, none."""
 
-    def __init__(self, total: int, enabled: bool, done: int = 0) -> None:
-        self.enabled = enabled
-        self.total = total
-        self.best: float | None = None
-        self.start = time.monotonic()
-        if enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self.progress = Progress(
-                TextColumn("trial"), MofNCompleteColumn(), BarColumn(), TextColumn("best {task.fields[best]} samples/s"),
-                TimeElapsedColumn(), TextColumn("{task.description}"), console=Console(file=sys.stderr), transient=False,
-            )
-            self.task = self.progress.add_task("", total=total, best="-")
-            self.progress.start()
-
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        rate = trial.user_attrs.get("samples_per_s")
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
-            self.best = max(self.best or 0.0, trial.value)
-        if self.enabled:
-            last = f"#{trial.number} {trial.user_attrs.get('config', '')}: {trial.user_attrs.get('outcome', trial.state.name.lower())}"
-            if rate and trial.user_attrs.get("outcome") == "complete":
-                last += f" {rate:,.0f}/s"
-            self.progress.update(self.task, advance=1, best=f"{self.best:,.0f}" if self.best else "-", description=last)
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self.progress.update(self.task, description=text)
-
-    def stop(self) -> None:
-        if self.enabled:
-            self.progress.stop()
+    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None) -> None: ...
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None: ...
+    def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: Any) -> None: ...
+    def note(self, text: str) -> None: ...
+    def stop(self) -> None: ...
 
 
 def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
@@ -136,16 +102,18 @@ def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
     return space.restrict("batch_size", fitting)
 
 
-def tune(args: argparse.Namespace) -> dict[str, Any]:
+def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
     """Run ``autotune run``; returns the summary (printed with ``--json``). Raises :class:`UserError` on bad input.
 
-    Every storage it opens is closed when it returns, so scripts can call it again and again.
+    ``progress`` gets the run's events (``start``, Optuna's callback per trial, ``remeasure``, ``note``, ``stop``);
+    the CLI passes its reporter, and None prints nothing. Every storage it opens is closed when it returns, so
+    scripts can call it again and again.
     """
     with closing_storages():
-        return _tune(args)
+        return _tune(args, progress or _Silent())
 
 
-def _tune(args: argparse.Namespace) -> dict[str, Any]:
+def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
     budget = TimeBudget(args.budget) if getattr(args, "budget", None) is not None else None  # from the command's start
     if budget is not None and budget.total_s < MIN_BUDGET_S:
         raise UserError(f"--budget {args.budget:g} is too short to measure anything; pass --budget {MIN_BUDGET_S:.0f} or more")
@@ -191,9 +159,7 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
-    dataset = scan(dataset_path)
-    if dataset.skipped and not args.quiet:
-        print(f"skipping {len(dataset.skipped)} unusable file(s), e.g. {printable(dataset.skipped[0][0])}: {dataset.skipped[0][1]}", file=sys.stderr)
+    dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     from autotune.doctor import preflight
@@ -240,6 +206,10 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
     }
     if settings.model is not None:
         attrs["model"] = settings.model.describe()
+    from autotune.report import LOGS
+    from autotune.report import report_dir as report_folder
+
+    settings.log_dir = str(report_folder(study_name, args.reports_dir) / LOGS)  # each trial's output: <log_dir>/<trial>.log
     warm = None
     if args.warm_start:  # read before the study is created: a bad --warm-start leaves no empty study behind
         from autotune.study.fleet import previous_best
@@ -259,7 +229,9 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
                   + (f"{args.n_trials} trials" if budget is None else f"trials until the {budget.total_s:.0f} s budget ({budget.remaining():.0f} s left)")
                   + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
 
-    progress = _Progress(args.n_trials if budget is None else None, enabled=not args.quiet and not unwritten)
+    remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
+    if not unwritten:
+        progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI
     t0 = time.monotonic()
     stage = budget.stage if budget is not None else (lambda name: contextlib.nullcontext())
@@ -282,9 +254,8 @@ def _tune(args: argparse.Namespace) -> dict[str, Any]:
             if budget is not None:
                 budget.confirm_planned = budget.confirm_fit(settings.confirm_top, settings.confirm_repeats)
                 settings.confirm_top, settings.confirm_repeats = budget.confirm_planned
-            progress.note("re-measuring the top candidates ...")
             with stage("re-measurement"):
-                tuner.confirm()
+                tuner.confirm(on_step=progress.remeasure)
     except KeyboardInterrupt as e:
         interrupted = e
     finally:

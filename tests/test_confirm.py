@@ -34,7 +34,7 @@ def test_remeasurement_picks_true_best_among_near_ties(tiny_dataset, tmp_path, m
 
     calls = []
 
-    def fake_measure(loader, number=None, on_intermediate=None):
+    def fake_measure(loader, number=None, on_intermediate=None, log=None):
         w = loader.torch.num_workers
         calls.append(w)
         return TrialResult(Outcome.COMPLETE, samples_per_s=true[w] * (1 + rng.uniform(-0.01, 0.01)))

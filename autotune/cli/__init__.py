@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -66,12 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("optuna").setLevel(logging.INFO if args.verbose else logging.WARNING)
+    from autotune.cli._output import configure_logging
+
+    restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
     try:
         return int(args._run(args) or 0)
     except UserError as e:
@@ -81,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = interrupt_exit_code(e)
         print("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted", file=sys.stderr)
         return code
+    finally:
+        restore_logging()
 
 
 def entry() -> None:

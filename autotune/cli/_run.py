@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--step-ms", type=positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
     t.add_argument("--tolerance", type=float, default=0.02, metavar="F", help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
     o = p.add_argument_group("output")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--quiet", action="store_true", help="print errors only (no progress, no warnings)")
     o.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
     o.add_argument("--no-report", action="store_true", help="do not write reports/<study>/")
     o.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
@@ -127,14 +127,19 @@ def _sigterm_like_ctrl_c():
 
 
 def run(args: argparse.Namespace) -> int:
+    from autotune.cli._output import Reporter
     from autotune.tune import tune
 
-    with _sigterm_like_ctrl_c():
-        if args.json:
-            with _StdoutToStderr():
-                summary = tune(args)
-        else:
-            summary = tune(args)
+    progress = Reporter(quiet=args.quiet)
+    try:
+        with _sigterm_like_ctrl_c():
+            if args.json:
+                with _StdoutToStderr():
+                    summary = tune(args, progress)
+            else:
+                summary = tune(args, progress)
+    finally:
+        progress.stop()
     if args.json:
         json.dump(summary, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

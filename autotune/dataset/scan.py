@@ -128,7 +128,7 @@ def _folder_key(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset()) -> list[str]:
+def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), level: int = logging.WARNING) -> list[str]:
     """Every non-folder entry under ``top`` in ``sorted(os.walk(top, followlinks=True))`` order.
 
     Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), or
@@ -145,13 +145,13 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset()) -> li
             continue
         key = (st.st_dev, st.st_ino)
         if key in ancestors:
-            logger.warning("skipping %s: symlink loop (links back to a folder above it)", d)
+            logger.log(level, "skipping %s: symlink loop (links back to a folder above it)", d)
             continue
         ancestors = ancestors | {key}
         try:
             entries = list(os.scandir(d))
         except OSError as e:
-            logger.warning("cannot list %s: %s", d, e.strerror)
+            logger.log(level, "cannot list %s: %s", d, e.strerror)
             continue
         names: list[str] = []
         for e in entries:
@@ -190,7 +190,7 @@ def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
     return st.st_size, None
 
 
-def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset:
+def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool = True) -> Dataset:
     """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
 
     Args:
@@ -198,6 +198,8 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset
         check_headers: read each image's header (about 0.1 ms a file) and skip files that are not images,
             are in a format not every backend decodes, or declare more than
             :data:`autotune.imaging.MAX_PIXELS` pixels (decompression bombs).
+        warn: log each skipped file as a warning; False logs them as diagnostics only (a second scan of a
+            folder already scanned, whose caller shows ``Dataset.skipped`` its own way).
 
     Returns:
         The :class:`Dataset`; skipped files and the reasons are in ``Dataset.skipped`` and logged.
@@ -223,7 +225,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset
     skipped: list[tuple[str, str]] = []
     total = 0
     for index, name in enumerate(class_dirs):
-        for f in _walk_files(str(root / name), above):
+        for f in _walk_files(str(root / name), above, logging.WARNING if warn else logging.INFO):
             if not f.lower().endswith(IMG_EXTENSIONS):
                 continue
             size, why = _check_file(f, check_headers)
@@ -234,9 +236,9 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True) -> Dataset
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
     for f, why in skipped:
-        logger.warning("skipping %s: %s", f, why)
+        logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
-    if empty and files:
+    if empty and files and warn:
         logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))
     if not files:
         raise DatasetError(

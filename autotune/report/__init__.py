@@ -4,7 +4,8 @@ Nothing else reads a study for display: the ``studies`` and ``show`` commands us
 :func:`overview` and :func:`trial_rows` from here.
 
 The folder is built under a temporary name beside its final place and renamed into it, so a reader sees the
-old report or the new one, never half of one. Plots need the ``plot`` extra (matplotlib); without it the
+old report or the new one, never half of one. The trial logs in its ``trials/`` sub-folder (written by the
+trial processes while the study runs) move into the new folder: a file being written keeps being written. Plots need the ``plot`` extra (matplotlib); without it the
 report is written without images and says how to install them. A plot that fails is a note, never a
 failed run.
 """
@@ -85,17 +86,30 @@ def _draw(study: optuna.Study, ov: dict, rows: list[dict], folder: Path) -> tupl
     return figures, notes
 
 
+#: The sub-folder of a report folder that holds the trial logs (see :mod:`autotune.trials.logs`).
+LOGS = "trials"
+
+
 def _swap_into_place(tmp: Path, target: Path) -> None:
+    logs = target / LOGS
+    moved = logs.is_dir() and not logs.is_symlink()
+    if moved:
+        os.rename(logs, tmp / LOGS)  # the same file system: open log files move with it
     old = None
-    if target.exists() or target.is_symlink():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        old.rmdir()
-        os.rename(target, old)
     try:
-        os.rename(tmp, target)
+        if target.exists() or target.is_symlink():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+            old.rmdir()
+            os.rename(target, old)
+        try:
+            os.rename(tmp, target)
+        except BaseException:
+            if old is not None:
+                os.rename(old, target)
+            raise
     except BaseException:
-        if old is not None:
-            os.rename(old, target)
+        if moved:
+            os.rename(tmp / LOGS, logs)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
@@ -124,7 +138,7 @@ def write_report(study: optuna.Study, storage_url: str, reports_dir: str | os.Pa
     try:
         os.chmod(tmp, 0o777 & ~_umask())
         ov = overview(study, storage_url)
-        rows = trial_rows(study)
+        rows = [{**r, "log": _relative_log(r.get("log"), target)} for r in trial_rows(study)]
         figures, notes = _draw(study, ov, rows, tmp)
         if ov["winner"] is None:
             notes.insert(0, "No trial has completed yet, so there is no winner; the plots show what the trials so far did.")
@@ -136,6 +150,16 @@ def write_report(study: optuna.Study, storage_url: str, reports_dir: str | os.Pa
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _relative_log(log: str | None, folder: Path) -> str | None:
+    """A trial log as the report links it: relative to the report folder when it lies inside it."""
+    if not log:
+        return None
+    try:
+        return Path(log).resolve().relative_to(folder.resolve()).as_posix()
+    except ValueError:
+        return log
 
 
 def _umask() -> int:

@@ -78,6 +78,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "fraction_of_ceiling": a.get("fraction_of_ceiling"),
             "message": a.get("message") or "",
             "repeat_of": a.get("repeat_of"),
+            "log": a.get("log"),
             "start": t.datetime_start,
             "end": t.datetime_complete,
         })

@@ -114,11 +114,19 @@ def trial_cells(r: dict[str, Any], with_ceiling: bool) -> list[str]:
     return cells
 
 
+class Link(str):
+    """A table cell that links to a file (a trial's log): a link in Markdown and HTML, plain text elsewhere."""
+
+
+def _log_cell(r: dict[str, Any]) -> str:
+    return Link(r["log"]) if r.get("log") else "-"
+
+
 def _tables(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, tuple[list[str], list[list[str]]]]:
     with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
     out = {
         "failures": (["outcome", "count", "trials", "first message"], [[g["outcome"], str(g["count"]), ", ".join(f"#{n}" for n in g["trials"]), g["message"][:200]] for g in failures]),
-        "trials": (list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []), [trial_cells(r, with_ceiling) for r in rows]),
+        "trials": (list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []) + ["log"], [[*trial_cells(r, with_ceiling), _log_cell(r)] for r in rows]),
     }
     conf = ov.get("confirmation")
     if conf:
@@ -135,7 +143,8 @@ def _dashboard(ov: dict[str, Any]) -> str:
 
 # ------------------------------------------------------------------------------------------------ markdown
 def _md_escape(s: str) -> str:
-    return display(s).replace("|", "\\|")  # control characters (a newline too) as \xNN: one table row
+    text = display(s).replace("|", "\\|")  # control characters (a newline too) as \xNN: one table row
+    return f"[{text}](<{s}>)" if isinstance(s, Link) and not any(c in s for c in "<>|\n") else text
 
 
 def _md_table(head: list[str], body: list[list[str]]) -> str:
@@ -197,7 +206,7 @@ def _html_table(head: list[str], body: list[list[str]], cls: str = "", row_class
     out.append("<tbody>")
     for i, row in enumerate(body):
         rc = row_classes[i] if row_classes else ""
-        out.append((f'<tr class="{rc}">' if rc else "<tr>") + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+        out.append((f'<tr class="{rc}">' if rc else "<tr>") + "".join(f'<td><a href="{_e(c)}">{_e(c)}</a></td>' if isinstance(c, Link) else f"<td>{_e(c)}</td>" for c in row) + "</tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 

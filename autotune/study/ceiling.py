@@ -31,6 +31,7 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     """
     from autotune.config.schema import LoaderConfig
     from autotune.outcomes import Outcome
+    from autotune.trials.logs import trial_log
     from autotune.trials.runner import run_trial
 
     s = tuner.settings
@@ -38,7 +39,8 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     per: dict[str, dict[str, Any]] = {}
     measured: list[tuple[int, float]] = []
     for b in ceiling_batch_sizes(tuner.space):
-        spec = dataclasses.replace(tuner.spec(LoaderConfig.from_params({"backend": "torch", "batch_size": b})), model=model, ranks=1, inject=None)
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": b})
+        spec = dataclasses.replace(tuner.spec(loader, log=trial_log(s.log_dir, f"ceiling-{b}")), model=model, ranks=1, inject=None)
         r = run_trial(spec, timeout_s=s.trial_timeout, budgets=s.budgets)
         row: dict[str, Any] = {"outcome": r.outcome.value}
         if r.outcome is Outcome.COMPLETE and r.samples_per_s:

@@ -37,6 +37,7 @@ from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, mask_url, open_storage, storage_failure
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
+from autotune.trials.logs import remeasure_log, trial_log
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
@@ -74,6 +75,7 @@ class TuneSettings:
     model: Any = None
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
     fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
+    log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
@@ -269,15 +271,17 @@ class Tuner:
             self._enqueue(p, "warm-start-neighbour")
 
     # -- one trial ---------------------------------------------------------------------------------------
-    def spec(self, loader: LoaderConfig, number: int | None = None) -> TrialSpec:
+    def spec(self, loader: LoaderConfig, number: int | None = None, log: str | None = None) -> TrialSpec:
+        """The trial's spec; its output goes to ``log`` (a file path), by default ``<log_dir>/<number>.log``."""
         s = self.settings
         return TrialSpec(
             dataset=self.dataset, loader=loader, pipeline=s.pipeline, device=s.device, warmup_batches=s.warmup_batches,
             window_s=s.window_s, windows=s.windows, seed=s.seed, ranks=s.ranks, model=s.model,
             inject=s.inject.get(number) if number is not None else None,
+            log=log or (trial_log(s.log_dir, number) if number is not None else None),
         )
 
-    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None) -> TrialResult:
+    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None) -> TrialResult:
         from autotune.trials import guard
 
         if self.settings.cache == "cold":
@@ -287,9 +291,9 @@ class Tuner:
         if over is not None:
             return over
         if self._zygote is None and self.settings.fork_trials:
-            self._zygote = Zygote.start() or False  # False: could not start; spawn every trial instead
+            self._zygote = Zygote.start(log=trial_log(st.log_dir, "zygote")) or False  # False: could not start; spawn every trial instead
         zygote = self._zygote or None
-        return run_trial(self.spec(loader, number), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
+        return run_trial(self.spec(loader, number, log), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
 
     def close(self) -> None:
         """End the process that trials are forked from."""
@@ -309,7 +313,7 @@ class Tuner:
         self.dataset = d.without([d.name_of(path)], "cannot be decoded")
         self.study.set_user_attr("bad_files", [*self.study.user_attrs.get("bad_files", []), path])
         self.study.set_user_attr("dataset", self.dataset.summary())
-        logger.warning("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
+        logger.info("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:
         if trial.user_attrs.get("outside_space"):
@@ -333,7 +337,10 @@ class Tuner:
             return trial.user_attrs.get("role") is None and trial.should_prune()
 
         trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")  # lets --resume tell a dead run's trials
+        log = trial_log(self.settings.log_dir, trial.number)
         try:
+            if log is not None:
+                trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
             result = self.measure(loader, trial.number, intermediate)
         except KeyboardInterrupt:
             trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
@@ -369,7 +376,9 @@ class Tuner:
             pagecache.warm(self.dataset)
         if s.baselines:
             self.enqueue_baselines()
-        optuna.logging.set_verbosity(optuna.logging.WARNING if not logger.isEnabledFor(logging.INFO) else optuna.logging.INFO)
+        # Optuna's own lines (a traceback for every failed trial) only with diagnostics on: the outcome and the
+        # message are in each trial's user attributes, its output in its log file
+        optuna.logging.set_verbosity(optuna.logging.INFO if logger.isEnabledFor(logging.INFO) else optuna.logging.ERROR)
         budget = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
         shown = [unless_repeat(cb) for cb in callbacks or []]
         try:
@@ -397,8 +406,13 @@ class Tuner:
                 break
         return out
 
-    def confirm(self, on_step: Callable[[str, float | None], None] | None = None) -> dict[str, Any]:
-        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores."""
+    def confirm(self, on_step: Callable[[int, int, optuna.trial.FrozenTrial, TrialResult | None], None] | None = None) -> dict[str, Any]:
+        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores.
+
+        Args:
+            on_step: called as ``on_step(k, n, trial, None)`` when re-measurement k of n (from 1) starts, and as
+                ``on_step(k, n, trial, result)`` when it ends; ``trial`` is the candidate re-measured.
+        """
         s = self.settings
         cands = self.candidates(max(1, s.confirm_top))
         if not cands:
@@ -406,15 +420,19 @@ class Tuner:
         scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
         attempted = 0
         if len(cands) > 1 and s.confirm_repeats > 0:
+            n, k = len(cands) * s.confirm_repeats, 0
             try:
-                for _ in range(s.confirm_repeats):
+                for repeat in range(1, s.confirm_repeats + 1):
                     for t in cands:
                         attempted += 1
-                        r = self.measure(trial_loader(t))  # type: ignore[arg-type]
+                        k += 1
+                        if on_step is not None:
+                            on_step(k, n, t, None)
+                        r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]
                         if r.outcome is Outcome.COMPLETE and r.samples_per_s:
                             scores[t.number].append(float(r.samples_per_s))
                         if on_step is not None:
-                            on_step(t.user_attrs.get("config", ""), r.samples_per_s)
+                            on_step(k, n, t, r)
             finally:
                 self.close()
         medians = {n: statistics.median(v) for n, v in scores.items()}

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autotune.outcomes import Outcome
+from autotune.trials import logs
 
 if TYPE_CHECKING:
     from autotune.trials.spec import TrialSpec
@@ -29,9 +30,15 @@ def _inject(fault: str | None) -> None:
     its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
     rank R's process does ``<fault>`` (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well;
     ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
-    and in its workers, without using the CPU.
+    and in its workers, without using the CPU; ``output``: a line written straight to file descriptors 1 and 2
+    (as native libraries write theirs) and a Python warning, then the trial goes on as usual.
     """
     if not fault or fault.startswith("rank"):
+        return
+    if fault == "output":
+        os.write(1, b"native stdout line from the trial process\n")
+        os.write(2, b"native stderr line from the trial process\n")
+        logging.getLogger("root").warning("a library warning from the trial process")
         return
     if fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
@@ -210,6 +217,9 @@ def child_main(fd: int, parent: int | None = None) -> None:
     conn = Connection(fd)
     spec = conn.recv()
     use_tmpdir(spec.tmpdir)
+    if spec.log:  # stdout and stderr are the trial's log file: say what runs, and keep the details there
+        logs.log_to_stderr()
+        logger.info("trial process %d: %s on %s, %d rank(s)", os.getpid(), spec.loader.describe(), spec.device, spec.ranks)
     try:
 
         def on_window(step: int, value: float) -> bool:
@@ -219,13 +229,14 @@ def child_main(fd: int, parent: int | None = None) -> None:
             return False
 
         payload = execute(spec, on_window)
+        logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         conn.send(("result", Outcome.COMPLETE.value, payload))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         from autotune.trials.ranks import RankFailed
 
         outcome, bad = classify_exception(e)
         msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()
-        logger.debug("trial failed: %s", traceback.format_exc())
+        logger.log(logging.ERROR if spec.log else logging.DEBUG, "trial failed (%s): %s", outcome.value, traceback.format_exc())
         if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
             bad = find_bad_file(spec.dataset)  # DALI's decoder did not say which file: look for it
             if bad is not None:
@@ -237,4 +248,5 @@ def child_main(fd: int, parent: int | None = None) -> None:
         except Exception:  # noqa: BLE001
             pass
     finally:
+        logs.flush_output()
         conn.close()

@@ -25,6 +25,7 @@ from typing import Any
 import psutil
 
 from autotune.outcomes import Outcome
+from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor, process_tree
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import ForkedTrial, Zygote
@@ -100,18 +101,26 @@ def run_trial(
     from multiprocessing.connection import Connection
 
     parent_conn = Connection(ours.detach())
+    # the child's stdout and stderr (native libraries' lines and workers' tracebacks too) go to its log file
+    log_fd = logs.open_log(spec.log) if spec.log else None
+    if spec.log and log_fd is None:
+        log_fd = logs.null_output()
     try:
         if zygote is not None and zygote.alive():
-            proc = zygote.fork(theirs.fileno())  # a fresh process forked from one that has imported torch already
+            proc = zygote.fork(theirs.fileno(), log_fd)  # a fresh process forked from one that has imported torch already
         else:
             # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
                 env={**os.environ, "TMPDIR": tmpdir},
+                stdout=log_fd, stderr=log_fd,  # None: the tuner's own
                 start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
             )
         theirs.close()
+        if log_fd is not None:
+            os.close(log_fd)
+            log_fd = None
         parent_conn.send(spec)
         next_sample = 0.0
         while True:
@@ -165,6 +174,8 @@ def run_trial(
             parent_conn.close()
             monitor.close()
             shutil.rmtree(tmpdir, ignore_errors=True)
+            if log_fd is not None:
+                os.close(log_fd)
     assert result is not None
     result.duration_s = time.monotonic() - start
     result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None

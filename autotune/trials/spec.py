@@ -25,6 +25,7 @@ class TrialSpec:
     model: Any = None  # autotune.model.ModelSpec, when scoring training steps
     inject: str | None = None  # fault injection for tests, see autotune.trials.child._inject
     tmpdir: str | None = None  # the trial's own temporary folder, removed by the runner when the trial ends
+    log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)
 
 
 @dataclasses.dataclass

@@ -5,8 +5,8 @@ and all its memory goes back when it ends. What it no longer pays is the interpr
 torch and torchvision, several seconds a trial. Trial processes get the same treatment as spawned ones: their
 own session (process group), death with their parent, their exit status reported back to the tuner.
 
-Protocol on a Unix socket: the tuner sends ``b"F"`` with one file descriptor (the trial's connection); the
-zygote answers ``P pid``, and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
+Protocol on a Unix socket: the tuner sends ``b"F"`` with one or two file descriptors (the trial's connection,
+and the log file that becomes its stdout and stderr, see :mod:`autotune.trials.logs`); the zygote answers ``P pid``, and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import struct
 import subprocess
 import sys
 import time
+
+from autotune.trials import logs
 
 logger = logging.getLogger(__name__)
 
@@ -65,17 +67,27 @@ class Zygote:
         self._exits: dict[int, int] = {}
 
     @classmethod
-    def start(cls, timeout: float = 120.0) -> Zygote | None:
-        """A ready zygote, or None (then trials are spawned the plain way)."""
+    def start(cls, timeout: float = 120.0, log: str | None = None) -> Zygote | None:
+        """A ready zygote, or None (then trials are spawned the plain way).
+
+        Args:
+            timeout: seconds to wait for it to import torch and torchvision.
+            log: the file that takes its own output (import warnings); None: the tuner's stdout and stderr.
+        """
         z = cls()
         ours, theirs = socket.socketpair()
+        log_fd = logs.open_log(log, append=True) if log else None
         try:
             z.proc = subprocess.Popen(
                 [sys.executable, "-m", "autotune.trials", "--zygote", str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
+                stdout=log_fd, stderr=log_fd,
                 start_new_session=True,
             )
             theirs.close()
+            if log_fd is not None:
+                os.close(log_fd)
+                log_fd = None
             z.sock = ours
             ready, _, _ = select.select([ours], [], [], timeout)
             if not ready or ours.recv(1) != b"R":
@@ -85,6 +97,8 @@ class Zygote:
             logger.warning("trials start without a pre-imported process (%s)", e)
             z.close()
             theirs.close()
+            if log_fd is not None:
+                os.close(log_fd)
             return None
 
     def alive(self) -> bool:
@@ -110,11 +124,14 @@ class Zygote:
             elif kind == b"P":
                 self._pids.append(pid)
 
-    def fork(self, fd: int, timeout: float = 30.0) -> ForkedTrial:
-        """Fork a trial process that serves the connection ``fd`` (``autotune.runner.child_main``)."""
+    def fork(self, fd: int, output: int | None = None, timeout: float = 30.0) -> ForkedTrial:
+        """Fork a trial process that serves the connection ``fd`` (``autotune.runner.child_main``).
+
+        ``output``: a descriptor that becomes the trial's stdout and stderr (its log); None keeps the zygote's.
+        """
         if self.sock is None or not self.alive():
             raise RuntimeError("the zygote is gone")
-        socket.send_fds(self.sock, [b"F"], [fd])
+        socket.send_fds(self.sock, [b"F"], [fd] if output is None else [fd, output])
         deadline = time.monotonic() + timeout
         while not self._pids:
             if time.monotonic() > deadline or not self.alive():
@@ -164,7 +181,7 @@ def serve(fd: int, tuner: int) -> None:
             sock.sendall(_FRAME.pack(b"X", pid, os.waitstatus_to_exitcode(status)))
         if not ready:
             continue
-        msg, fds, _, _ = socket.recv_fds(sock, 1, 1)
+        msg, fds, _, _ = socket.recv_fds(sock, 1, 2)
         if not msg:  # the tuner closed its end
             for pid in children:
                 try:
@@ -172,17 +189,22 @@ def serve(fd: int, tuner: int) -> None:
                 except OSError:
                     pass
             os._exit(0)
+        logs.flush_output()  # nothing buffered here is written twice
         pid = os.fork()
         if pid == 0:
             code = 0
             try:
                 sock.close()
                 os.setsid()  # its own process group, as a spawned trial has
+                if len(fds) > 1:
+                    logs.redirect_output(fds[1])  # before anything else: every line goes to the trial's log
                 child_main(fds[0], parent=os.getppid())
             except BaseException:  # noqa: BLE001
                 code = 1
             finally:
+                logs.flush_output()
                 os._exit(code)
-        os.close(fds[0])
+        for f in fds:
+            os.close(f)
         children.add(pid)
         sock.sendall(_FRAME.pack(b"P", pid, 0))

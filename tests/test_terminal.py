@@ -1,0 +1,231 @@
+"""What the terminal shows: trial output in per-trial logs, one line per event without a terminal, errors only
+with --quiet, nothing twice, no traceback."""
+
+from __future__ import annotations
+
+import io
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.cli._output import Reporter
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.study.space import load_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.spec import TrialResult
+
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--device", "cpu", "--space", "cpu", "--seed", "0"]
+
+
+@pytest.fixture(scope="module")
+def messy_dataset(tmp_path_factory) -> Path:
+    """48 small JPEGs, a zero-byte file (skipped by the scan) and a truncated JPEG (found bad by a trial)."""
+    from autotune.dataset.synth import synthesize
+
+    root = synthesize(tmp_path_factory.mktemp("messy") / "train", images=48, classes=3, min_side=64, max_side=96, workers=1)
+    jpgs = sorted(root.rglob("*.jpg"))
+    (jpgs[0].parent / "zero.jpg").write_bytes(b"")
+    data = jpgs[1].read_bytes()
+    (jpgs[1].parent / "truncated.jpg").write_bytes(data[: len(data) // 2])
+    return root
+
+
+# The CLI in a child process, with trial 1 writing to its file descriptors 1 and 2 as native code does.
+_WITH_OUTPUT = (
+    "import sys, autotune.tune as t\n"
+    "f = t.settings_from_args\n"
+    "def g(*a, **k):\n"
+    "    s = f(*a, **k); s.inject[1] = 'output'; return s\n"
+    "t.settings_from_args = g\n"
+    "from autotune.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def _run(workdir: Path, *argv: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-c", _WITH_OUTPUT, "run", *FAST, *argv]
+    return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _assert_clean(text: str) -> None:
+    assert "Traceback" not in text and "[W " not in text and "[I " not in text
+    assert "\r" not in text and "\x1b[" not in text  # no bar redraws, no colour codes
+    assert "native stdout line" not in text and "native stderr line" not in text and "library warning" not in text
+
+
+def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_logs(messy_dataset, workdir):
+    p = _run(workdir, "--dataset", str(messy_dataset), "--n-trials", "3", "--confirm-top", "2", "--confirm-repeats", "1",
+             "--study-name", "pipe", "--storage", "sqlite:///t.db")
+    assert p.returncode == 0, p.stderr
+    err = p.stderr
+    _assert_clean(err)
+    _assert_clean(p.stdout)
+    assert p.stdout == ""
+    assert err.count("zero.jpg") == 1, err  # named once, not by the scan and again by the preflight
+    assert "estimated time: about " in err
+    lines = err.splitlines()
+    trial_lines = [ln for ln in lines if ln.startswith("trial ")]
+    assert [ln.split()[1] for ln in trial_lines] == ["0", "1", "2"], err  # one line per trial
+    assert "bad-data" in trial_lines[0] and "truncated.jpg cannot be decoded" in trial_lines[0]
+    assert sum("truncated.jpg" in ln for ln in lines) == 1, err  # the failed trial is one line, and only one
+    assert [ln.split(":")[0] for ln in lines if ln.startswith("re-measur")] == ["re-measuring 1/2", "re-measured 1/2", "re-measuring 2/2", "re-measured 2/2"]
+
+    # each trial process's output went to its own log, named in the trial's attributes and the report
+    folder = workdir / "reports" / "pipe"
+    study = optuna.load_study(study_name="pipe", storage=f"sqlite:///{workdir}/t.db")
+    for t in study.trials:
+        assert Path(t.user_attrs["log"]) == (folder / "trials" / f"{t.number}.log").resolve()
+        assert "trial process" in Path(t.user_attrs["log"]).read_text()
+    log1 = (folder / "trials" / "1.log").read_text()
+    assert "native stdout line" in log1 and "native stderr line" in log1 and "library warning" in log1
+    assert "Traceback" in (folder / "trials" / "0.log").read_text()  # the bad-data trial's details
+    assert len(list((folder / "trials").glob("*-remeasure-1.log"))) == 2
+    report = (folder / "report.md").read_text()
+    assert "[trials/0.log](<trials/0.log>)" in report and '<a href="trials/1.log">' in (folder / "report.html").read_text()
+
+
+def test_quiet_prints_only_errors(messy_dataset, workdir):
+    p = _run(workdir, "--dataset", str(messy_dataset), "--n-trials", "2", "--confirm-top", "0", "--quiet", "--no-report")
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == "" and p.stdout == ""
+    (log,) = (workdir / "reports").glob("*/trials/1.log")  # the output still has its log
+    assert "native stderr line" in log.read_text()
+
+
+def test_ctrl_c_prints_no_traceback(messy_dataset, workdir):
+    cmd = [sys.executable, "-m", "autotune", "run", "--dataset", str(messy_dataset), "--n-trials", "30", "--confirm-top", "0",
+           "--no-report", *FAST, "--window", "0.5", "--windows", "4"]
+    p = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = []
+        for line in p.stderr:  # wait for the first trial that completes, then stop during the next one
+            seen.append(line)
+            if line.startswith("trial ") and "complete" in line:
+                break
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        _, rest = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    err = "".join(seen) + rest
+    assert p.returncode == 130, err
+    assert "interrupted" in err
+    _assert_clean(err)
+
+
+# ------------------------------------------------------------------------------------ in the tuner process
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+def test_native_output_of_a_trial_lands_in_its_log_not_on_the_terminal(tiny_dataset, tmp_path, capfd, fork):
+    settings = TuneSettings(n_trials=1, window_s=0.2, windows=2, warmup_batches=1, confirm_top=0, baselines=False, cache="none",
+                            pruner="none", inject={0: "output"}, fork_trials=fork, log_dir=str(tmp_path / "logs"))
+    tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), settings, storage=f"sqlite:///{tmp_path}/t.db", study_name="output")
+    tuner.optimize()
+    out, err = capfd.readouterr()  # file descriptors 1 and 2 of this process, which the trial's would inherit
+    assert "native stdout line" not in out + err and "native stderr line" not in out + err and "library warning" not in out + err
+    (t,) = tuner.study.trials
+    log = Path(t.user_attrs["log"])
+    assert log == tmp_path / "logs" / "0.log"
+    text = log.read_text()
+    assert "native stdout line" in text and "native stderr line" in text and "library warning" in text
+
+
+def test_report_keeps_the_trial_logs_when_written_again(tmp_path):
+    from autotune.report import write_report
+
+    study = optuna.create_study(study_name="logs", storage=f"sqlite:///{tmp_path}/r.db", direction="maximize")
+    logs = tmp_path / "reports" / "logs" / "trials"
+    logs.mkdir(parents=True)
+    (logs / "0.log").write_text("trial output\n")
+    study.add_trial(optuna.trial.create_trial(value=100.0, user_attrs={"outcome": "complete", "config": "torch b=8", "samples_per_s": 100.0, "log": str(logs / "0.log")}))
+    with open(logs / "0.log", "a") as still_open:  # a trial process still writing while the report is replaced
+        for _ in range(2):
+            folder = write_report(study, f"sqlite:///{tmp_path}/r.db", tmp_path / "reports")
+        still_open.write("more output\n")
+    assert (folder / "trials" / "0.log").read_text() == "trial output\nmore output\n"
+    assert "[trials/0.log](<trials/0.log>)" in (folder / "report.md").read_text()
+
+
+# ------------------------------------------------------------------------------------------ the reporter
+def _trial(number: int, outcome: str, **attrs) -> optuna.trial.FrozenTrial:
+    state = optuna.trial.TrialState.COMPLETE if outcome == "complete" else optuna.trial.TrialState.FAIL
+    t = optuna.trial.create_trial(state=state, value=100.0 * (number + 1) if outcome == "complete" else None,
+                                  user_attrs={"outcome": outcome, "config": f"torch b={number}", "samples_per_s": 100.0 * (number + 1), **attrs})
+    t.number = number
+    return t
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_failed_trial_is_one_line_above_the_bar(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+    stream = _Terminal()
+    r = Reporter(stream=stream)
+    assert r.mode == "bar"
+    r.start(3, 0)
+    r(None, _trial(0, "crash", message="RuntimeError: boom\nsecond line", log="/x/reports/s/trials/0.log"))
+    r(None, _trial(1, "complete"))
+    r(None, _trial(2, "pruned", message="pruned after window 1"))
+    r.stop()
+    text = stream.getvalue()
+    assert text.count("trial 0 crash: RuntimeError: boom second line (log: /x/reports/s/trials/0.log)") == 1
+    assert "second line\n" not in text and "pruned after window" not in text  # a pruned trial is no failure
+
+
+def test_without_a_terminal_each_event_is_one_plain_line():
+    stream = io.StringIO()
+    r = Reporter(stream=stream)
+    assert r.mode == "lines"
+    r.start(2, 2, TuneSettings(window_s=1.0, windows=5))
+    r(None, _trial(0, "complete"))
+    r(None, _trial(1, "bad-data", bad_file="/d/a/bad.jpg", message="cannot decode /d/a/bad.jpg"))
+    t = _trial(0, "complete")
+    for k in (1, 2):
+        r.remeasure(k, 2, t, None)
+        r.remeasure(k, 2, t, TrialResult(Outcome.COMPLETE, samples_per_s=99.0))
+    r.stop()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("estimated time: about ") and "2 trials and up to 2 re-measurements" in lines[0]
+    assert lines[1].startswith("trial 0 (1/2) torch b=0: complete 100 samples/s")
+    assert lines[2].startswith("trial 1 (2/2) torch b=1: bad-data: /d/a/bad.jpg cannot be decoded")
+    assert [ln.split(":")[0] for ln in lines[3:]] == ["re-measuring 1/2", "re-measured 1/2", "re-measuring 2/2", "re-measured 2/2"]
+    assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
+
+
+def test_quiet_reporter_prints_nothing():
+    stream = _Terminal()
+    r = Reporter(quiet=True, stream=stream)
+    r.start(1, 0, TuneSettings())
+    r(None, _trial(0, "crash", message="boom"))
+    r.stop()
+    assert stream.getvalue() == ""
+
+
+def test_the_preflight_does_not_name_skipped_files_again(messy_dataset, caplog):
+    from autotune.doctor import check_dataset
+
+    caplog.set_level("WARNING")
+    scan(messy_dataset)
+    check_dataset(messy_dataset)
+    assert sum("zero.jpg" in r.getMessage() for r in caplog.records) == 1
+
+
+
+def test_main_in_process_leaves_the_logging_set_up_as_it_was(workdir):
+    import logging
+
+    from autotune.cli import main
+
+    root = logging.getLogger()
+    before = (root.level, list(root.handlers), logging.getLogger("optuna").propagate)
+    assert main(["report", "--storage", f"sqlite:///{workdir}/none.db", "--quiet"]) == 2
+    assert (root.level, list(root.handlers), logging.getLogger("optuna").propagate) == before
