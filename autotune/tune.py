@@ -252,10 +252,10 @@ def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
                 tuner.optimize(callbacks=callbacks)
         if tuner.complete_trials() and not unwritten:
             if budget is not None:
-                budget.confirm_planned = budget.confirm_fit(settings.confirm_top, settings.confirm_repeats)
+                budget.confirm_planned = budget.confirm_fit(settings.confirm_top, settings.confirm_repeats, budget.contender_cost(tuner.study, settings.confirm_top))
                 settings.confirm_top, settings.confirm_repeats = budget.confirm_planned
             with stage("re-measurement"):
-                tuner.confirm(on_step=progress.remeasure)
+                tuner.confirm(on_step=progress.remeasure, fits=budget.fits if budget is not None else None)
     except KeyboardInterrupt as e:
         interrupted = e
     finally:

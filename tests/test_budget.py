@@ -43,10 +43,26 @@ def test_another_trial_fits_counts_the_re_measurement_that_must_follow():
     clock = FakeClock()
     b = TimeBudget(60, clock=clock)
     b.record_trial(4.0)
-    clock.now += 44  # 44 + 4 (next) + 2*1*4 (re-measure) + 3 (write) = 59
+    clock.now += 42  # 42 + 4 (next) + 2*1*4*1.25 (re-measure, with its margin) + 3 (write) = 59
     assert b.another_trial_fits(2, 1)
     clock.now += 2
     assert not b.another_trial_fits(2, 1)
+    assert b.another_trial_fits(2, 1, contender_s=2.0)  # 44 + 4 + 5 + 3: cheap contenders leave room
+    clock.now -= 10
+    assert not b.another_trial_fits(2, 1, contender_s=12.0)  # slow-starting contenders (DALI) need more
+
+
+def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset, workdir):
+    import optuna
+
+    study = optuna.create_study(direction="maximize")
+    for value, seconds in ((100.0, 2.0), (900.0, 12.0), (800.0, 10.0), (50.0, 3.0)):
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={"duration_s": seconds}))
+    b = TimeBudget(60, clock=FakeClock())
+    for seconds in (2.0, 12.0, 10.0, 3.0):
+        b.record_trial(seconds)
+    assert b.trial_cost() == 6.5  # the median of all trials
+    assert b.contender_cost(study, 2) == 11.0  # the two best: the slow starters
 
 
 @pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])
@@ -127,3 +143,26 @@ def test_the_report_says_how_the_budget_was_spent(tiny_dataset, workdir, monkeyp
     md = next((workdir / "reports").rglob("report.md")).read_text()
     line = next(ln for ln in md.splitlines() if "s budget" in ln)
     assert "of a 30 s budget" in line and "trials" in line and "setup" in line
+
+
+def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    calls = []
+
+    def fake_run_trial(spec, **kw):
+        calls.append(spec.loader.describe())
+        # trials are quick, but every re-measurement (after the first trials) takes far longer than planned
+        clock.now += 3.0 if len(calls) <= 6 else 20.0
+        return TrialResult(Outcome.COMPLETE, samples_per_s=float(100 + len(calls)), spread=(1.0, 1.0), duration_s=3.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "40", "--n-trials", "6", "--confirm-top", "3",
+                 "--confirm-repeats", "2", "--no-report", "--quiet"]) == 0
+    elapsed = clock.now - 1000.0
+    assert elapsed <= 40 * 1.10 + 20.0  # at most the one re-measurement that overran its plan
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    conf = study.user_attrs["confirmation"]
+    assert conf["attempted"] < 6 and "until the time budget ran out" in conf["method"]

@@ -146,7 +146,7 @@ def test_confirmation_method_says_when_every_re_measurement_failed(tiny_dataset,
     for w, v in ((0, 100.0), (1, 200.0), (2, 150.0)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
         tuner.study.add_trial(optuna.trial.create_trial(value=v, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete"}))
-    monkeypatch.setattr(tuner, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.CRASH, message="boom"))
+    monkeypatch.setattr(tuner, "measure", lambda loader, number=None, on_intermediate=None, log=None: TrialResult(Outcome.CRASH, message="boom"))
     record = tuner.confirm()
     assert "re-measured 2x each" not in record["method"]
     assert record["method"] == "best single trial: all 4 re-measurements of the top 2 failed"

@@ -20,6 +20,8 @@ from typing import Any
 
 #: seconds kept back for writing the YAML and the report after the last measurement
 WRITE_RESERVE_S = 3.0
+#: re-measurements are planned at this many times the contenders' own trial time (their start-up varies)
+REMEASURE_MARGIN = 1.25
 #: a budget shorter than this cannot measure even the baselines; it is refused with a one-line error
 MIN_BUDGET_S = 10.0
 
@@ -97,6 +99,24 @@ class TimeBudget:
         """The expected wall time of one more trial: the median of the trials so far (None before the first)."""
         return statistics.median(self.trial_s) if self.trial_s else None
 
+    def contender_cost(self, study: Any, top: int) -> float | None:
+        """The expected wall time of one re-measurement: the mean of the ``top`` best trials' own durations.
+
+        Contenders are often the slow starters (a DALI GPU pipeline takes seconds to start), so the median
+        of all trials, fast pruned ones included, would under-count the re-measurement.
+        """
+        import optuna
+
+        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and t.user_attrs.get("duration_s")]
+        best = sorted(done, key=lambda t: t.value, reverse=True)[: max(1, top)]
+        if not best:
+            return self.trial_cost()
+        return max(statistics.fmean(float(t.user_attrs["duration_s"]) for t in best), self.trial_cost() or 0.0)
+
+    def fits(self, seconds: float) -> bool:
+        """Whether ``seconds`` more work and writing the YAML still end inside the budget."""
+        return self.elapsed() + seconds + WRITE_RESERVE_S <= self.total_s
+
     def confirm_fit(self, top: int, repeats: int, cost: float | None = None) -> tuple[int, int]:
         """The largest (top, repeats) no larger than asked whose re-measurements fit the time left."""
         cost = cost if cost is not None else self.trial_cost()
@@ -109,13 +129,15 @@ class TimeBudget:
                     return k, r
         return top, 0
 
-    def another_trial_fits(self, top: int, repeats: int) -> bool:
-        """Whether one more trial and then the planned re-measurement still end inside the budget."""
+    def another_trial_fits(self, top: int, repeats: int, contender_s: float | None = None) -> bool:
+        """Whether one more trial and then the planned re-measurement (``contender_s`` each, with a margin for
+        their spread) still end inside the budget."""
         cost = self.trial_cost()
         if cost is None:
             return self.remaining() > WRITE_RESERVE_S
         k = top if repeats > 0 else 0
-        return self.elapsed() + cost + k * repeats * cost + WRITE_RESERVE_S <= self.total_s
+        remeasure = k * repeats * (contender_s or cost) * REMEASURE_MARGIN
+        return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
 
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
@@ -124,7 +146,7 @@ class TimeBudget:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d)
-            if not self.another_trial_fits(top, repeats):
+            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top)):
                 self.stopped_sampling_at = trial.number
                 study.stop()
 

@@ -40,6 +40,9 @@ def confirmation_method(record: dict[str, Any]) -> str:
     if done == 0:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
     failed = attempted - done
+    if attempted < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
+        return (f"top {len(cands)} re-measured {attempted} times in all, interleaved, until the time budget ran out"
+                + (f" ({failed} failed)" if failed else "") + "; winner by median of all scores")
     return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved"
             + (f" ({failed} of {attempted} re-measurements failed)" if failed else "") + "; winner by median of all scores")
 

@@ -44,6 +44,9 @@ from autotune.trials.zygote import Zygote
 
 logger = logging.getLogger(__name__)
 
+#: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
+#: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
+DALI_USUAL_THREADS = 8
 SAMPLERS = ("tpe", "random", "qmc")
 PRUNERS = ("median", "percentile", "none")
 
@@ -116,9 +119,10 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
     if "dali" in space.backends():
         # where DALI is offered, its usual starting point too: a thread per core, DALI's own queue depth and
         # hardware-decoder share, GPU decode when there is a GPU, a middle batch size
-        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": settings.cores, "prefetch_queue_depth": 2}
+        threads = min(settings.cores, DALI_USUAL_THREADS)
+        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": threads, "prefetch_queue_depth": 2}
         if "num_threads" in space and space["num_threads"].kind == "int":
-            dali["num_threads"] = int(min(max(settings.cores, space["num_threads"].low), space["num_threads"].high))
+            dali["num_threads"] = int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
         if "dali_device" in space:
             dali["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
             if dali["dali_device"] == "gpu":
@@ -316,6 +320,15 @@ class Tuner:
         logger.info("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:
+        # first, so that --resume can tell this trial was left by a killed run, wherever the kill lands
+        trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")
+        try:
+            return self._objective(trial)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM anywhere in the trial, the sampler's work too
+            trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
+            raise
+
+    def _objective(self, trial: optuna.Trial) -> float:
         if trial.user_attrs.get("outside_space"):
             params = trial.user_attrs["loader_params"]
         else:
@@ -336,15 +349,10 @@ class Tuner:
             reported.append(step)
             return trial.user_attrs.get("role") is None and trial.should_prune()
 
-        trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")  # lets --resume tell a dead run's trials
         log = trial_log(self.settings.log_dir, trial.number)
-        try:
-            if log is not None:
-                trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
-            result = self.measure(loader, trial.number, intermediate)
-        except KeyboardInterrupt:
-            trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
-            raise
+        if log is not None:
+            trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
+        result = self.measure(loader, trial.number, intermediate)
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
@@ -406,12 +414,15 @@ class Tuner:
                 break
         return out
 
-    def confirm(self, on_step: Callable[[int, int, optuna.trial.FrozenTrial, TrialResult | None], None] | None = None) -> dict[str, Any]:
+    def confirm(self, on_step: Callable[[int, int, optuna.trial.FrozenTrial, TrialResult | None], None] | None = None,
+                fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
         """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores.
 
         Args:
             on_step: called as ``on_step(k, n, trial, None)`` when re-measurement k of n (from 1) starts, and as
                 ``on_step(k, n, trial, result)`` when it ends; ``trial`` is the candidate re-measured.
+            fits: with a time budget, says whether a re-measurement of that many seconds (the candidate's own
+                trial time) still fits; the re-measurement stops at the first that does not.
         """
         s = self.settings
         cands = self.candidates(max(1, s.confirm_top))
@@ -422,8 +433,12 @@ class Tuner:
         if len(cands) > 1 and s.confirm_repeats > 0:
             n, k = len(cands) * s.confirm_repeats, 0
             try:
+                out_of_time = False
                 for repeat in range(1, s.confirm_repeats + 1):
                     for t in cands:
+                        if fits is not None and not fits(float(t.user_attrs.get("duration_s") or 0.0)):
+                            out_of_time = True  # the time budget: keep the scores so far
+                            break
                         attempted += 1
                         k += 1
                         if on_step is not None:
@@ -433,6 +448,8 @@ class Tuner:
                             scores[t.number].append(float(r.samples_per_s))
                         if on_step is not None:
                             on_step(k, n, t, r)
+                    if out_of_time:
+                        break
             finally:
                 self.close()
         medians = {n: statistics.median(v) for n, v in scores.items()}
