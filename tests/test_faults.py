@@ -239,44 +239,28 @@ def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, ti
     return done
 
 
-def test_sigint_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir):
-    proc = _start_tuner(small_dataset, workdir, "sigint", 30)
+@pytest.mark.parametrize("sig, code, said", [
+    (signal.SIGINT, 130, "interrupted"),
+    # docker stop, systemd and Slurm send SIGTERM: handled like Ctrl-C, with its own exit code
+    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far; continue with --resume"),
+], ids=["sigint", "sigterm"])
+def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said):
+    name = sig.name.lower()
+    proc = _start_tuner(small_dataset, workdir, name, 30)
     try:
-        _wait_complete(proc, workdir, "sigint", 1)
+        _wait_complete(proc, workdir, name, 1)
         time.sleep(1.0)  # into the next trial
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err
+    assert proc.returncode == code, err
+    assert said in err
     cfg = load_config(workdir / "autotune.yaml")
     assert cfg.result["samples_per_s"] > 0
     assert not _wait_no_runners(proc.pid, timeout=5)
-    s = optuna.load_study(study_name="sigint", storage=f"sqlite:///{workdir}/stop.db")
-    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
-    finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
-    assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
-
-
-def test_sigterm_is_handled_like_ctrl_c(small_dataset, workdir):
-    """docker stop, systemd and Slurm send SIGTERM: the running trial is marked, the best so far written, exit 143."""
-    proc = _start_tuner(small_dataset, workdir, "sigterm", 30)
-    try:
-        _wait_complete(proc, workdir, "sigterm", 1)
-        time.sleep(1.0)  # into the next trial
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143, err
-    assert "terminated (SIGTERM): wrote the best config so far; continue with --resume" in err
-    cfg = load_config(workdir / "autotune.yaml")
-    assert cfg.result["samples_per_s"] > 0
-    assert not _wait_no_runners(proc.pid, timeout=5)
-    s = optuna.load_study(study_name="sigterm", storage=f"sqlite:///{workdir}/stop.db")
+    s = optuna.load_study(study_name=name, storage=f"sqlite:///{workdir}/stop.db")
     assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
     finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
     assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
