@@ -31,7 +31,10 @@ from autotune.trials.runner import deferred_signals
 
 logger = logging.getLogger(__name__)
 
-DEMO_TRIALS = 12
+#: what `autotune run` spends with no --n-trials, --timeout or --budget: seconds from the command's start to the YAML
+DEFAULT_BUDGET_S = 60.0
+#: the same with a model in the loop (--model or --step-ms): each trial also starts the model
+DEFAULT_MODEL_BUDGET_S = 120.0
 #: study attribute: the winner was chosen but the YAML could not be written; --resume writes it without tuning
 UNWRITTEN = "config_unwritten"
 #: the trial cap under --budget without --n-trials: the budget stops the study long before it
@@ -113,8 +116,19 @@ def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
         return _tune(args, progress or _Silent())
 
 
+def default_budget(args: argparse.Namespace) -> float | None:
+    """The run's time budget: ``--budget``, or a default when neither ``--n-trials`` nor ``--timeout`` says otherwise."""
+    if getattr(args, "budget", None) is not None:
+        return float(args.budget)
+    if args.n_trials is not None or args.timeout is not None:
+        return None
+    return DEFAULT_MODEL_BUDGET_S if (args.model or getattr(args, "step_ms", None)) else DEFAULT_BUDGET_S
+
+
 def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
-    budget = TimeBudget(args.budget) if getattr(args, "budget", None) is not None else None  # from the command's start
+    args.budget = default_budget(args)
+    started = getattr(args, "started", None)  # the CLI's: when the command's process started
+    budget = TimeBudget(args.budget, start=started) if args.budget is not None else None
     if budget is not None and budget.total_s < MIN_BUDGET_S:
         raise UserError(f"--budget {args.budget:g} is too short to measure anything; pass --budget {MIN_BUDGET_S:.0f} or more")
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
@@ -144,8 +158,8 @@ def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
         if not args.quiet:
             print("preparing the demo dataset ...", file=sys.stderr)
         dataset_path = str(demo_dataset())
-        if args.n_trials is None:
-            args.n_trials = DEMO_TRIALS
+        if budget is not None:  # making the demo set once is not tuning time
+            budget = TimeBudget(budget.total_s)
     elif args.dataset:
         dataset_path = args.dataset
     else:

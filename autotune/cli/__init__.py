@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import time
 from collections.abc import Sequence
 
 from autotune.errors import UserError, interrupt_exit_code
@@ -56,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
+    """The command line; ``started`` (``time.monotonic``) is when the command began, for ``--budget``."""
+    started = time.monotonic() if started is None else started
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -65,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
+    args.started = started
     from autotune.cli._output import configure_logging
 
     restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
@@ -82,4 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    from autotune.study.budget import process_start
+
+    sys.exit(main(started=process_start()))

@@ -22,7 +22,8 @@ DESCRIPTION = (
 )
 EXAMPLES = """examples:
   autotune run --demo                                   # make a demo dataset and tune on it
-  autotune run --dataset /data/train                    # default space (torch + DALI), 20 trials
+  autotune run --dataset /data/train                    # default space (torch + DALI), one minute in all
+  autotune run --dataset /data/train --budget 300       # a longer search: five minutes
   autotune run --dataset /data/train --space torch --batch-size 256 --n-trials 30
   autotune run --dataset /data/train --resume           # continue the latest study for this machine
   autotune run --dataset /data/train --warm-start autotune.yaml
@@ -43,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
     p.add_argument("--space", default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
-    p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="trials to run (default 20; 12 with --demo)")
+    p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="run N trials instead of a time budget (N measured trials, then the re-measurement)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", default="autotune.yaml", metavar="FILE", help="where to write the config (default: %(default)s)")
     p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
@@ -55,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")
     m.add_argument("--budget", type=positive_float, default=None, metavar="S",
-                   help="spend at most S seconds in all, from start to YAML: the run plans its windows, trials and re-measurements to fit")
+                   help="spend at most S seconds in all, from start to YAML: the run plans its windows, trials and re-measurements to fit "
+                        "(default: 60, 120 with --model; none when --n-trials or --timeout is given)")
     m.add_argument("--window", type=positive_float, default=None, metavar="S", help="seconds per timed window (default: 1.0; planned with --budget)")
     m.add_argument("--windows", type=positive_int, default=None, metavar="N", help="steady windows per trial; the score is their median (default: 5; planned with --budget)")
     m.add_argument("--warmup-batches", type=nonneg_int, default=2, metavar="N", help="untimed batches after the first (default: %(default)s)")

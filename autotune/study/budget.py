@@ -60,18 +60,30 @@ def plan(budget_s: float, *, window_s: float | None = None, windows: int | None 
     )
 
 
+def process_start() -> float:
+    """When this process started, on the ``time.monotonic`` clock (its imports included), as a user times a command."""
+    now = time.monotonic()
+    try:
+        import psutil
+
+        return now - max(0.0, time.time() - psutil.Process().create_time())
+    except Exception:  # no process start time: count from now
+        return now
+
+
 class TimeBudget:
     """Wall-clock seconds for the whole run, from the command's start, and their use stage by stage.
 
     Args:
         total_s: the budget.
         clock: a monotonic clock (tests pass a fake one).
+        start: when the budget started on that clock (default: now); the CLI passes the process's start.
     """
 
-    def __init__(self, total_s: float, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, total_s: float, clock: Callable[[], float] | None = None, start: float | None = None) -> None:
         self.total_s = float(total_s)
         self.clock = clock or time.monotonic
-        self.start = self.clock()
+        self.start = self.clock() if start is None else float(start)
         self.spent: dict[str, float] = {}
         self.trial_s: list[float] = []
         self.stopped_sampling_at: int | None = None
