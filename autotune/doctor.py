@@ -119,6 +119,24 @@ _PROBE = (
 )
 
 
+_probe_proc: subprocess.Popen | None = None
+
+
+def _probe_popen() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env())
+
+
+def start_probe() -> None:
+    """Start the torch probe now, so that it runs while other work does (``autotune run`` scans the dataset
+    meanwhile); :func:`_torch_probe` collects its answer."""
+    global _probe_proc
+    if _probe_proc is None and not _torch_probe.cache_info().currsize:
+        try:
+            _probe_proc = _probe_popen()
+        except OSError:
+            _probe_proc = None
+
+
 @functools.lru_cache(maxsize=1)
 def _torch_probe() -> dict[str, Any]:
     """torch's version, its CUDA build and whether it can use a GPU, asked in a child process.
@@ -126,16 +144,23 @@ def _torch_probe() -> dict[str, Any]:
     A child, because initialising CUDA on a broken driver can hang, and because the study's parent process
     must not hold a CUDA context. ``error`` is set when torch cannot be imported or the probe fails.
     """
+    global _probe_proc
+    proc, _probe_proc = _probe_proc, None
     try:
-        r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=_child_env())
+        proc = proc or _probe_popen()
+        stdout, stderr = proc.communicate(timeout=PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return {"error": f"importing torch and initialising CUDA hung for {PROBE_TIMEOUT_S:g} s", "hung": True}
-    if r.returncode != 0:
-        return {"error": _last_line(r.stderr) or f"exit code {r.returncode}"}
+    except OSError as e:
+        return {"error": str(e)}
+    if proc.returncode != 0:
+        return {"error": _last_line(stderr) or f"exit code {proc.returncode}"}
     try:
-        return json.loads(r.stdout.strip().splitlines()[-1])
+        return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return {"error": f"unexpected probe output {r.stdout[-200:]!r}"}
+        return {"error": f"unexpected probe output {stdout[-200:]!r}"}
 
 
 def _cuda_available() -> bool:
@@ -370,15 +395,17 @@ def check_container() -> Check:
     return _ok("container", f"yes ({runtime})" if runtime else "no")
 
 
-def check_dataset(path: str | os.PathLike[str]) -> list[Check]:
-    """Image count, formats, mean size, unreadable files (scan + a decoded sample), and page-cache fit."""
+def check_dataset(path: str | os.PathLike[str], scanned: Any = None) -> list[Check]:
+    """Image count, formats, mean size, unreadable files (scan + a decoded sample), and page-cache fit.
+
+    ``scanned``: the :class:`~autotune.dataset.scan.Dataset` of ``path`` when the caller has scanned it already."""
     from PIL import Image
 
     from autotune.dataset.imaging import BadImageError, open_rgb
     from autotune.dataset.scan import scan
 
     try:
-        ds = scan(path, warn=False)  # the unusable files are this check's value; `autotune run` has named them already
+        ds = scanned if scanned is not None else scan(path, warn=False)  # the unusable files are this check's value; `autotune run` has named them already
     except DatasetError as e:
         value, _, fix = str(e).partition("; ")
         return [Check("dataset", Status.FAIL, value, fix or "pass a folder with one sub-folder per class")]
@@ -527,7 +554,7 @@ def _finish_smokes(tmp: str, procs: dict[str, subprocess.Popen], started: float,
 
 
 # -- entry points -----------------------------------------------------------------------------------------------------
-def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = True) -> list[Check]:
+def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = True, scanned: Any = None) -> list[Check]:
     """Run every check; with ``dataset`` also the dataset checks; with ``smoke`` the one-batch loader tests.
 
     Returns:
@@ -561,7 +588,7 @@ def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = T
             check_container(),
         ]
         if dataset is not None:
-            checks += check_dataset(dataset)
+            checks += check_dataset(dataset, scanned)
     except BaseException:
         if smoke:
             _abort_smokes(tmp, procs)
@@ -575,7 +602,7 @@ def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = T
 _BLOCKING = ("python", "torch", "dataset", "unreadable")
 
 
-def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, workers: bool = True) -> list[Check]:
+def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, workers: bool = True, scanned: Any = None) -> list[Check]:
     """The doctor's checks, quietly, at the start of ``autotune run`` (no smoke tests).
 
     Stops the run only on a fail that would make every trial fail:
@@ -589,6 +616,7 @@ def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, worke
         dataset_path: the dataset folder, or None to skip the dataset checks.
         device: where batches go, ``cpu`` or ``cuda[:N]``.
         workers: whether the search space has DataLoader workers (False for a DALI-only space).
+        scanned: the dataset's scan, when the caller has made it (it is not scanned again).
 
     Returns:
         Every check, for the caller to log the warnings.
@@ -596,7 +624,7 @@ def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, worke
     Raises:
         UserError: one line naming the check, its value and the fix.
     """
-    checks = run_checks(dataset_path, smoke=False)
+    checks = run_checks(dataset_path, smoke=False, scanned=scanned)
     by_name = {c.name: c for c in checks}
 
     def stop(c: Check, prefix: str = "") -> None:

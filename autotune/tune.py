@@ -9,7 +9,10 @@ import argparse
 import contextlib
 import datetime as _dt
 import logging
+import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,9 @@ from autotune.study.result import config_from_study, no_completion_message
 from autotune.study.space import load_space
 from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.logs import trial_log
 from autotune.trials.runner import deferred_signals
+from autotune.trials.zygote import Zygote
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +117,21 @@ def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
     the CLI passes its reporter, and None prints nothing. Every storage it opens is closed when it returns, so
     scripts can call it again and again.
     """
-    with closing_storages():
-        return _tune(args, progress or _Silent())
+    with closing_storages(), contextlib.ExitStack() as early:
+        return _tune(args, progress or _Silent(), early)
+
+
+def _launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
+    """The process trials are forked from, started now so that it imports torch while the dataset is scanned; its
+    output goes to a temporary log until the study's log folder is known. ``early`` closes it at the end unless
+    a tuner has taken it over (closing twice is harmless)."""
+    fd, log = tempfile.mkstemp(prefix="autotune-zygote-", suffix=".log")
+    os.close(fd)
+    early.callback(lambda: Path(log).unlink(missing_ok=True))
+    zygote = Zygote.launch(log=log)
+    if zygote is not None:
+        early.callback(zygote.close)
+    return zygote, log
 
 
 def default_budget(args: argparse.Namespace) -> float | None:
@@ -125,7 +143,7 @@ def default_budget(args: argparse.Namespace) -> float | None:
     return DEFAULT_MODEL_BUDGET_S if (args.model or getattr(args, "step_ms", None)) else DEFAULT_BUDGET_S
 
 
-def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
+def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) -> dict[str, Any]:
     args.budget = default_budget(args)
     started = getattr(args, "started", None)  # the CLI's: when the command's process started
     budget = TimeBudget(args.budget, start=started) if args.budget is not None else None
@@ -173,13 +191,16 @@ def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
+    # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
+    from autotune import doctor
+
+    doctor.start_probe()
+    zygote, zygote_log = _launch_zygote(early)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
-    from autotune.doctor import preflight
-
     nw = space["num_workers"] if "num_workers" in space else None
-    preflight(dataset_path, device, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
+    doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     if args.batch_size is not None:
         space = space.fix("batch_size", args.batch_size)
     space = _fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(args.pipeline).train)
@@ -229,7 +250,10 @@ def _tune(args: argparse.Namespace, progress: Any) -> dict[str, Any]:
         from autotune.study.fleet import previous_best
 
         warm = previous_best(args.warm_start, args.storage)
-    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs)
+    if zygote is not None:
+        Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
+        shutil.move(zygote_log, trial_log(settings.log_dir, "zygote"))
+    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs, zygote=zygote)
     # a finished study whose YAML could not be written: --resume writes it, without tuning again
     unwritten = bool(args.resume and tuner.study.user_attrs.get(UNWRITTEN) and "confirmation" in tuner.study.user_attrs)
     if warm is not None and not unwritten:

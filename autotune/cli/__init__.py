@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import time
 from collections.abc import Sequence
 
 from autotune.errors import UserError, interrupt_exit_code
@@ -58,8 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
-    """The command line; ``started`` (``time.monotonic``) is when the command began, for ``--budget``."""
-    started = time.monotonic() if started is None else started
+    """The command line; ``started`` (``time.monotonic``) is when the command's process began, for ``--budget``
+    (default: when the run begins)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -216,7 +216,8 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
 class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
-    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None) -> None:
+    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None,
+                 zygote: Zygote | None = None) -> None:
         self.dataset = dataset
         self.space = space
         self.settings = settings
@@ -243,6 +244,7 @@ class Tuner:
                 self.dataset = dataset.without(excluded, "cannot be decoded")
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
         self._zygote: Zygote | bool | None = None
+        self._launched = zygote  # a zygote started early (Zygote.launch), still importing: the first trials use it
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
@@ -295,15 +297,22 @@ class Tuner:
         if over is not None:
             return over
         if self._zygote is None and self.settings.fork_trials:
-            self._zygote = Zygote.start(log=trial_log(st.log_dir, "zygote")) or False  # False: could not start; spawn every trial instead
+            launched, self._launched = self._launched, None
+            if launched is not None:
+                self._zygote = launched.ready() or False
+            else:
+                self._zygote = Zygote.start(log=trial_log(st.log_dir, "zygote")) or False  # False: could not start; spawn every trial instead
         zygote = self._zygote or None
         return run_trial(self.spec(loader, number, log), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
 
     def close(self) -> None:
-        """End the process that trials are forked from."""
+        """End the process that trials are forked from (and one started early and never used)."""
         if self._zygote:
             self._zygote.close()
         self._zygote = None
+        if self._launched is not None:
+            self._launched.close()
+            self._launched = None
 
     def exclude_file(self, path: str) -> None:
         """Leave an undecodable file out of the following trials: it fails every config, not just this one.

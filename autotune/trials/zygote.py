@@ -65,6 +65,7 @@ class Zygote:
         self._buf = b""
         self._pids: list[int] = []
         self._exits: dict[int, int] = {}
+        self._ready = False
 
     @classmethod
     def start(cls, timeout: float = 120.0, log: str | None = None) -> Zygote | None:
@@ -74,6 +75,13 @@ class Zygote:
             timeout: seconds to wait for it to import torch and torchvision.
             log: the file that takes its own output (import warnings); None: the tuner's stdout and stderr.
         """
+        z = cls.launch(log)
+        return z.ready(timeout) if z is not None else None
+
+    @classmethod
+    def launch(cls, log: str | None = None) -> Zygote | None:
+        """Start the zygote without waiting for its imports (``autotune run`` scans the dataset meanwhile);
+        :meth:`ready` waits. None when it cannot even start."""
         z = cls()
         ours, theirs = socket.socketpair()
         log_fd = logs.open_log(log, append=True) if log else None
@@ -84,21 +92,32 @@ class Zygote:
                 stdout=log_fd, stderr=log_fd,
                 start_new_session=True,
             )
-            theirs.close()
-            if log_fd is not None:
-                os.close(log_fd)
-                log_fd = None
             z.sock = ours
-            ready, _, _ = select.select([ours], [], [], timeout)
-            if not ready or ours.recv(1) != b"R":
-                raise RuntimeError("the zygote did not get ready")
             return z
         except Exception as e:  # noqa: BLE001 - fall back to spawning
             logger.warning("trials start without a pre-imported process (%s)", e)
             z.close()
+            return None
+        finally:
             theirs.close()
             if log_fd is not None:
                 os.close(log_fd)
+
+    def ready(self, timeout: float = 120.0) -> Zygote | None:
+        """Wait until the zygote has imported torch; itself, or None (closed) if it did not get ready."""
+        if self._ready:
+            return self
+        try:
+            if self.sock is None:
+                raise RuntimeError("the zygote is closed")
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready or self.sock.recv(1) != b"R":
+                raise RuntimeError("the zygote did not get ready")
+            self._ready = True
+            return self
+        except Exception as e:  # noqa: BLE001 - fall back to spawning
+            logger.warning("trials start without a pre-imported process (%s)", e)
+            self.close()
             return None
 
     def alive(self) -> bool:
@@ -144,6 +163,8 @@ class Zygote:
             self.sock.close()
             self.sock = None
         if self.proc is not None:
+            if not self._ready and self.proc.poll() is None:
+                self.proc.kill()  # still importing: nothing of it to keep
             try:
                 self.proc.wait(5.0)
             except subprocess.TimeoutExpired:
