@@ -38,6 +38,7 @@ from autotune.study.storage import is_storage_error, mask_url, open_storage, sto
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.logs import remeasure_log, trial_log
+from autotune.trials.measure import STEADY_TOL
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
@@ -178,6 +179,18 @@ def fit_to_space(params: dict[str, Any], space: SearchSpace) -> dict[str, Any]:
     if out != params:
         logger.info("warm start fitted into the space: %s -> %s", params, out)
     return out
+
+
+def judged(step: int, values: list[float], windows: int) -> bool:
+    """Whether the pruner may judge a trial at window ``step``, given its values so far (``values[-1]`` at ``step``).
+
+    The pruner compares a trial with the complete trials' values at the same window. Only the planned ``windows``
+    are comparable: every complete trial has them, while later windows exist only for the slow starters whose
+    ramp was cut, so a trial there would be judged against one or two of those. And a trial is judged once its
+    value stopped climbing (within :data:`~autotune.trials.measure.STEADY_TOL` of the one before): a slow
+    starter's first windows are its ramp, not its speed.
+    """
+    return 0 < step < windows and len(values) > 1 and values[-1] <= values[-2] * (1 + STEADY_TOL)
 
 
 def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
@@ -351,12 +364,12 @@ class Tuner:
             if earlier is not None:
                 return tell_repeat(trial, earlier)
 
-        reported: list[int] = []
+        reported: list[float] = []
 
         def intermediate(step: int, value: float) -> bool:
             trial.report(value, step)
-            reported.append(step)
-            return trial.user_attrs.get("role") is None and trial.should_prune()
+            reported.append(value)
+            return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
 
         log = trial_log(self.settings.log_dir, trial.number)
         if log is not None:
