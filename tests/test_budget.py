@@ -49,7 +49,12 @@ def test_another_trial_fits_counts_the_re_measurement_that_must_follow():
     assert not b.another_trial_fits(2, 1)
     assert b.another_trial_fits(2, 1, contender_s=2.0)  # 44 + 4 + 5 + 3: cheap contenders leave room
     clock.now -= 10
-    assert not b.another_trial_fits(2, 1, contender_s=12.0)  # slow-starting contenders (DALI) need more
+    assert not b.another_trial_fits(2, 1, contender_s=9.0)  # 34 + 4 + 2*9*1.25 + 3: slow starters (DALI) need more
+    # 34 + 2*12*1.25 + 3 > 60: no re-measurement can fit any more, so the time left goes to trials, not idle
+    assert b.another_trial_fits(2, 1, contender_s=12.0)
+    b.record_trial(6.0)
+    clock.now += 18
+    assert not b.another_trial_fits(2, 1, contender_s=12.0)  # 52 + 6 (the slowest trial) + 3: no room for one more
 
 
 def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset, workdir):

@@ -143,12 +143,21 @@ class TimeBudget:
 
     def another_trial_fits(self, top: int, repeats: int, contender_s: float | None = None) -> bool:
         """Whether one more trial and then the planned re-measurement (``contender_s`` each, with a margin for
-        their spread) still end inside the budget."""
+        their spread) still end inside the budget.
+
+        When not even the smallest re-measurement (two contenders, once) fits any more, it will be skipped
+        whatever happens: the time left goes to trials rather than sitting unused, each priced at the slowest
+        trial so far.
+        """
         cost = self.trial_cost()
         if cost is None:
             return self.remaining() > WRITE_RESERVE_S
+        per = (contender_s or cost) * REMEASURE_MARGIN
         k = top if repeats > 0 else 0
-        remeasure = k * repeats * (contender_s or cost) * REMEASURE_MARGIN
+        remeasure = k * repeats * per
+        if k > 1 and self.elapsed() + 2 * per + WRITE_RESERVE_S > self.total_s:
+            # trials only from here: the next may be a slow starter, and nothing else absorbs it
+            return self.elapsed() + max(self.trial_s) + WRITE_RESERVE_S <= self.total_s
         return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
 
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
