@@ -87,8 +87,8 @@ def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, 
     return yaml_path, took
 
 
-def peers(tuned: Any, cores: int, cuda: bool, batch_sizes: list[int], dali: bool) -> dict[str, dict[str, Any]]:
-    """The rules of thumb, as loader parameters; ``cores`` is each rank's share."""
+def peers(tuned: Any | None, cores: int, cuda: bool, batch_sizes: list[int], dali: bool) -> dict[str, dict[str, Any]]:
+    """The rules of thumb, as loader parameters; ``cores`` is each rank's share; ``tuned`` (a Config) adds ``"tuned"``."""
     b = 64
     out: dict[str, dict[str, Any]] = {
         "torch defaults": {"backend": "torch", "batch_size": b, "num_workers": 0, "pin_memory": False},
@@ -100,22 +100,126 @@ def peers(tuned: Any, cores: int, cuda: bool, batch_sizes: list[int], dali: bool
                                      "prefetch_queue_depth": 2, **({"hw_decoder_load": 0.65} if cuda else {})}
     for bs in sorted(batch_sizes, reverse=True):  # filled in by the caller with the largest that completes
         out[f"largest batch ({bs})"] = {"backend": "torch", "batch_size": bs, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True}
-    out["tuned"] = tuned.loader.to_params()
+    if tuned is not None:
+        out["tuned"] = tuned.loader.to_params()
     return out
+
+
+def machine_name(fp: dict[str, Any], cuda: bool, gpus: int = 1) -> str:
+    """The ``machine`` of a scenario row: a short line from the fingerprint."""
+    return f"{gpus} x {fp.get('gpu_name') or fp.get('gpu') or 'GPU'}, {fp['cpus']} cores" if cuda else f"CPU, {fp['cpus']} cores"
+
+
+class SideBySide:
+    """Configs measured side by side: each measurement a fresh process forked from one zygote, all with the same
+    measurement and the same memory budgets; a config predicted or found not to fit is recorded as failing."""
+
+    def __init__(self, dataset: Any, *, pipeline: str, device: str, window: float, windows: int, trial_timeout: float, ranks: int = 1,
+                 model: Any = None, reserve_gpu_mib: float = 0.0) -> None:
+        from autotune.trials import guard
+        from autotune.trials.zygote import Zygote
+
+        self.dataset, self.pipeline, self.device, self.window, self.windows = dataset, pipeline, device, window, windows
+        self.trial_timeout, self.ranks, self.model = trial_timeout, ranks, model
+        self.budgets = guard.default_budgets(reserve_gpu_mib=reserve_gpu_mib, device=device)
+        self.zygote = Zygote.start()
+
+    def close(self) -> None:
+        if self.zygote:
+            self.zygote.close()
+            self.zygote = None
+
+    def __enter__(self) -> SideBySide:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def once(self, params: dict[str, Any]) -> tuple[float | None, str]:
+        """One measurement: (samples/s, "") or (None, "outcome: message")."""
+        from autotune.config.schema import LoaderConfig
+        from autotune.outcomes import Outcome
+        from autotune.trials import guard
+        from autotune.trials.runner import run_trial
+        from autotune.trials.spec import TrialSpec
+
+        spec = TrialSpec(dataset=self.dataset, loader=LoaderConfig.from_params(params), pipeline=self.pipeline, device=self.device, window_s=self.window,
+                         windows=self.windows, ranks=self.ranks, model=self.model)
+        over = guard.check_estimate(spec.loader, self.dataset, self.budgets, pipeline=self.pipeline, device=self.device, ranks=self.ranks, model=self.model)
+        r = over or run_trial(spec, timeout_s=self.trial_timeout, budgets=self.budgets, zygote=self.zygote)
+        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+            return float(r.samples_per_s), ""
+        return None, f"{r.outcome.value}: {r.message[:200]}"
+
+    def keep_largest_batch(self, cand: dict[str, dict[str, Any]]) -> None:
+        """The largest batch that fits: try the ``largest batch (N)`` peers from the largest down; keep the first that completes."""
+        largest = [k for k in cand if k.startswith("largest batch")]
+        kept = None
+        for k in largest:
+            rate, err = self.once(cand[k])
+            print(f"  {k}: {'fits' if rate else err}", file=sys.stderr, flush=True)
+            if rate and kept is None:
+                kept = k
+                break
+        for k in largest:
+            if k != kept:
+                del cand[k]
+
+    def rounds(self, cand: dict[str, dict[str, Any]], rounds: int, seed: int = 0) -> tuple[dict[str, list[float]], dict[str, str]]:
+        """Every config once a round, in a new random order each round; the rates of those that completed, the errors of the rest."""
+        scores: dict[str, list[float]] = {k: [] for k in cand}
+        errors: dict[str, str] = {}
+        names = list(cand)
+        rng = random.Random(seed)
+        for r in range(rounds):
+            rng.shuffle(names)
+            for k in names:
+                rate, err = self.once(cand[k])
+                if rate:
+                    scores[k].append(rate)
+                else:
+                    errors[k] = err
+                print(f"round {r + 1}/{rounds} {k}: {f'{rate:,.0f}/s' if rate else err}", file=sys.stderr, flush=True)
+        return scores, errors
+
+
+def scenario_rows(scenario: str, machine: str, cand: dict[str, dict[str, Any]], scores: dict[str, list[float]], errors: dict[str, str],
+                  tuned: str = "tuned") -> list[dict[str, Any]]:
+    """One row per peer: its median rate and its fraction of the ``tuned`` peer's."""
+    from autotune.config.schema import LoaderConfig
+
+    med = {k: statistics.median(v) if v else None for k, v in scores.items()}
+    tuned_rate = med.get(tuned)
+    noise = {k: (max(v) - min(v)) / statistics.median(v) if len(v) > 1 else None for k, v in scores.items()}
+    return [{
+        "scenario": scenario, "machine": machine, "peer": k, "config": LoaderConfig.from_params(cand[k]).describe(),
+        "samples_per_s": round(med[k], 1) if med[k] else None,
+        "fraction_of_tuned": round(med[k] / tuned_rate, 3) if med[k] and tuned_rate else None,
+        "failed": med[k] is None, "error": errors.get(k) if med[k] is None else None,
+        "scores": [round(x, 1) for x in scores[k]], "spread": round(noise[k], 3) if noise[k] is not None else None,
+    } for k in cand]
+
+
+def tuned_details(tuned: Any, tuning_s: float | None, command: str) -> dict[str, Any]:
+    """What the ``tuned`` row adds: the tuning time, the peaks the tuner measured, the command."""
+    return {"tuning_s": round(tuning_s, 1) if tuning_s is not None else None, "threads": tuned.loader.describe(),
+            "peak_host_mib": tuned.result.get("peak_host_mib"), "peak_gpu_mib": tuned.result.get("peak_gpu_mib"), "command": command}
+
+
+def save_rows(path: Path, scenario: str, machine: str, rows: list[dict[str, Any]]) -> None:
+    """Add ``rows`` to the JSON list at ``path``, replacing the rows of the same scenario and machine."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else []
+    old = [r for r in old if not (r.get("scenario") == scenario and r.get("machine") == machine)]
+    path.write_text(json.dumps(old + rows, indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     a, run_args = _args(argv)
     os.chdir(REPO)
     from autotune.config import fingerprint, load_config
-    from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import scan
-    from autotune.outcomes import Outcome
-    from autotune.trials import guard
     from autotune.trials.model import ModelSpec
-    from autotune.trials.runner import run_trial
-    from autotune.trials.spec import TrialSpec
-    from autotune.trials.zygote import Zygote
 
     work = REPO / a.out
     work.mkdir(parents=True, exist_ok=True)
@@ -123,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     cuda = bool(fp.get("gpus")) if a.device is None else a.device.startswith("cuda")
     device = "cuda" if cuda else "cpu"
     cores = max(1, int(fp["cpus"]) // a.gpus)
-    machine = a.machine or (f"{a.gpus} x {fp.get('gpu_name') or fp.get('gpu') or 'GPU'}, {fp['cpus']} cores" if cuda else f"CPU, {fp['cpus']} cores")
+    machine = a.machine or machine_name(fp, cuda, a.gpus)
     if a.tuned:
         yaml_path, tuning_s = Path(a.tuned), None
     else:
@@ -136,70 +240,16 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         dali = False
     model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
-    budgets = guard.default_budgets(reserve_gpu_mib=a.reserve_gpu_mem, device=device)
     dataset = scan(a.dataset)
     cand = peers(tuned, cores, cuda, [512, 256, 128], dali)
-    zygote = Zygote.start()
-
-    def once(params: dict[str, Any]) -> tuple[float | None, str]:
-        spec = TrialSpec(dataset=dataset, loader=LoaderConfig.from_params(params), pipeline=a.pipeline, device=device, window_s=a.window,
-                         windows=a.windows, ranks=a.gpus, model=model)
-        over = guard.check_estimate(spec.loader, dataset, budgets, pipeline=a.pipeline, device=device, ranks=a.gpus, model=model)
-        r = over or run_trial(spec, timeout_s=a.trial_timeout, budgets=budgets, zygote=zygote)
-        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
-            return float(r.samples_per_s), ""
-        return None, f"{r.outcome.value}: {r.message[:200]}"
-
-    # the largest batch that fits: try from the largest down; keep the first that completes
-    largest = [k for k in cand if k.startswith("largest batch")]
-    kept = None
-    for k in largest:
-        rate, err = once(cand[k])
-        print(f"  {k}: {'fits' if rate else err}", file=sys.stderr, flush=True)
-        if rate and kept is None:
-            kept = k
-            break
-    for k in largest:
-        if k != kept:
-            del cand[k]
-    scores: dict[str, list[float]] = {k: [] for k in cand}
-    errors: dict[str, str] = {}
-    names = list(cand)
-    rng = random.Random(0)
-    try:
-        for r in range(a.rounds):
-            rng.shuffle(names)
-            for k in names:
-                rate, err = once(cand[k])
-                if rate:
-                    scores[k].append(rate)
-                else:
-                    errors[k] = err
-                print(f"round {r + 1}/{a.rounds} {k}: {f'{rate:,.0f}/s' if rate else err}", file=sys.stderr, flush=True)
-    finally:
-        if zygote:
-            zygote.close()
-    med = {k: statistics.median(v) if v else None for k, v in scores.items()}
-    tuned_rate = med.get("tuned")
-    noise = {k: (max(v) - min(v)) / statistics.median(v) if len(v) > 1 else None for k, v in scores.items()}
-    rows = []
-    for k in cand:
-        rows.append({
-            "scenario": a.scenario, "machine": machine, "peer": k, "config": LoaderConfig.from_params(cand[k]).describe(),
-            "samples_per_s": round(med[k], 1) if med[k] else None,
-            "fraction_of_tuned": round(med[k] / tuned_rate, 3) if med[k] and tuned_rate else None,
-            "failed": med[k] is None, "error": errors.get(k) if med[k] is None else None,
-            "scores": [round(x, 1) for x in scores[k]], "spread": round(noise[k], 3) if noise[k] is not None else None,
-        })
+    with SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,
+                    ranks=a.gpus, model=model, reserve_gpu_mib=a.reserve_gpu_mem) as side:
+        side.keep_largest_batch(cand)
+        scores, errors = side.rounds(cand, a.rounds)
+    rows = scenario_rows(a.scenario, machine, cand, scores, errors)
     tuned_row = next(r for r in rows if r["peer"] == "tuned")
-    tuned_row.update({"tuning_s": round(tuning_s, 1) if tuning_s is not None else None, "threads": LoaderConfig.from_params(cand["tuned"]).describe(),
-                      "peak_host_mib": tuned.result.get("peak_host_mib"), "peak_gpu_mib": tuned.result.get("peak_gpu_mib"),
-                      "command": " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])})
-    path = Path(a.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(path.read_text()) if path.exists() else []
-    old = [r for r in old if not (r.get("scenario") == a.scenario and r.get("machine") == machine)]
-    path.write_text(json.dumps(old + rows, indent=1) + "\n")
+    tuned_row.update(tuned_details(tuned, tuning_s, " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])))
+    save_rows(Path(a.json), a.scenario, machine, rows)
     print(f"\n{a.scenario} on {machine}" + (f", tuned in {tuning_s:.0f} s" if tuning_s else ""))
     print("| peer | config | samples/s | of tuned | spread |\n|---|---|---:|---:|---:|")
     for r in rows:

@@ -169,6 +169,9 @@ class Bench:
             if not fitting:
                 raise UserError(f"every batch size of space {space.name} is larger than the {len(self.dataset)} images; use a larger dataset")
             space = space.restrict("batch_size", fitting)
+        batches = getattr(args, "batches", None)
+        if batches:
+            space = restrict_batches(space, batches)
         self.space = space
         self.storage = args.storage
         if self.storage.startswith("sqlite:///"):
@@ -199,6 +202,28 @@ class Bench:
             study.set_user_attr("commands", cmds)
 
 
+def restrict_batches(space: SearchSpace, batches: list[int]) -> SearchSpace:
+    """``space`` with only the batch sizes ``batches`` (each must be one of its choices)."""
+    p = space["batch_size"]
+    have = tuple(p.choices) if p.kind == "choices" else (int(p.low),) if p.low == p.high else ()
+    missing = [x for x in batches if x not in have]
+    if missing:
+        raise UserError(f"--batches must be batch sizes of space {space.name} that fit the dataset ({', '.join(map(str, have)) or 'a range, not a list'}), "
+                        f"but got {missing[0]}")
+    return space.restrict("batch_size", tuple(batches))
+
+
+def batch_list(text: str) -> list[int]:
+    """``"128,256"`` -> ``[128, 256]``, for argparse."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be batch sizes separated by commas, e.g. 128,256, but got {text!r}") from None
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"must be positive batch sizes separated by commas, e.g. 128,256, but got {text!r}")
+    return out
+
+
 def command_line() -> str:
     argv = [Path(sys.argv[0]).resolve().relative_to(ROOT).as_posix() if Path(sys.argv[0]).resolve().is_relative_to(ROOT) else sys.argv[0], *sys.argv[1:]]
     return "python " + " ".join(shlex.quote(a) for a in argv)
@@ -214,7 +239,7 @@ def cmd_grid(b: Bench) -> int:
     name = b.name("grid")
     exists = name in b.studies()
     configs = grid_configs(b.space, b.cores, b.device.startswith("cuda"))
-    if len(configs) < MIN_GRID:
+    if len(configs) < MIN_GRID and not a.batches:  # a grid restricted on purpose may be smaller
         raise UserError(f"the grid for this machine has {len(configs)} configs, fewer than {MIN_GRID}; use a space with more batch sizes (e.g. a dataset of at least 256 images for the default space)")
     attrs = {"dataset": b.dataset.summary(), "device": b.device, "hardware": b.fp, "space": b.space.name, "pipeline": a.pipeline,
              "measurement": b.settings().measurement(), "grid_size": len(configs)}
@@ -465,7 +490,7 @@ def results_section(b: Bench, grid: optuna.Study, g: dict[str, Any], runs: dict[
 # ------------------------------------------------------------------------------------------- RESULTS.md
 HEADER = """# Benchmark results
 
-Written by `benchmarks/tuner_bench.py compare` and `benchmarks/overhead.py`, one section per machine kind;
+Written by `benchmarks/tuner_bench.py compare`, `benchmarks/time_to_quality.py` and `benchmarks/overhead.py`, one section per machine kind;
 a newer run on the same kind of machine replaces its section. See benchmarks/README.md for the commands.
 """
 
@@ -500,6 +525,9 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("-v", "--verbose", action="store_true")
         if name in ("grid", "methods"):
             s.add_argument("--time-budget", type=float, default=480.0, help="end the call after about this many seconds; 0: no limit (default: %(default)s)")
+        if name == "grid":
+            s.add_argument("--batches", type=batch_list, default=None, metavar="B,B",
+                           help="only these batch sizes of the space, e.g. 128,256 (a smaller grid: no minimum size)")
         if name == "methods":
             s.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated, among {', '.join(METHODS)} (default: %(default)s)")
             s.add_argument("--seeds", type=int, default=1)

@@ -102,3 +102,92 @@ def test_ranks_bench_runs_two_cpu_ranks_by_hand(tmp_path, tiny_dataset, monkeypa
     hand = rows[1]
     assert all(x > 0 for x in hand["per_rank"])
     assert hand["total_samples_per_s"] == pytest.approx(sum(hand["per_rank"]), abs=0.2)
+
+
+def test_grid_restricted_to_some_batch_sizes_holds_only_those(tmp_path):
+    from autotune.errors import UserError
+
+    space = load_space("default", cores=16, device="cuda", dali=True)
+    grid = tuner_bench.grid_configs(tuner_bench.restrict_batches(space, [128, 256]), 16, True)
+    assert {p["batch_size"] for p in grid} == {128, 256}
+    assert len(grid) < tuner_bench.MIN_GRID  # allowed: the minimum is for the full grid
+    with pytest.raises(UserError, match="--batches"):
+        tuner_bench.restrict_batches(space, [128, 100])
+
+
+def _ttq_args(tmp_path, *extra):
+    import time_to_quality as ttq
+
+    own = ["--tag", "t", "--dataset", str(tmp_path / "data"), "--work", str(tmp_path / "work")]
+    return ttq.parse([*own, "--", *extra])
+
+
+def test_ttq_methods_are_autotune_runs_with_their_flags(tmp_path):
+    import time_to_quality as ttq
+
+    from autotune.cli import build_parser
+
+    a, extra, _ = _ttq_args(tmp_path, "--space", "cpu", "--device", "cpu")
+    got = {name: build_parser().parse_args(ttq.method_command(a, extra, name, 3)[3:]) for name in ttq.METHODS}
+    work = tmp_path / "work" / "methods"
+    for name, args in got.items():
+        assert args.command == "run" and (args.seed, args.json, args.quiet, args.no_report) == (3, True, True, True)
+        assert (args.space, args.device) == ("cpu", "cpu")
+        assert args.out == str(work / f"{name}-seed3.yaml") and args.storage == f"sqlite:///{work / f'{name}-seed3.db'}"
+    assert got["autotune"].budget is None and got["autotune"].sampler == "tpe" and not got["autotune"].no_baselines
+    assert got["autotune-b30"].budget == 30
+    for name, sampler, pruner in (("random", "random", "none"), ("optuna", "tpe", "median")):
+        args = got[name]
+        assert (args.budget, args.sampler, args.pruner, args.no_baselines, args.confirm_top) == (60, sampler, pruner, True, 0)
+    assert got["warm-start"].warm_start == str(work / "autotune-seed3.yaml") and got["warm-start"].budget == 20
+
+
+@pytest.mark.parametrize("extra", [["--budget", "5"], ["--seed", "1"], ["--model", "resnet50"]])
+def test_ttq_refuses_run_options_it_sets_per_method(tmp_path, extra):
+    from autotune.errors import UserError
+
+    with pytest.raises(UserError, match=extra[0]):
+        _ttq_args(tmp_path, *extra)
+
+
+def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path, tiny_dataset):
+    """The stages' results already in the work folder: no measurement, the fractions over the best re-measured grid config."""
+    import json
+
+    import time_to_quality as ttq
+
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    work = tmp_path / "work"
+    fast = {"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2, "prefetch_queue_depth": 2}
+    slow = {"backend": "torch", "batch_size": 8, "num_workers": 1}
+    defaults = {"backend": "torch", "batch_size": 64, "num_workers": 0, "pin_memory": False}
+    key = {n: LoaderConfig.from_params(p).describe() for n, p in (("fast", fast), ("slow", slow), ("defaults", defaults))}
+    ttq.write(work / "grid.json", {"size": 10, "wall_s": 100.0, "backends": ["dali-cpu", "torch"], "batches": [8],
+                                   "top": [{"config": key["slow"], "params": slow, "rate": 90.0}, {"config": key["fast"], "params": fast, "rate": 80.0}]})
+    save_config(Config(loader=LoaderConfig.from_params(fast), device="cpu"), work / "methods" / "autotune-seed0.yaml")
+    ttq.write(work / "methods" / "autotune-seed0.json", {"method": "autotune", "name": "autotune", "seed": 0, "command": "python -m autotune run", "wall_s": 20.0,
+                                                         "config": fast, "config_key": key["fast"], "yaml": str(work / "methods" / "autotune-seed0.yaml")})
+    ttq.write(work / "methods" / "random-seed0.json", {"method": "random", "name": "random", "seed": 0, "command": "python -m autotune run", "wall_s": 60.0,
+                                                       "config": slow, "config_key": key["slow"]})
+    ttq.write(work / "compare.json", {"rounds": 2, "window": 0.5, "windows": 3, "warmup_batches": 2, "device": "cpu", "when": "now",
+                                      "configs": {key["fast"]: fast, key["slow"]: slow, key["defaults"]: defaults},
+                                      "scores": {key["fast"]: [100.0, 100.0], key["slow"]: [50.0, 50.0], key["defaults"]: [10.0, 10.0]}, "errors": {},
+                                      "peers": {"torch defaults": key["defaults"]}, "hardware": tuner_bench.machine()})
+    out = tmp_path / "out"
+    rc = ttq.main(["--tag", "t", "--dataset", str(tiny_dataset), "--work", str(work), "--stages", "compare,plot", "--scenario", "s",
+                   "--json", str(out / "t.json"), "--png", str(out / "t.png"), "--results", str(out / "RESULTS.md"),
+                   "--scenarios-json", str(out / "scenarios.json"), "--", "--device", "cpu"])
+    assert rc == 0
+    rows = {r["method"]: r for r in json.loads((out / "t.json").read_text())}
+    assert set(rows) == {"grid", "autotune", "random", "torch defaults"}
+    assert rows["grid"]["config"] == key["fast"] and (rows["grid"]["wall_s"], rows["grid"]["fraction_of_grid_best"]) == (100.0, 1.0)
+    assert (rows["random"]["fraction_of_grid_best"], rows["random"]["wall_s"]) == (0.5, 60.0)
+    assert (rows["torch defaults"]["fraction_of_grid_best"], rows["torch defaults"]["wall_s"]) == (0.1, 0.0)
+    assert "## Time to a near-best config" in (out / "RESULTS.md").read_text()
+    peers = {r["peer"]: r for r in json.loads((out / "scenarios.json").read_text())}
+    assert peers["tuned"]["config"] == key["fast"] and peers["torch defaults"]["fraction_of_tuned"] == 0.1
+    from autotune._imports import is_available
+
+    assert (out / "t.png").exists() == is_available("plot")
