@@ -29,9 +29,9 @@ def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
     assert cfg.dataset["samples"] == 24 and cfg.hardware["cpus"] >= 1
     assert cfg.study["trials"] == 4 and "re-measured" in cfg.result["confirmed"]["method"]
     trials = _trials("sqlite:///autotune.db")
-    roles = [t.user_attrs.get("role") for t in trials[:2]]
-    assert roles == ["defaults", "heuristic"]  # the baselines run first
-    assert trials[0].user_attrs["loader"]["num_workers"] == 0
+    roles = [t.user_attrs.get("role") for t in trials[:3]]
+    assert roles == ["dali-heuristic", "heuristic", "defaults"]  # the baselines run first, the likeliest winner first
+    assert trials[2].user_attrs["loader"]["num_workers"] == 0
     # the loader training gets is the one that was measured
     loader = autotune.build_loader(tiny_dataset, cfg)
     images, labels = next(iter(loader))
@@ -145,8 +145,8 @@ def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdi
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", str(space), "--n-trials", "3", "--confirm-top", "0", *FAST])
     assert rc == 0
     trials = _trials("sqlite:///autotune.db")
-    assert [t.user_attrs["loader"]["backend"] for t in trials] == ["torch", "torch", "dali"]
-    assert trials[0].params == {} and trials[0].user_attrs["outcome"] == "complete"  # measured, nothing sampled
+    assert [t.user_attrs["loader"]["backend"] for t in trials] == ["dali", "torch", "torch"]  # DALI's usual start first
+    assert trials[2].params == {} and trials[2].user_attrs["outcome"] == "complete"  # measured, nothing sampled
     assert autotune.load_config(workdir / "autotune.yaml").result["defaults_samples_per_s"] > 0
 
 

@@ -36,7 +36,7 @@ def test_warm_start_enqueues_the_old_winner_first_then_neighbours(workdir, tiny_
     roles = [t.user_attrs["role"] for t in waiting]
     assert roles[0] == "warm-start"
     assert waiting[0].user_attrs["loader_params"] == LoaderConfig.from_params(OLD).to_params()
-    assert roles[1:] == ["warm-start-neighbour"] * (len(roles) - 4) + ["defaults", "heuristic", "dali-heuristic"]
+    assert roles[1:] == ["warm-start-neighbour"] * (len(roles) - 4) + ["dali-heuristic", "heuristic", "defaults"]
     neighbours = [t.user_attrs["loader_params"] for t in waiting[1:-3]]
     assert neighbours and all(n != waiting[0].user_attrs["loader_params"] for n in neighbours)
 

@@ -278,7 +278,9 @@ class Tuner:
             t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)
             if t.state != optuna.trial.TrialState.FAIL
         }
-        for role, params in baseline_configs(self.space, self.settings).items():
+        # the likeliest winner first, the defaults (the reference of the speedup, rarely a contender) last:
+        # a short --budget may end the search before all of them are measured
+        for role, params in reversed(baseline_configs(self.space, self.settings).items()):
             if role not in have:
                 self._enqueue(params, role)
 
