@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The one-GPU checks on an H200 node, in stages that each fit one call of under nine minutes. Results go to
+# $OUT (or OUTDIR): a log per stage and the JSON files. Usage: STAGE=a|b|c bash benchmarks/gpu_h200.sh
+#  data: the 8,000-image synthetic set (about a minute)
+#  a: the CUDA tests; time to quality: the grid, then every method as a real `autotune run`
+#  b: time to quality: the side-by-side re-measurement (scenario 1xH200-loader); scenario 1xH200-3GiB (the model
+#     takes all but about 3 GiB of the GPU); scenario 1xH200-eval (the eval pipeline)
+#  c: scenario 1xH200-resnet50 (ResNet-50 bf16 channels_last in the loop, the default budget with a model)
+set -uo pipefail
+out=${OUTDIR:-${OUT:-gpu-h200-out}}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+data=${DATA:-/tmp/s8k}
+machine="1 x H200, 16 cores"
+ttq=(python3 benchmarks/time_to_quality.py --tag h200 --dataset "$data" --work /tmp/ttq-h200 --json "$out/h200-time-to-quality.json"
+     --results "$out/RESULTS-h200.md" --scenarios-json "$out/scenarios.json" --machine "$machine")
+scen=(python3 benchmarks/scenarios.py --dataset "$data" --machine "$machine" --rounds 2 --window 1 --windows 3 --json "$out/scenarios.json")
+case "${STAGE:-a}" in
+data)
+  [ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 > "$out/data.log" 2>&1 && touch "$data/.complete"; }
+  ;;
+a)
+  { nvidia-smi -L; python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -4; } > "$out/a-tests.log" 2>&1
+  "${ttq[@]}" --grid-batches 128,256 --stages grid --time-budget 230 > "$out/a-grid.log" 2>&1
+  "${ttq[@]}" --stages methods --time-budget 270 > "$out/a-methods.log" 2>&1
+  cp /tmp/ttq-h200/*.json "$out/" 2>/dev/null
+  ;;
+b)
+  "${ttq[@]}" --grid-batches 128,256 --stages grid,methods --time-budget 120 > "$out/b-rest.log" 2>&1   # what a cut-off call left
+  "${ttq[@]}" --stages compare --scenario 1xH200-loader --window 1.0 > "$out/b-compare.log" 2>&1
+  free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1)
+  # the GPU budget is 90 % of the free memory minus the reserve: leave the loader about 3 GiB
+  "${scen[@]}" --scenario 1xH200-3GiB --reserve-gpu-mem $((free * 9 / 10 - 3072)) > "$out/b-3gib.log" 2>&1
+  "${scen[@]}" --scenario 1xH200-eval --pipeline imagenet-eval > "$out/b-eval.log" 2>&1
+  ;;
+c)
+  "${scen[@]}" --scenario 1xH200-resnet50 --model resnet50 --amp --channels-last > "$out/c-resnet50.log" 2>&1
+  cp benchmarks/work/scenarios/1xH200-resnet50.yaml "$out/" 2>/dev/null
+  ;;
+esac
+ls -la "$out"
