@@ -178,3 +178,48 @@ def test_keep_loading_goes_on_with_the_same_iterator():
     assert loader.yielded == timed + 20
     assert len(seen) == 21 and all(s is m for s in seen)
     assert loader.unfinished == 0
+
+
+class BufferedLoader:
+    """Workers that produced ``ready`` batches while the first step ran, then one batch every ``period``: a loader
+    whose true rate is batch / period, with a buffer that a slow step hides behind."""
+
+    def __init__(self, batch: int = 10, period: float = 0.05, ready: int = 40) -> None:
+        self.batch, self.period, self.ready = batch, period, ready
+        self.images = torch.zeros(batch, 3, 4, 4)
+        self.labels = torch.zeros(batch, dtype=torch.int64)
+        self.clock = Clock()
+
+    def __len__(self) -> int:
+        return 10_000
+
+    def __iter__(self):
+        t0 = self.clock()
+        for i in range(len(self)):
+            made = t0 + max(0, i - self.ready + 1) * self.period  # when batch i is ready
+            self.clock.now = max(self.clock.now, made)
+            yield self.images, self.labels
+
+
+@pytest.mark.parametrize("drain", [0, 40])
+def test_batches_buffered_during_a_slow_step_are_not_counted_as_loading_speed(drain):
+    loader = BufferedLoader(batch=10, period=0.05, ready=40)  # 200 samples/s; the step alone could take 500/s
+
+    def step(batch):
+        loader.clock.sleep(0.02)
+
+    m = measure(loader, "cpu", warmup_batches=1, window_s=0.2, windows=3, consume=step, clock=loader.clock, drain_batches=drain, drain_s=5.0)
+    if drain:
+        assert m.samples_per_s == pytest.approx(200, rel=0.1)  # the loader's own rate
+    else:
+        assert m.samples_per_s > 400  # what a buffer of 400 samples makes of a 200 samples/s loader
+
+
+def test_the_buffer_of_a_config_is_its_workers_times_prefetch_or_dali_queue():
+    from autotune.config.schema import LoaderConfig
+    from autotune.trials.rank import buffered_batches
+
+    assert buffered_batches(LoaderConfig.from_params({"backend": "torch", "batch_size": 512, "num_workers": 16})) == 32
+    assert buffered_batches(LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 4, "prefetch_factor": 4})) == 16
+    assert buffered_batches(LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 0})) == 0
+    assert buffered_batches(LoaderConfig.from_params({"backend": "dali", "batch_size": 64, "num_threads": 2, "prefetch_queue_depth": 3})) == 3

@@ -262,3 +262,19 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     if repeats:  # the re-measurement planned at the contenders' own trial time: at least one round of it fits
         assert conf["attempted"] >= top, (t, conf["method"])
     assert sum(replay.remeasured.values()) == conf["attempted"]
+
+
+@pytest.mark.parametrize("second,extra", [(990.0, 4), (800.0, 0)], ids=["close-call", "decisive"])
+def test_a_close_call_between_the_two_leaders_is_measured_again(tiny_dataset, monkeypatch, second, extra):
+    rates = {6: 1000.0, 5: second, 4: 500.0, 3: 400.0}  # DALI threads -> true rate; no noise
+    replay = Replay(Landscape(lambda c: rates[c.dali.num_threads]), seed=0).install(monkeypatch)
+    tuner = _tuner(tiny_dataset, monkeypatch, n_trials=len(rates), baselines=False, seed=0, pruner="none", confirm_top=3, confirm_repeats=1)
+    for t in rates:
+        tuner.study.enqueue_trial({"backend": "dali", "batch_size": 8, "num_threads": t, "prefetch_queue_depth": 2})
+    tuner.optimize()
+    record = tuner.confirm()
+    assert record["tiebreak"] == extra  # two more rounds of the two leaders only when they are within 3 %
+    assert record["attempted"] == 3 + extra
+    assert sum(replay.remeasured.values()) == 3 + extra
+    assert _winner(tuner, record).dali.num_threads == 6
+    assert ("more" in record["method"]) == bool(extra)

@@ -40,10 +40,12 @@ def confirmation_method(record: dict[str, Any]) -> str:
     if done == 0:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
     failed = attempted - done
-    if attempted < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
+    extra = int(record.get("tiebreak") or 0)
+    close = f"; the two leaders, within 3 % of each other, {extra} times more" if extra else ""
+    if attempted - extra < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
         return (f"top {len(cands)} re-measured {attempted} times in all, interleaved, until the time budget ran out"
                 + (f" ({failed} failed)" if failed else "") + "; winner by median of all scores")
-    return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved"
+    return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved" + close
             + (f" ({failed} of {attempted} re-measurements failed)" if failed else "") + "; winner by median of all scores")
 
 

@@ -75,8 +75,19 @@ def measure_rank(
     try:
         m = measure(
             loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window,
-            consume=consume, after_warmup=after_warmup, keep_loading=tail,
+            consume=consume, after_warmup=after_warmup, keep_loading=tail, drain_batches=buffered_batches(spec.loader),
         )
     finally:
         loader.close()
     return payload(m)
+
+
+def buffered_batches(loader: Any) -> int:
+    """How many batches ``loader`` (a :class:`~autotune.config.schema.LoaderConfig`) can hold ready before they are
+    asked for: workers x prefetch factor for torch (2 batches a worker by default), the queue depth for DALI."""
+    if loader.torch is not None:
+        w = loader.torch.num_workers
+        return w * (loader.torch.prefetch_factor or 2) if w > 0 else 0
+    if loader.dali is not None:
+        return loader.dali.prefetch_queue_depth
+    return 0
