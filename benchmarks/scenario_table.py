@@ -1,0 +1,60 @@
+#!/usr/bin/env python
+"""The scenario table of ``RESULTS.md``, written from ``results/scenarios.json`` (so the two never disagree):
+per scenario and machine, every peer's samples/s and fraction of the tuned config's, the failures with their
+error, and the tuning time.  ``python benchmarks/scenario_table.py``"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from tuner_bench import RESULTS, write_section  # noqa: E402
+
+KIND = "scenarios"
+
+
+def table(rows: list[dict]) -> str:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["scenario"], r["machine"]), []).append(r)
+    out = [f"<!-- section: {KIND} -->", "## Where rules of thumb fail: scenarios", "",
+           "Written by `python benchmarks/scenario_table.py` from `results/scenarios.json`; each scenario's rows come from",
+           "one `benchmarks/scenarios.py` run (or a `time_to_quality.py` compare), every peer re-measured side by side,",
+           "interleaved, in fresh processes. `best peer` is the best rule of thumb; the tuned config should be at least",
+           "97 % of it.", "",
+           "| scenario | machine | peer | config | samples/s | of tuned | note |", "|---|---|---|---|---:|---:|---|"]
+    for (scenario, machine), rs in groups.items():
+        tuned = next((r for r in rs if r["peer"] == "tuned"), None)
+        peers = [r for r in rs if r["peer"] != "tuned" and r.get("samples_per_s")]
+        best = max(peers, key=lambda r: r["samples_per_s"], default=None)
+        first = True
+        for r in rs:
+            rate = f"{r['samples_per_s']:,.0f}" if r.get("samples_per_s") else "failed"
+            frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
+            note = (r.get("error") or "")[:90]
+            if r["peer"] == "tuned" and r.get("tuning_s") is not None:
+                note = f"tuned in {r['tuning_s']:.0f} s"
+            if r is best:
+                note = (note + "; " if note else "") + "best peer"
+            name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
+            out.append(f"| {scenario if first else ''} | {machine if first else ''} | {name} | `{r.get('config') or ''}` | {rate} | {frac} | {note} |")
+            first = False
+        if tuned and tuned.get("samples_per_s") and best:
+            verdict = tuned["samples_per_s"] / best["samples_per_s"]
+            out.append(f"| | | *tuned / best peer* | | | **{100 * verdict:.0f} %** | {'meets' if verdict >= 0.97 else 'misses'} the 97 % goal |")
+    out += ["", f"<!-- /section: {KIND} -->"]
+    return "\n".join(out)
+
+
+def main() -> int:
+    rows = json.loads((HERE / "results" / "scenarios.json").read_text())
+    write_section(KIND, table(rows))
+    print(f"wrote the scenario table of {RESULTS.relative_to(HERE.parent)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
