@@ -174,3 +174,35 @@ def test_header_check_costs_well_under_a_millisecond_per_file(tmp_path: Path) ->
     per_file_ms = ((t2 - t1) - (t1 - t0)) / 200 * 1000
     print(f"header check: {per_file_ms:.3f} ms per file")
     assert per_file_ms < 2.0  # about 0.1 ms measured; generous for a busy machine
+
+
+def test_the_fast_header_reader_agrees_with_pil_and_leaves_the_odd_ones_to_it(tmp_path: Path) -> None:
+
+    from PIL import Image
+
+    from autotune.dataset.imaging import BadImageError, _fast_header, read_header
+
+    def jpeg(**kw) -> bytes:
+        buf = io.BytesIO()
+        Image.new("RGB", (37, 23), (200, 10, 10)).save(buf, "JPEG", **kw)
+        return buf.getvalue()
+
+    exif = Image.Exif()
+    exif[0x010F] = "camera" * 500  # a 3 KB APP1 segment before the frame header
+    cases = {"plain.jpg": jpeg(), "progressive.jpg": jpeg(progressive=True), "exif.jpg": jpeg(exif=exif.tobytes())}
+    png = io.BytesIO()
+    Image.new("L", (41, 19)).save(png, "PNG")
+    cases["gray.png"] = png.getvalue()
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with open(tmp_path / name, "rb") as f:
+            fast = _fast_header(f)
+        with Image.open(tmp_path / name) as im:
+            assert fast == (im.format, im.width, im.height), name  # read without PIL, the same answer
+        assert read_header(str(tmp_path / name)) == fast
+    # a JPEG cut inside its segments: the fast reader gives up and PIL's error names the problem
+    (tmp_path / "cut.jpg").write_bytes(cases["exif.jpg"][:200])
+    with open(tmp_path / "cut.jpg", "rb") as f:
+        assert _fast_header(f) is None
+    with pytest.raises(BadImageError):
+        read_header(str(tmp_path / "cut.jpg"))

@@ -8,6 +8,7 @@ for them. :func:`open_rgb` checks the same limit before it decodes.
 from __future__ import annotations
 
 import re
+import struct
 import warnings
 
 from PIL import Image
@@ -52,6 +53,46 @@ def _open(path: str, f) -> Image.Image:
     return img
 
 
+#: JPEG start-of-frame markers (baseline, progressive, lossless, arithmetic): they carry the image size
+_SOF = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+_PNG = b"\x89PNG\r\n\x1a\n"
+#: the fast reader gives up (and PIL decides) after this many bytes of JPEG segments before the frame header
+_FAST_LIMIT = 1 << 20
+
+
+def _fast_header(f) -> tuple[str, int, int] | None:
+    """``(format, width, height)`` of a well-formed JPEG or PNG read from its first segments, about ten times
+    faster than ``Image.open``; None for anything else or anything unusual (PIL then reads it, with its errors)."""
+    head = f.read(32)
+    if head[:8] == _PNG and head[12:16] == b"IHDR":
+        w, h = struct.unpack(">II", head[16:24])
+        return ("PNG", w, h) if w and h else None
+    if head[:3] != b"\xff\xd8\xff":
+        return None
+    pos = 2
+    while pos < _FAST_LIMIT:
+        f.seek(pos)
+        seg = f.read(9)
+        if len(seg) < 4 or seg[0] != 0xFF:
+            return None
+        marker = seg[1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        if marker == 0xDA or marker == 0xD9 or marker == 0xE2:  # scan data before a frame header; APP2 may be MPO
+            return None
+        length = (seg[2] << 8) | seg[3]
+        if marker in _SOF:
+            if len(seg) < 9:
+                return None
+            h, w = (seg[5] << 8) | seg[6], (seg[7] << 8) | seg[8]
+            return ("JPEG", w, h) if w and h else None
+        if length < 2:
+            return None
+        pos += 2 + length
+    return None
+
+
 def read_header(path: str) -> tuple[str, int, int]:
     """The format PIL detects from the content (not the name) and the size, reading only the header.
 
@@ -66,6 +107,12 @@ def read_header(path: str) -> tuple[str, int, int]:
     """
     try:
         with open(path, "rb") as f:
+            fast = _fast_header(f)
+            if fast is not None:
+                if fast[1] * fast[2] > MAX_PIXELS:
+                    raise BadImageError(_bomb_message(path, fast[1] * fast[2], f"{fast[1]}x{fast[2]} = "))
+                return fast
+            f.seek(0)
             img = _open(path, f)
             return str(img.format), img.width, img.height
     except BadImageError:
