@@ -52,6 +52,12 @@ def test_another_trial_fits_counts_the_re_measurement_that_must_follow():
     assert not b.another_trial_fits(2, 1, contender_s=9.0)  # 34 + 4 + 2*9*1.25 + 3: slow starters (DALI) need more
     # 34 + 2*12*1.25 + 3 > 60: no re-measurement can fit any more, so the time left goes to trials, not idle
     assert b.another_trial_fits(2, 1, contender_s=12.0)
+    # one config complete so far: stopping would leave nothing to re-measure, so one more trial is worth more
+    clock.now += 10  # 44 + 4 + 2*4*1.25 + 3 > 60, but 44 + 4 + 3 fits
+    assert not b.another_trial_fits(2, 1, contender_s=4.0)
+    assert b.another_trial_fits(2, 1, contender_s=4.0, contenders=1)
+    assert not b.another_trial_fits(2, 1, contender_s=4.0, contenders=2)
+    clock.now -= 10
     b.record_trial(6.0)
     clock.now += 18
     assert not b.another_trial_fits(2, 1, contender_s=12.0)  # 52 + 6 (the slowest trial) + 3: no room for one more

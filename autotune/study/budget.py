@@ -141,13 +141,13 @@ class TimeBudget:
                     return k, r
         return top, 0
 
-    def another_trial_fits(self, top: int, repeats: int, contender_s: float | None = None) -> bool:
+    def another_trial_fits(self, top: int, repeats: int, contender_s: float | None = None, contenders: int | None = None) -> bool:
         """Whether one more trial and then the planned re-measurement (``contender_s`` each, with a margin for
         their spread) still end inside the budget.
 
         When not even the smallest re-measurement (two contenders, once) fits any more, it will be skipped
-        whatever happens: the time left goes to trials rather than sitting unused, each priced at the slowest
-        trial so far.
+        whatever happens, or when fewer than two configs have completed (stopping would leave nothing to
+        re-measure): the time left goes to trials rather than sitting unused, each priced at the slowest trial so far.
         """
         cost = self.trial_cost()
         if cost is None:
@@ -155,7 +155,7 @@ class TimeBudget:
         per = (contender_s or cost) * REMEASURE_MARGIN
         k = top if repeats > 0 else 0
         remeasure = k * repeats * per
-        if k > 1 and self.elapsed() + 2 * per + WRITE_RESERVE_S > self.total_s:
+        if k > 1 and (self.elapsed() + 2 * per + WRITE_RESERVE_S > self.total_s or (contenders is not None and contenders < 2)):
             # trials only from here: the next may be a slow starter, and nothing else absorbs it
             return self.elapsed() + max(self.trial_s) + WRITE_RESERVE_S <= self.total_s
         return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
@@ -163,11 +163,14 @@ class TimeBudget:
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
 
+        import optuna
+
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d)
-            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top)):
+            done = sum(t.value is not None for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
+            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=done):
                 self.stopped_sampling_at = trial.number
                 study.stop()
 
