@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import scenarios  # noqa: E402
+import scenarios
 
 
 def from_compare(compare: Path, method: Path, scenario: str, machine: str) -> list[dict]:
@@ -41,9 +41,8 @@ ROW = re.compile(r"^\| (?P<peer>[^|]+?) \| (?P<config>[^|]+?) \| (?P<rate>[^|]+?
 
 def from_log(log: Path, machine: str) -> list[dict]:
     text = log.read_text()
-    head = re.search(r"^(\S+) on .*?(?:, tuned in (\d+) s)?$", text, re.M | re.S)
-    title = re.search(r"^(?P<scenario>\S+) on (?P<machine>.+?)(?:, tuned in (?P<s>\d+) s)?$", text, re.M)
-    if head is None or title is None:
+    title = re.search(r"^(?P<scenario>\S+) on (?P<machine>.+?)(?:, tuned in (?P<s>\d+) s)?$", text, re.MULTILINE)
+    if title is None:
         raise SystemExit(f"{log}: no scenario table in it")
     rows = []
     for line in text.splitlines():

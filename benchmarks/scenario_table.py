@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from tuner_bench import RESULTS, write_section  # noqa: E402
+from tuner_bench import RESULTS, write_section
 
 KIND = "scenarios"
 

@@ -57,10 +57,10 @@ for _p in (ROOT, ROOT / "benchmarks"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-import scenarios  # noqa: E402
-import tuner_bench  # noqa: E402
+import scenarios
+import tuner_bench
 
-from autotune.errors import UserError  # noqa: E402
+from autotune.errors import UserError
 
 STAGES = ("grid", "methods", "compare", "plot")
 WARM = "{warm}"  # stands for the autotune method's YAML of the same seed

@@ -67,7 +67,7 @@ def process_start() -> float:
         import psutil
 
         return now - max(0.0, time.time() - psutil.Process().create_time())
-    except Exception:  # no process start time: count from now
+    except Exception:  # noqa: BLE001 - no process start time (psutil missing or refused): count from now
         return now
 
 
