@@ -60,5 +60,5 @@ e)
     --max-wall-s 90 --json "$out/e-rest.json" > "$out/e-rest.log" 2>&1
   ;;
 esac
-# one file back per stage (a call brings back a limited number of files)
+# one archive per stage: easy to copy off the machine
 (cd "$out" && tar czf "stage-${STAGE:-a}.tgz" --exclude '*.tgz' --remove-files -- * 2>/dev/null; ls -la)

@@ -1,6 +1,5 @@
 #!/usr/bin/env python
-"""Scenario rows for ``results/scenarios.json`` from what a GPU run brought back, when its own JSON did not come
-back (a remote call returns a limited number of files): from a ``time_to_quality.py`` ``compare.json`` (the
+"""Scenario rows for ``results/scenarios.json`` from what a GPU run left, when its own JSON was lost: from a ``time_to_quality.py`` ``compare.json`` (the
 stored measurements) or from the table a ``scenarios.py`` run printed in its log. Nothing is measured here.
 
     python benchmarks/rows_from_logs.py compare benchmarks/gpu-logs/h200-2026-11-30/compare.json \
