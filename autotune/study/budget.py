@@ -163,14 +163,13 @@ class TimeBudget:
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
 
-        import optuna
+        from autotune.study.evidence import measured_complete
 
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d)
-            done = sum(t.value is not None for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)))
-            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=done):
+            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=len(measured_complete(study))):
                 self.stopped_sampling_at = trial.number
                 study.stop()
 

@@ -17,6 +17,12 @@ from autotune.outcomes import Outcome
 logger = logging.getLogger(__name__)
 
 
+#: after the planned re-measurement, two leaders closer than this (relative) are re-measured again, alternately,
+#: up to TIEBREAK_ROUNDS more times each: with +-8 % noise a single round of three cannot tell a 10 % gap
+CLOSE_CALL = 0.03
+TIEBREAK_ROUNDS = 2
+
+
 def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
     """A sampled config that an earlier trial already measured: told to Optuna, never measured."""
     return t.user_attrs.get("outcome") == Outcome.REPEAT.value
@@ -41,7 +47,7 @@ def confirmation_method(record: dict[str, Any]) -> str:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
     failed = attempted - done
     extra = int(record.get("tiebreak") or 0)
-    close = f"; the two leaders, within 3 % of each other, {extra} times more" if extra else ""
+    close = f"; the two leaders, within {100 * CLOSE_CALL:g} % of each other, {extra} times more" if extra else ""
     if attempted - extra < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
         return (f"top {len(cands)} re-measured {attempted} times in all, interleaved, until the time budget ran out"
                 + (f" ({failed} failed)" if failed else "") + "; winner by median of all scores")

@@ -26,6 +26,8 @@ from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import (
+    CLOSE_CALL,
+    TIEBREAK_ROUNDS,
     MeasuredTrials,
     confirmation_method,
     measured_before,
@@ -48,10 +50,6 @@ logger = logging.getLogger(__name__)
 #: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
 #: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
 DALI_USUAL_THREADS = 8
-#: after the planned re-measurement, two leaders closer than this (relative) are re-measured again, alternately,
-#: up to TIEBREAK_ROUNDS more times each: with +-8 % noise a single round of three cannot tell a 10 % gap
-CLOSE_CALL = 0.03
-TIEBREAK_ROUNDS = 2
 #: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
 DALI_HW_THREADS = 4
 SAMPLERS = ("tpe", "random", "qmc")
@@ -111,6 +109,13 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
     raise UserError(f"--pruner must be one of {', '.join(PRUNERS)}, but got {name!r}")
 
 
+def _threads_in(space: SearchSpace, threads: int) -> int:
+    """``threads`` moved into the space's ``num_threads`` range, when it has one."""
+    if "num_threads" in space and space["num_threads"].kind == "int":
+        return int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
+    return threads
+
+
 def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
     """The framework defaults and the common heuristic (at the space's usual batch size), and DALI's usual starts
     (NVIDIA's example settings; with GPU decode also all JPEGs on the hardware decoder at the largest batch).
@@ -128,9 +133,7 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
         # where DALI is offered, its usual starting point too: a thread per core, DALI's own queue depth and
         # hardware-decoder share, GPU decode when there is a GPU, a middle batch size
         threads = min(settings.cores, DALI_USUAL_THREADS)
-        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": threads, "prefetch_queue_depth": 2}
-        if "num_threads" in space and space["num_threads"].kind == "int":
-            dali["num_threads"] = int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
+        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": _threads_in(space, threads), "prefetch_queue_depth": 2}
         if "dali_device" in space:
             dali["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
             if dali["dali_device"] == "gpu":
@@ -140,9 +143,7 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
             # GPU decode's other usual start: every JPEG on the hardware decoder (H100/H200-class GPUs have several
             # engines), the largest batch, a few threads (they only read files). On an H200 it scored 24,626
             # images/s against 16,660 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
-            hw = {**dali, "batch_size": max(choices), "num_threads": min(settings.cores, DALI_HW_THREADS), "hw_decoder_load": 1.0}
-            if "num_threads" in space and space["num_threads"].kind == "int":
-                hw["num_threads"] = int(min(max(hw["num_threads"], space["num_threads"].low), space["num_threads"].high))
+            hw = {**dali, "batch_size": max(choices), "num_threads": _threads_in(space, min(settings.cores, DALI_HW_THREADS)), "hw_decoder_load": 1.0}
             if hw != dali:
                 out["dali-hw"] = hw
     return out
@@ -272,8 +273,9 @@ class Tuner:
             if excluded:  # files an earlier run of this study found undecodable stay out
                 self.dataset = dataset.without(excluded, "cannot be decoded")
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
-        self._zygote: Zygote | bool | None = None
-        self._launched = zygote  # a zygote started early (Zygote.launch), still importing: the first trials use it
+        # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
+        # (one started early by Zygote.launch: the first trial waits for it)
+        self._zygote: Zygote | bool | None = zygote
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
@@ -328,22 +330,17 @@ class Tuner:
         if over is not None:
             return over
         if self._zygote is None and self.settings.fork_trials:
-            launched, self._launched = self._launched, None
-            if launched is not None:
-                self._zygote = launched.ready() or False
-            else:
-                self._zygote = Zygote.start(log=trial_log(st.log_dir, "zygote")) or False  # False: could not start; spawn every trial instead
+            self._zygote = Zygote.start(log=trial_log(st.log_dir, "zygote")) or False  # False: could not start; spawn every trial instead
+        elif self._zygote:
+            self._zygote = self._zygote.ready() or False
         zygote = self._zygote or None
         return run_trial(self.spec(loader, number, log), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
 
     def close(self) -> None:
-        """End the process that trials are forked from (and one started early and never used)."""
+        """End the process that trials are forked from (also one started early and never used)."""
         if self._zygote:
             self._zygote.close()
         self._zygote = None
-        if self._launched is not None:
-            self._launched.close()
-            self._launched = None
 
     def exclude_file(self, path: str) -> None:
         """Leave an undecodable file out of the following trials: it fails every config, not just this one.
@@ -469,51 +466,43 @@ class Tuner:
         if not cands:
             raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
         scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
-        attempted = tiebreak = 0
+        repeats: dict[int, int] = dict.fromkeys(scores, 0)  # re-measurements of each candidate so far
+        n, k, tiebreak = len(cands) * s.confirm_repeats, 0, 0
+
+        def again(t: optuna.trial.FrozenTrial) -> bool:
+            """Re-measure ``t`` once; False (nothing measured) when the time budget has no room for it."""
+            nonlocal k
+            if fits is not None and not fits(float(t.user_attrs.get("duration_s") or 0.0)):
+                return False
+            repeats[t.number] += 1
+            k += 1
+            if on_step is not None:
+                on_step(k, max(n, k), t, None)
+            r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeats[t.number]))  # type: ignore[arg-type]
+            if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+                scores[t.number].append(float(r.samples_per_s))
+            if on_step is not None:
+                on_step(k, max(n, k), t, r)
+            return True
+
         if len(cands) > 1 and s.confirm_repeats > 0:
-            n, k = len(cands) * s.confirm_repeats, 0
             try:
-                out_of_time = False
-                for repeat in range(1, s.confirm_repeats + 1):
-                    for t in cands:
-                        if fits is not None and not fits(float(t.user_attrs.get("duration_s") or 0.0)):
-                            out_of_time = True  # the time budget: keep the scores so far
-                            break
-                        attempted += 1
-                        k += 1
-                        if on_step is not None:
-                            on_step(k, n, t, None)
-                        r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]
-                        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
-                            scores[t.number].append(float(r.samples_per_s))
-                        if on_step is not None:
-                            on_step(k, n, t, r)
-                    if out_of_time:
-                        break
+                # interleaved; the time budget may end it early (the scores so far are kept)
+                in_time = all(again(t) for _ in range(s.confirm_repeats) for t in cands)
                 # a close call: the two leaders again, alternately, while they stay within CLOSE_CALL of each other
-                for _ in range(TIEBREAK_ROUNDS if not out_of_time else 0):
-                    med = {n: statistics.median(v) for n, v in scores.items()}
+                for _ in range(TIEBREAK_ROUNDS if in_time else 0):
+                    med = {m: statistics.median(v) for m, v in scores.items()}
                     first, second = sorted(cands, key=lambda t: med[t.number], reverse=True)[:2]
                     if med[first.number] - med[second.number] > CLOSE_CALL * med[first.number]:
                         break
-                    for t in (second, first):
-                        if fits is not None and not fits(float(t.user_attrs.get("duration_s") or 0.0)):
-                            out_of_time = True
-                            break
-                        attempted += 1
-                        tiebreak += 1
-                        k += 1
-                        if on_step is not None:
-                            on_step(k, max(n, k), t, None)
-                        r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, s.confirm_repeats + tiebreak))  # type: ignore[arg-type]
-                        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
-                            scores[t.number].append(float(r.samples_per_s))
-                        if on_step is not None:
-                            on_step(k, max(n, k), t, r)
-                    if out_of_time:
+                    before = k
+                    in_time = again(second) and again(first)
+                    tiebreak += k - before
+                    if not in_time:
                         break
             finally:
                 self.close()
+        attempted = k
         medians = {n: statistics.median(v) for n, v in scores.items()}
         winner = max(cands, key=lambda t: medians[t.number])
         record: dict[str, Any] = {
