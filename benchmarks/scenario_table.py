@@ -44,7 +44,8 @@ def table(rows: list[dict]) -> str:
             frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
             note = (r.get("error") or "")[:90]
             if r["peer"] == "tuned" and r.get("tuning_s") is not None:
-                note = f"tuned in {r['tuning_s']:.0f} s"
+                peaks = [f"{what} {r[k]:,.0f} MiB" for what, k in (("host", "peak_host_mib"), ("GPU", "peak_gpu_mib")) if r.get(k)]
+                note = f"tuned in {r['tuning_s']:.0f} s" + (f"; peak {', '.join(peaks)}" if peaks else "")
             if r is best:
                 note = (note + "; " if note else "") + "best peer"
             name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]

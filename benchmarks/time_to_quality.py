@@ -396,8 +396,25 @@ def section(a: argparse.Namespace, kind: str, grid: dict[str, Any], recs: list[d
     for k in sorted(cmp["scores"], key=lambda k: -(med[k] or 0.0)):
         lines.append(f"| `{k}` | {', '.join(f'{x:,.1f}' for x in cmp['scores'][k]) or cmp['errors'].get(k, 'failed')} | "
                      f"{f'{med[k]:,.1f}' if med[k] else 'failed'} | {_pct(med[k] / ref if med[k] else None)} |")
-    lines += ["", f"Figure: `{a.png.name}`.", "", f"<!-- /section: {kind} -->"]
+    apart = told_apart(cmp, ref)
+    lines += ["", *([apart, ""] if apart else []), f"Figure: `{a.png.name}`.", "", f"<!-- /section: {kind} -->"]
     return "\n".join(lines)
+
+
+def told_apart(cmp: dict[str, Any], ref: float, within: float = 0.2) -> str | None:
+    """Can the configs near the top be told apart? A Kruskal-Wallis test over the rounds of every config whose
+    median is within ``within`` of the grid's best (needs scipy and at least 3 rounds; otherwise no line)."""
+    try:
+        from scipy.stats import kruskal
+    except ImportError:
+        return None
+    near = {k: v for k, v in cmp["scores"].items() if len(v) >= 3 and statistics.median(v) >= (1 - within) * ref}
+    if len(near) < 2:
+        return None
+    h, pval = kruskal(*near.values())
+    verdict = "no evidence that they differ" if pval >= 0.05 else "they differ"
+    return (f"Told apart? Kruskal-Wallis over the {len(near)} configs within {within:.0%} of the grid's best, "
+            f"{cmp['rounds']} rounds each: H = {h:.1f}, p = {pval:.2f}: {verdict} (at the 5 % level).")
 
 
 def save_scenario(a: argparse.Namespace, cmp: dict[str, Any], recs: list[dict[str, Any]], device: str) -> None:
