@@ -141,8 +141,8 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
         out["dali-heuristic"] = dali
         if dali.get("dali_device") == "gpu":
             # GPU decode's other usual start: every JPEG on the hardware decoder (H100/H200-class GPUs have several
-            # engines), the largest batch, a few threads (they only read files). On an H200 it scored 24,626
-            # images/s against 16,660 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
+            # engines), the largest batch, a few threads (they only read files). On an H200 it scored 27,125
+            # images/s against 22,625 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
             hw = {**dali, "batch_size": max(choices), "num_threads": _threads_in(space, min(settings.cores, DALI_HW_THREADS)), "hw_decoder_load": 1.0}
             if hw != dali:
                 out["dali-hw"] = hw

@@ -174,7 +174,7 @@ def measure(
         limit = window_s if drain_s is None else drain_s
         t2 = clock()
         for _ in range(drain_batches):
-            batch = next_batch()
+            next_batch()
             if clock() - t2 >= limit:
                 break
     sync()
