@@ -266,6 +266,41 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
     assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
 
 
+@pytest.mark.parametrize("where", ["creating the trial", "storing its result"])
+def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, workdir, monkeypatch, where):
+    """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING."""
+    from optuna.study import _optimize
+
+    tuner = _tuner(small_dataset, workdir, "outside", n_trials=3, baselines=False)
+    for _ in range(3):
+        tuner._enqueue(SMALL, "test")
+    if where == "creating the trial":
+        calls = []
+
+        def before_trial(study, trial):
+            calls.append(trial.number)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # the trial exists in the storage, the objective has not started
+
+        monkeypatch.setattr(tuner.study.sampler, "before_trial", before_trial)
+    else:
+        real_tell = _optimize._tell_with_warning
+
+        def tell(*a, **kw):
+            if kw["trial"].number == 1:
+                raise KeyboardInterrupt  # measured, not yet stored
+            return real_tell(*a, **kw)
+
+        monkeypatch.setattr(_optimize, "_tell_with_warning", tell)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert not [t.number for t in trials if t.state is optuna.trial.TrialState.RUNNING]
+    assert trials[0].state is optuna.trial.TrialState.COMPLETE
+    assert (trials[1].state, trials[1].user_attrs["outcome"]) == (optuna.trial.TrialState.FAIL, "interrupted")
+    assert not _runners()
+
+
 def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
     """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
     from autotune.trials import runner

@@ -41,7 +41,7 @@ from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.logs import remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
-from autotune.trials.runner import run_trial
+from autotune.trials.runner import deferred_signals, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
 
@@ -243,6 +243,18 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     return stale
 
 
+def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that an exception was raised while handling, if any."""
+    seen: set[int] = set()
+    c = e.__context__
+    while c is not None and id(c) not in seen:
+        if isinstance(c, KeyboardInterrupt):
+            return c
+        seen.add(id(c))
+        c = c.__context__
+    return None
+
+
 class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
@@ -426,14 +438,43 @@ class Tuner:
         optuna.logging.set_verbosity(optuna.logging.INFO if logger.isEnabledFor(logging.INFO) else optuna.logging.ERROR)
         budget = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
         shown = [unless_repeat(cb) for cb in callbacks or []]
+        running_before = {t._trial_id for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         try:
             self.study.optimize(self.objective, n_trials=None, timeout=s.timeout, catch=(TrialFailure,), callbacks=[*shown, budget], gc_after_trial=False)
+        except KeyboardInterrupt:
+            with deferred_signals():  # a second Ctrl-C waits until the study is consistent
+                self._fail_own_running(running_before)
+            raise
         except Exception as e:
+            stop = _interrupt_behind(e)
+            if stop is not None:  # Optuna's _run_trial turns a Ctrl-C while it stores a result into an UnboundLocalError
+                with deferred_signals():
+                    self._fail_own_running(running_before)
+                raise stop from None
             if is_storage_error(e):  # e.g. the disk filled up: one line; the trials stored so far stay
                 raise storage_failure(self.storage_url, e) from None
             raise
         finally:
             self.close()
+
+    def _fail_own_running(self, running_before: set[int]) -> list[int]:
+        """Mark failed (outcome ``interrupted``) the trial that a Ctrl-C or SIGTERM left RUNNING.
+
+        Optuna marks the trial failed when the signal lands in the objective, but not when it lands in its own
+        code around it (creating the trial, or storing its result), which leaves it RUNNING for ever. Trials that
+        were running before this search began, and those another live process owns, are left alone.
+        """
+        mine = f"{socket.gethostname()}:{os.getpid()}"
+        left = []
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t._trial_id in running_before or t.user_attrs.get("owner", mine) != mine:
+                continue
+            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            left.append(t.number)
+        if left:
+            logger.info("trial(s) %s stopped outside the objective: marked failed", left)
+        return left
 
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
         return measured_complete(self.study)
