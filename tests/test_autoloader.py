@@ -271,6 +271,23 @@ def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_da
     assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
 
 
+def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(tiny_dataset, space):
+    """6 batches an epoch, a warm-up of 5 and checks every 10: each candidate runs a whole epoch, all of it measured,
+    so candidates finish (instead of none completing), scored by what the loop got over the whole epoch."""
+    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
+    try:
+        for _ in range(4):
+            assert_exactly_once(al.dataset, *run_epoch(al))
+    finally:
+        al.close()
+    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert [t.number for t in done] == [0, 1, 2] and [t.user_attrs["measured_batches"] for t in done] == [6, 6, 6]
+    assert [(h["epoch"], h["batch"]) for h in al.history] == [(0, 0), (1, 6), (2, 6), (3, 6)], "switches at the ends of epochs only"
+    assert al.history[-1]["action"] == "settle" and al.short_epochs
+    assert "whole epochs" in load_config("autotune.yaml").result["score"]
+
+
 def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
     names = []
     for _ in range(2):

@@ -105,15 +105,18 @@ class Explorer:
     def over_budget(self, now: float) -> bool:
         return now - self.started >= self.rules.budget_s
 
-    def judge(self, *, measured: int, samples: int, loop_s: float, failed: bool, now: float) -> str:
-        """The verdict at a check point: ``continue``, ``done``, ``slow``, ``failed`` or ``budget``."""
+    def judge(self, *, measured: int, samples: int, loop_s: float, failed: bool, now: float, complete: bool = False) -> str:
+        """The verdict at a check point: ``continue``, ``done``, ``slow``, ``failed`` or ``budget``.
+
+        ``complete``: the candidate was measured over a whole epoch, which counts as a finished measurement.
+        """
         r = self.rules
         if failed:
             return FAILED
         per_sample = loop_s / samples if samples else math.inf
         if measured and self.best is not None and per_sample > self.best.per_sample * r.max_slowdown:
             return SLOW
-        if measured >= r.measure_batches:
+        if measured >= r.measure_batches or (complete and measured):
             return DONE
         if self.over_budget(now):
             return BUDGET

@@ -104,6 +104,7 @@ class AutoLoader:
         self.config_path = None if config is None else str(config)
         self.with_indices = with_indices
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
+        self.short_epochs = False  # candidates were scored over whole epochs (see _short_epoch)
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
@@ -214,17 +215,25 @@ class AutoLoader:
                     act.tally.samples += last[0]
                     act.tally.wait_s += last[1]
                     act.tally.measured += 1
-                if self.exploring and act.tally.check_due(self.rules):
+                b = LoaderConfig.from_params(act.params).batch_size
+                short = self.exploring and self._short_epoch(plan, b)
+                if short:
+                    self.short_epochs = True
+                    if plan.done(b) and act.tally.measured:  # a whole epoch measured: judged, switched at the boundary
+                        self._check(plan, epoch_end=act.tally.measured >= plan.expected_batches(b))
+                elif self.exploring and act.tally.check_due(self.rules):
                     self._check(plan)
+                if short or self.exploring:
                     act = self._active
                     assert act is not None
-                b = LoaderConfig.from_params(act.params).batch_size
+                    b = LoaderConfig.from_params(act.params).batch_size
                 if plan.done(b):
                     break
                 images, positions, wait = self._fetch(plan)
                 act = self._active
                 act.tally.since_build += 1
-                last = (int(positions.shape[0]), wait) if self.exploring and act.tally.since_build > self.rules.warmup_batches else None
+                measured = self.exploring and (self._short_epoch(plan, b) or act.tally.since_build > self.rules.warmup_batches)
+                last = (int(positions.shape[0]), wait) if measured else None
                 plan.advance(int(positions.shape[0]))
                 t_prev = now
                 yield self._out(images, positions)
@@ -234,6 +243,16 @@ class AutoLoader:
                     self._close_loader(self._active)
                 if not self.exploring:
                     self._active = None  # the next epoch runs the winner, built once
+
+    def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
+        """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, start included.
+
+        Each candidate's loader is rebuilt at every epoch; when an epoch holds fewer than ``warmup_batches +
+        check_batches`` batches, the batches after the warm-up are few and unrepresentative (the loop waits on
+        the start of each epoch), so no candidate would finish its measurement and the figure written would be
+        well above what the loop gets. Then each candidate runs one whole epoch, every batch measured.
+        """
+        return plan.expected_batches(batch_size) - self.rules.warmup_batches < self.rules.check_batches
 
     def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float]:
         """The next batch of the current candidate; a candidate that fails is replaced, the batch is not lost."""
@@ -293,7 +312,8 @@ class AutoLoader:
             act.loader = None
 
     # -- check points: rank 0 judges, every rank applies -------------------------------------------------------
-    def _check(self, plan: EpochPlan) -> None:
+    def _check(self, plan: EpochPlan, epoch_end: bool = False) -> None:
+        """A check point; ``epoch_end``: the candidate has been measured over a whole (short) epoch."""
         act = self._active
         assert act is not None
         t = act.tally
@@ -303,7 +323,7 @@ class AutoLoader:
         if self.comm.leader:
             assert self.explorer is not None
             now = time.monotonic()
-            verdict = self.explorer.judge(measured=t.measured, samples=t.samples, loop_s=loop_s, failed=bool(failed), now=now)
+            verdict = self.explorer.judge(measured=t.measured, samples=t.samples, loop_s=loop_s, failed=bool(failed), now=now, complete=epoch_end)
             per_sample = loop_s / t.samples if t.samples else float("inf")
             wait_fraction = wait_s / loop_s if loop_s > 0 else float("inf")
             if verdict != CONTINUE:
@@ -364,7 +384,9 @@ class AutoLoader:
         self.source.abandon_open_trials()
         extra = {
             "tuned_by": "AutoLoader, inside the training loop",
-            "score": "samples/s of the training loop (loader plus step), slowest rank, after each candidate's warm-up",
+            "score": ("samples/s of the training loop (loader plus step), slowest rank, over whole epochs (an epoch is too short "
+                      "to leave out a warm-up)") if self.short_epochs else
+                     "samples/s of the training loop (loader plus step), slowest rank, after each candidate's warm-up",
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
