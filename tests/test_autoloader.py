@@ -288,6 +288,15 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
     assert "whole epochs" in load_config("autotune.yaml").result["score"]
 
 
+def test_training_that_ends_before_any_candidate_finished_says_nothing_was_written(tiny_dataset, space, caplog):
+    rules = Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0)
+    with make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules) as al:
+        run_epoch(al)
+    al.close()  # a second close says nothing more
+    said = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+    assert len(said) == 1 and "autotune.yaml" in said[0] and not Path("autotune.yaml").exists()
+
+
 def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
     names = []
     for _ in range(2):

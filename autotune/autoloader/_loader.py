@@ -104,6 +104,7 @@ class AutoLoader:
         self.config_path = None if config is None else str(config)
         self.with_indices = with_indices
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
+        self._told_unwritten = False
         self.short_epochs = False  # candidates were scored over whole epochs (see _short_epoch)
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
@@ -172,6 +173,9 @@ class AutoLoader:
             best = self.explorer.best
             self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": "training ended while exploring"}, None)
             self._active = None
+        elif self.exploring and self.comm.leader and self.explorer is not None and self.config_path is not None and not self._told_unwritten:
+            self._told_unwritten = True
+            logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
 
     def __enter__(self) -> AutoLoader:
         return self
