@@ -76,6 +76,26 @@ def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset
     assert b.contender_cost(study, 2) == 11.0  # the two best: the slow starters
 
 
+def test_the_slow_torch_defaults_do_not_price_the_next_trial():
+    """A 4 s bad-data trial, a 5 s heuristic, then the torch defaults (22 s): 39 s of 60 spent. Priced at the
+    defaults, no trial fits and the queued DALI start never runs; priced at the others, it and a re-measurement do."""
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    cb = b.stop_callback(2, 1)
+    study = optuna.create_study(direction="maximize")
+    stopped = []
+    study.stop = lambda: stopped.append(True)  # noqa: E731 - the callback's only use of the study
+    clock.now += 8  # setup
+    for seconds, value, role in ((4.0, None, "dali-heuristic"), (5.0, 170.0, "heuristic"), (22.0, 32.0, "defaults")):
+        clock.now += seconds
+        attrs = {"duration_s": seconds, "role": role, "outcome": "complete" if value else "bad-data"}
+        t = optuna.trial.create_trial(value=value, user_attrs=attrs) if value else optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs=attrs)
+        study.add_trial(t)
+        cb(study, study.trials[-1])
+    assert b.elapsed() == 39.0 and not stopped, "a 4 to 5 s trial and the re-measurement still fit in the 21 s left"
+    assert b.trial_s == [4.0, 5.0] and b.trials_measured == 3 and b.contender_cost(study, 2) == 5.0
+
+
 @pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])
 def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir, monkeypatch, budget_s, trial_s):
     clock = FakeClock()

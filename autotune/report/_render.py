@@ -63,12 +63,13 @@ def fmt_speedup(v: Any) -> str:
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
-    failed = sum(v for k, v in ov["outcomes"].items() if k != "complete")
+    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting"))
+    queued = ov["outcomes"].get("waiting", 0)
     out = [
         ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
         ("vs defaults", fmt_speedup(ov["speedups"].get("defaults"))),
         ("vs heuristic", fmt_speedup(ov["speedups"].get("heuristic"))),
-        ("trials", f"{ov['trials']} ({failed} not complete)"),
+        ("trials", f"{ov['trials']} ({failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
     ]
     if w and w.get("fraction_of_ceiling") is not None:
         out.append(("of model ceiling", f"{float(w['fraction_of_ceiling']):.0%}"))

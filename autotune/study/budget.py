@@ -20,6 +20,10 @@ from typing import Any
 
 #: seconds kept back for writing the YAML and the report after the last measurement
 WRITE_RESERVE_S = 3.0
+#: trials whose time says nothing of the next one's: the torch defaults (one process decodes, so a trial of them can
+#: take several times any other's). Priced at it, a budget stops sampling with time left for several trials.
+UNPRICED_ROLES = frozenset({"defaults"})
+
 #: re-measurements are planned at this many times the contenders' own trial time (their start-up varies)
 REMEASURE_MARGIN = 1.25
 #: a budget shorter than this cannot measure even the baselines; it is refused with a one-line error
@@ -86,6 +90,7 @@ class TimeBudget:
         self.start = self.clock() if start is None else float(start)
         self.spent: dict[str, float] = {}
         self.trial_s: list[float] = []
+        self.trials_measured = 0  # every trial, priced or not
         self.stopped_sampling_at: int | None = None
         self.confirm_planned: tuple[int, int] | None = None
 
@@ -104,8 +109,11 @@ class TimeBudget:
         finally:
             self.spent[name] = self.spent.get(name, 0.0) + self.clock() - t0
 
-    def record_trial(self, seconds: float) -> None:
-        self.trial_s.append(float(seconds))
+    def record_trial(self, seconds: float, priced: bool = True) -> None:
+        """A trial ended after ``seconds``; ``priced``: its time predicts the next trial's (see UNPRICED_ROLES)."""
+        self.trials_measured += 1
+        if priced:
+            self.trial_s.append(float(seconds))
 
     def trial_cost(self) -> float | None:
         """The expected wall time of one more trial: the median of the trials so far (None before the first)."""
@@ -119,7 +127,8 @@ class TimeBudget:
         """
         import optuna
 
-        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and t.user_attrs.get("duration_s")]
+        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES]
         best = sorted(done, key=lambda t: t.value, reverse=True)[: max(1, top)]
         if not best:
             return self.trial_cost()
@@ -168,7 +177,7 @@ class TimeBudget:
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
-                self.record_trial(d)
+                self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
             if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=len(measured_complete(study))):
                 self.stopped_sampling_at = trial.number
                 study.stop()
@@ -181,7 +190,7 @@ class TimeBudget:
             "budget_s": round(self.total_s, 1),
             "elapsed_s": round(self.elapsed(), 1),
             "spent_s": {k: round(v, 1) for k, v in self.spent.items()},
-            "trials_measured": len(self.trial_s),
+            "trials_measured": self.trials_measured,
             "median_trial_s": round(self.trial_cost(), 2) if self.trial_s else None,
         }
         if self.stopped_sampling_at is not None:

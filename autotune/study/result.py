@@ -200,8 +200,9 @@ def config_from_study(study: optuna.Study, storage_url: str) -> Config:
         "storage": mask_url(storage_url),
         "trials": len(states),
         "complete": counts.get("complete", 0),
-        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value)},
+        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value, "waiting")},
         **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
+        **({"queued_not_run": counts["waiting"]} if counts.get("waiting") else {}),  # queued, then the budget ran out
         "best_trial": best.number,
         "sampler": a.get("sampler"),
         "pruner": a.get("pruner"),
