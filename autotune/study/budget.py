@@ -129,7 +129,10 @@ class TimeBudget:
 
         done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
                 if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES]
+        from autotune.study.evidence import CONTENDER_FLOOR
+
         best = sorted(done, key=lambda t: t.value, reverse=True)[: max(1, top)]
+        best = [t for t in best if t.value >= CONTENDER_FLOOR * best[0].value]  # the contenders Tuner.candidates re-measures
         if not best:
             return self.trial_cost()
         return max(statistics.fmean(float(t.user_attrs["duration_s"]) for t in best), self.trial_cost() or 0.0)

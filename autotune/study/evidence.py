@@ -17,6 +17,10 @@ from autotune.outcomes import Outcome
 logger = logging.getLogger(__name__)
 
 
+#: a config below this fraction of the best trial's rate is no contender: noise (about +-8 %) cannot close a gap
+#: that wide, so re-measuring it would only spend the budget (the torch defaults are often a fifth of the best)
+CONTENDER_FLOOR = 1 / 3
+
 #: after the planned re-measurement, two leaders closer than this (relative) are re-measured again, alternately,
 #: up to TIEBREAK_ROUNDS more times each: with +-8 % noise a single round of three cannot tell a 10 % gap
 CLOSE_CALL = 0.03

@@ -27,6 +27,7 @@ from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import (
     CLOSE_CALL,
+    CONTENDER_FLOOR,
     TIEBREAK_ROUNDS,
     MeasuredTrials,
     confirmation_method,
@@ -480,12 +481,14 @@ class Tuner:
         return measured_complete(self.study)
 
     def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
-        """The best ``k`` complete trials with distinct configs."""
+        """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate."""
         out, seen = [], set()
         for t in sorted(self.complete_trials(), key=lambda t: t.value, reverse=True):
             key = t.user_attrs.get("config")
             if key in seen:
                 continue
+            if out and t.value < CONTENDER_FLOOR * out[0].value:
+                break
             seen.add(key)
             out.append(t)
             if len(out) >= k:
