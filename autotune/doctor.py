@@ -112,9 +112,11 @@ def _nvml_error() -> str | None:
 
 _PROBE = (
     "import json, torch\n"
-    "try:\n    import torchvision; tv = torchvision.__version__\nexcept Exception:\n    tv = None\n"
+    "tv_error = None\n"
+    "try:\n    import torchvision; tv = torchvision.__version__\nexcept ModuleNotFoundError:\n    tv = None\n"
+    "except Exception as e:\n    tv = None; tv_error = (type(e).__name__ + ': ' + str(e)).splitlines()[0][:200]\n"
     "ok = torch.cuda.is_available()\n"
-    "print(json.dumps({'torch': torch.__version__, 'torchvision': tv, 'cuda': torch.version.cuda,"
+    "print(json.dumps({'torch': torch.__version__, 'torchvision': tv, 'torchvision_error': tv_error, 'cuda': torch.version.cuda,"
     " 'available': ok, 'devices': torch.cuda.device_count() if ok else 0}))\n"
 )
 
@@ -261,6 +263,9 @@ def check_torch(probe: dict[str, Any]) -> Check:
     if probe.get("error"):
         return Check("torch", Status.FAIL, f"cannot import torch ({probe['error']})", "pip install torch torchvision")
     value = f"{probe['torch']}, torchvision {probe.get('torchvision')}, CUDA build {probe.get('cuda') or 'none (CPU-only)'}"
+    if probe.get("torchvision_error"):  # installed, but built for another torch
+        return Check("torch", Status.FAIL, f"{probe['torch']}, but torchvision does not import ({probe['torchvision_error']})",
+                     f"install the torchvision built for torch {probe['torch']} (pip install --force-reinstall torch torchvision, from one index)")
     if not probe.get("torchvision"):
         return Check("torch", Status.FAIL, value, "pip install torchvision (the version that matches torch)")
     return _ok("torch", value)

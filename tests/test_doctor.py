@@ -341,3 +341,13 @@ def test_a_torch_import_slowed_by_a_busy_machine_does_not_stop_the_run(machine, 
     machine.setattr(doctor, "_torch_probe", lambda: {"error": "ModuleNotFoundError: No module named 'torch'"})
     with pytest.raises(UserError, match="torch check failed: cannot import torch"):
         doctor.preflight(tiny_dataset, "cpu")
+
+
+def test_a_torchvision_built_for_another_torch_is_named_as_such():
+    """torchvision installed but failing to import: "pip install torchvision" would only say it is already there."""
+    probe = {"torch": "2.13.0+cpu", "torchvision": None, "torchvision_error": "RuntimeError: operator torchvision::nms does not exist",
+             "cuda": None, "available": False, "devices": 0}
+    check = doctor.check_torch(probe)
+    assert check.status is doctor.Status.FAIL and "operator torchvision::nms does not exist" in check.value
+    assert "built for torch 2.13.0+cpu" in check.fix and check.fix != "pip install torchvision (the version that matches torch)"
+    assert doctor.check_torch({**probe, "torchvision_error": None}).fix.startswith("pip install torchvision")

@@ -60,6 +60,14 @@ def fmt_speedup(v: Any) -> str:
     return f"{round(float(v), 2)!r}x" if isinstance(v, (int, float)) and not isinstance(v, bool) else "-"
 
 
+def _remeasure_plan(r: dict[str, Any]) -> str:
+    """What the budget left for re-measurement (what was done is in the re-measurement section)."""
+    top, repeats = int(r.get("top") or 0), int(r.get("repeats") or 0)
+    if repeats <= 0 or top < 2:
+        return ", no room left to re-measure"
+    return f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
+
+
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
@@ -96,7 +104,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     if t:
         spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
         rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget ({spent}); {_num(t.get('trials_measured'))} trials"
-                     + (f", re-measured the top {t['remeasured']['top']} {t['remeasured']['repeats']}x" if t.get("remeasured") else "")))
+                     + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")))
     if ov.get("model"):
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")))
     return rows

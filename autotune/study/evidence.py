@@ -53,7 +53,7 @@ def confirmation_method(record: dict[str, Any]) -> str:
     extra = int(record.get("tiebreak") or 0)
     close = f"; the two leaders, within {100 * CLOSE_CALL:g} % of each other, {extra} times more" if extra else ""
     if attempted - extra < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
-        return (f"top {len(cands)} re-measured {attempted} times in all, interleaved, until the time budget ran out"
+        return (f"top {len(cands)} re-measured {attempted} {'time' if attempted == 1 else 'times'} in all, interleaved, until the time budget ran out"
                 + (f" ({failed} failed)" if failed else "") + "; winner by median of all scores")
     return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved" + close
             + (f" ({failed} of {attempted} re-measurements failed)" if failed else "") + "; winner by median of all scores")
