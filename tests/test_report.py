@@ -236,3 +236,9 @@ def test_list_studies(stored, tmp_path):
     rows = {r["name"]: r for r in list_studies(url)}
     assert rows[study.study_name]["best_samples_per_s"] == 200.0 and rows[study.study_name]["trials"] == 11
     assert rows["empty"]["best_samples_per_s"] is None and rows["empty"]["trials"] == 0
+
+
+def test_small_factors_are_not_rounded_away():
+    from autotune.report._render import _num
+
+    assert (_num(1.5), _num(0.65), _num(30.0), _num(54.3), _num(28136.4)) == ("1.5", "0.65", "30", "54", "28,136")

@@ -31,6 +31,8 @@ def _num(v: Any, nd: int = 0) -> str:
         return "-"
     if isinstance(v, bool):
         return str(v).lower()
+    if isinstance(v, float) and nd == 0 and abs(v) < 10 and not v.is_integer():
+        return f"{v:.3g}"  # a factor such as max_slowdown 1.5, not rounded to 2
     if isinstance(v, (int, float)):
         return f"{v:,.{nd}f}"
     return str(v)
