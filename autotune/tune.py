@@ -26,7 +26,7 @@ from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, Plan, TimeBudget, plan
-from autotune.study.result import config_from_study, no_completion_message
+from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import load_space
 from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
@@ -326,6 +326,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     try:
         with deferred_signals():  # a Ctrl-C or SIGTERM now comes after the file is whole
             save_config(cfg, out_path)
+            mark_written(tuner.study, cfg)
     except OSError as e:  # a full disk, or a folder that changed since the check at the start
         tuner.study.set_user_attr(UNWRITTEN, True)
         raise UserError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import re
 import statistics
 from pathlib import Path
@@ -122,8 +123,12 @@ def test_the_figures_agree_on_a_finished_study(tiny_dataset, workdir, capsys):
     assert rc == 0
     capsys.readouterr()
     study = optuna.load_study(study_name="finished", storage="sqlite:///autotune.db")
-    r = _cross_check(study, "sqlite:///autotune.db", workdir, capsys)
-    assert r == autotune.load_config(workdir / "autotune.yaml").result  # the run wrote the same figures
+    written = autotune.load_config(workdir / "autotune.yaml")
+    time.sleep(1.1)  # a stamp taken now would differ
+    out = _show(["--storage", "sqlite:///autotune.db", "--study", "finished"], capsys)
+    assert written.created in out, out  # the study's config is stamped as the YAML written from it, not now
+    r = _cross_check(study, "sqlite:///autotune.db", workdir, capsys)  # (writes its own autotune.yaml)
+    assert r == written.result  # the run wrote the same figures
 
 
 def test_single_score_spread_is_its_windows_and_holds_the_value():

@@ -22,7 +22,7 @@ from autotune.config.schema import Config, LoaderConfig
 from autotune.dataset.paths import safe_name
 from autotune.dataset.scan import Dataset
 from autotune.outcomes import Outcome
-from autotune.study.result import config_from_study
+from autotune.study.result import config_from_study, mark_written
 from autotune.study.space import SearchSpace
 from autotune.study.storage import mask_url, open_storage
 from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
@@ -156,6 +156,7 @@ class CandidateSource:
         cfg = config_from_study(self.study, self.storage_url)
         if path is not None:
             save_config(cfg, path)
+            mark_written(self.study, cfg)
             logger.info("wrote %s (study %s in %s)", path, self.study.study_name, mask_url(self.storage_url))
         return cfg
 

@@ -83,7 +83,7 @@ def _show_study(args: argparse.Namespace) -> int:
     storage = args.storage or "sqlite:///autotune.db"
     study = load(storage, args.study)
     try:
-        cfg, why = config_from_study(study, storage), ""
+        cfg, why = config_from_study(study, storage, as_written=True), ""
     except UserError as e:
         cfg, why = None, str(e)
     rows = trial_rows(study)

@@ -100,7 +100,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         ("measurement", ", ".join(f"{k} {v}" for k, v in m.items()) or "-"),
         ("budgets", ", ".join(f"{k} {_num(v)}" for k, v in ov["budgets"].items()) or "-"),
         ("search", f"space {ov.get('space') or '-'}, sampler {ov.get('sampler') or '-'}, pruner {ov.get('pruner') or '-'}"),
-        ("study", f"{ov['study']} in {ov['storage']}, created {ov.get('created') or '-'}"),
+        ("study", f"{ov['study']} in {ov['storage']}, started {ov.get('created') or '-'}"),
     ]
     t = ov.get("time")
     if t:

@@ -169,8 +169,12 @@ def no_completion_message(study: optuna.Study) -> str:
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
 
 
-def config_from_study(study: optuna.Study, storage_url: str) -> Config:
-    """The YAML for a study's winner, built from what the study stored (any machine can do this)."""
+def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool = False) -> Config:
+    """The YAML for a study's winner, built from what the study stored (any machine can do this).
+
+    ``as_written``: stamped ``created`` as the YAML last written from the study was (``autotune show --study``),
+    not now (a config about to be written).
+    """
     best, _ = winner(study)
     if not isinstance(best.user_attrs.get("loader"), dict):
         raise UserError(f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); pick an autotune study with 'autotune studies'")
@@ -220,4 +224,14 @@ def config_from_study(study: optuna.Study, storage_url: str) -> Config:
         study=study_section,
         budgets=a.get("budgets", {}),
         measurement=a.get("measurement", {}),
+        **({"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}),
     )
+
+
+#: the study attr with the ``created`` stamp of the YAML last written from the study
+CONFIG_CREATED = "config_created"
+
+
+def mark_written(study: optuna.Study, cfg: Config) -> None:
+    """Remember the written YAML's ``created`` stamp, so that a config rebuilt from the study says the same."""
+    study.set_user_attr(CONFIG_CREATED, cfg.created)
