@@ -25,7 +25,7 @@ from autotune.dataset.paths import safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
-from autotune.study.budget import MIN_BUDGET_S, Plan, TimeBudget, plan
+from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import load_space
 from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
@@ -198,6 +198,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     zygote, zygote_log = _launch_zygote(early)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
+    if budget is not None:
+        spend = budget
+        settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     nw = space["num_workers"] if "num_workers" in space else None
     doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)

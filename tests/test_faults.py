@@ -361,3 +361,14 @@ def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir)
     assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING], "the killed run's trial is marked failed"
     load_config(workdir / "autotune.yaml")
     assert not _wait_no_runners(resumed.pid, timeout=5)
+
+
+def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
+    """The time budget is spent: the trial ends at its next window, complete, with what it measured."""
+    from autotune.trials.runner import ENOUGH
+
+    spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=5, warmup_batches=1)
+    r = run_trial(spec, timeout_s=60, on_intermediate=lambda step, value: ENOUGH if step >= 1 else False)
+    assert r.outcome is Outcome.COMPLETE and r.samples_per_s > 0 and len(r.windows) == 2
+    assert "the time budget ran out" in r.message and r.spread[0] <= r.samples_per_s <= r.spread[1]
+    assert not _runners()

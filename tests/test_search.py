@@ -28,6 +28,7 @@ from autotune.study import budget as budget_mod
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.measure import measure
+from autotune.trials.runner import ENOUGH
 from autotune.trials.spec import TrialResult
 
 #: torch and DALI (CPU decode), 6 + 24 configs
@@ -122,8 +123,14 @@ class Replay:
         stream = Stream(self.clock, loader.batch_size, level, self.landscape.ramp_s(loader), self.landscape.floor, self.jitter, self.rng)
         stopped: list[tuple[int, float]] = []
 
+        enough: list[float] = []
+
         def on_window(step: int, value: float) -> bool:
-            if on_intermediate is not None and on_intermediate(step, value):
+            verdict = on_intermediate(step, value) if on_intermediate is not None else False
+            if verdict == ENOUGH:  # as run_trial does: the time budget is spent, the windows so far are the result
+                enough.append(value)
+                return True
+            if verdict:
                 stopped.append((step, value))
                 return True
             return False
@@ -132,6 +139,9 @@ class Replay:
         if self.clock.now - start > settings.trial_timeout:
             self.clock.now = start + settings.trial_timeout
             return TrialResult(Outcome.TIMEOUT, message="no result in time", duration_s=settings.trial_timeout)
+        if enough:
+            return TrialResult(Outcome.COMPLETE, samples_per_s=enough[-1], spread=(min(enough), max(enough)), windows=enough, duration_s=self.clock.now - start,
+                               message=f"measured {len(enough)} window(s): the time budget ran out")
         if stopped:
             self.pruned.append(key)
             step, value = stopped[0]
@@ -262,6 +272,27 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     if repeats:  # the re-measurement planned at the contenders' own trial time: at least one round of it fits
         assert conf["attempted"] >= top, (t, conf["method"])
     assert sum(replay.remeasured.values()) == conf["attempted"]
+
+
+def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_dataset, workdir, monkeypatch):
+    """The torch defaults decode in one process: here a batch takes 2 s, a trial of them 10 s and more. Started late,
+    such a trial ends at the first window past the budget, complete with what it measured, and the run ends in time."""
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.space.is_available", lambda feature: True)
+    slow_defaults = Landscape(lambda c: 4.0 if c.dali is None and c.torch.num_workers == 0 else near_ties(c))
+    Replay(slow_defaults, noise=0.02, seed=3, clock=clock).install(monkeypatch)
+    (workdir / "space.yaml").write_text(yaml.safe_dump(SPACE))
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "space.yaml", "--budget", "15", "--seed", "1", "--batch-size", "8",
+                 "--storage", "journal:study.log", "--no-report", "--quiet"]) == 0
+    study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
+    (defaults,) = [t for t in study.trials if t.user_attrs.get("role") == "defaults"]
+    elapsed = clock.now - 1000.0
+    assert elapsed <= 15 * 1.10, (elapsed, study.user_attrs["time"])
+    assert defaults.state is optuna.trial.TrialState.COMPLETE and defaults.value == pytest.approx(4.0, rel=0.1)
+    cut = [t for t in study.trials if "the time budget ran out" in str(t.user_attrs.get("message", ""))]
+    assert cut, "some trial ran into the end of the budget and was cut"
 
 
 @pytest.mark.parametrize("second,extra", [(990.0, 4), (800.0, 0)], ids=["close-call", "decisive"])

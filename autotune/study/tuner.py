@@ -42,7 +42,7 @@ from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.logs import remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
-from autotune.trials.runner import deferred_signals, run_trial
+from autotune.trials.runner import ENOUGH, deferred_signals, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
 
@@ -85,6 +85,7 @@ class TuneSettings:
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
     fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
     log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
+    out_of_time: Callable[[], bool] | None = None  # True once the time budget is spent: a trial ends at its next window
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
@@ -394,9 +395,11 @@ class Tuner:
 
         reported: list[float] = []
 
-        def intermediate(step: int, value: float) -> bool:
+        def intermediate(step: int, value: float) -> bool | str:
             trial.report(value, step)
             reported.append(value)
+            if self.settings.out_of_time is not None and self.settings.out_of_time():
+                return ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
             return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
 
         log = trial_log(self.settings.log_dir, trial.number)

@@ -65,6 +65,9 @@ def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None =
         pass
 
 
+#: what ``on_intermediate`` returns to end a trial at once with what it measured so far (the time budget is spent)
+ENOUGH = "enough"
+
 _SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
 
 
@@ -82,7 +85,8 @@ def run_trial(
         spec: the config and measurement settings.
         timeout_s: wall-clock limit for the whole child (start-up included).
         budgets: memory budgets enforced while the child runs.
-        on_intermediate: called with (window index, median rate so far); returning True prunes the trial.
+        on_intermediate: called with (window index, median rate so far); returning True prunes the trial,
+            returning :data:`ENOUGH` completes it with the windows measured so far.
         zygote: fork the child from this pre-imported process (:mod:`autotune.zygote`) instead of spawning it.
 
     Returns:
@@ -123,6 +127,7 @@ def run_trial(
             log_fd = None
         parent_conn.send(spec)
         next_sample = 0.0
+        seen: list[float] = []  # the rate after each window so far
         while True:
             now = time.monotonic()
             if now >= next_sample:
@@ -149,7 +154,13 @@ def run_trial(
                 if msg[0] == "window":
                     _, step, value = msg
                     last_value = value
-                    if on_intermediate is not None and on_intermediate(step, value):
+                    seen.append(value)
+                    verdict = on_intermediate(step, value) if on_intermediate is not None else False
+                    if verdict == ENOUGH:  # the time budget ran out: the windows so far are the measurement
+                        result = TrialResult(Outcome.COMPLETE, samples_per_s=value, spread=(min(seen), max(seen)), windows=list(seen),
+                                             message=f"measured {step + 1} window(s): the time budget ran out")
+                        break
+                    if verdict:
                         result = TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}")
                         break
                 elif msg[0] == "result":
