@@ -170,19 +170,31 @@ class Reporter:
                 BarColumn,
                 MofNCompleteColumn,
                 Progress,
+                ProgressColumn,
                 TextColumn,
                 TimeElapsedColumn,
             )
             from rich.table import Column
+            from rich.text import Text
+
+            reporter = self
+
+            class LeftColumn(ProgressColumn):
+                """The time left, counted down at every refresh (with a budget), not only when a trial ends."""
+
+                def render(self, task) -> Text:
+                    if task.fields.get("left") == "" or reporter.deadline is None:
+                        return Text(str(task.fields.get("left", "")))
+                    return Text(reporter._left())
 
             fixed = Column(no_wrap=True)
             self._bar = Progress(
                 TextColumn("{task.fields[stage]}", table_column=fixed), MofNCompleteColumn(table_column=fixed), BarColumn(bar_width=12, table_column=fixed),
-                TextColumn("best {task.fields[best]}/s", table_column=fixed), TimeElapsedColumn(table_column=fixed), TextColumn("{task.fields[left]}", table_column=fixed),
+                TextColumn("best {task.fields[best]}/s", table_column=fixed), TimeElapsedColumn(table_column=fixed), LeftColumn(table_column=fixed),
                 TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
                 console=Console(file=self.stream), transient=False, redirect_stdout=False, redirect_stderr=False, expand=True,
             )
-            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best="-", stage="trial", left="")
+            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best="-", stage="trial", left=self._left() if self.deadline is not None else "")
             self._bar.start()
             _display = self
 
@@ -206,7 +218,7 @@ class Reporter:
         elif self.mode == "bar":
             if outcome in LOUD:
                 self.line(f"trial {trial.number} {_failure(outcome, a)}")
-            self._bar.update(self._task, advance=1, best=best, left=self._left(), description=f"#{trial.number} {a.get('config', '')}: {what}")
+            self._bar.update(self._task, advance=1, best=best, left=self._left(), description=f"last: #{trial.number} {a.get('config', '')}: {what}")
 
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: TrialResult | None) -> None:
         """Re-measurement ``k`` of ``n`` of ``trial``'s config starts (``result`` None) or has ended."""
