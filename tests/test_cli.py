@@ -76,6 +76,12 @@ def test_report_command_writes_the_folder(workdir, capsys):
     (["studies", "--storage", "sqlite:///missing.db"], "no storage file"),
     (["show", "--storage", "URL"], "needs --study"),
     (["report", "--storage", "sqlite:///missing.db"], "no storage file"),
+    (["run", "--demo", "--budget", "nan"], "must be a finite number"),
+    (["run", "--demo", "--window", "inf"], "must be a finite number"),
+    (["run", "--demo", "--host-budget", "nan"], "must be a finite number"),
+    (["run", "--demo", "--reserve-gpu-mem", "nan"], "must be a finite number >= 0"),
+    (["run", "--demo", "--seed", "-1"], "between 0 and 2**32 - 1"),
+    (["check", "autotune.yaml", "--max-age", "nan"], "must be a finite number"),
 ])
 def test_bad_input_is_one_line_and_exit_2(workdir, capsys, argv, message):
     assert main(argv) == 2

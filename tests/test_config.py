@@ -194,3 +194,24 @@ def test_atomic_write_uses_umask(tmp_path):
     finally:
         os.umask(old)
     assert (tmp_path / "u.yaml").stat().st_mode & 0o777 == 0o640
+
+
+def test_a_config_is_never_written_over_a_device_and_a_link_stays_a_link(tmp_path):
+    import os
+
+    from autotune.config.files import atomic_write_text, write_problem
+
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)
+    assert "not a regular file" in write_problem(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        atomic_write_text(fifo, "x: 1\n")
+    assert not fifo.is_file()  # still the pipe
+    real = tmp_path / "shared" / "real.yaml"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "autotune.yaml"
+    link.symlink_to(real)
+    assert write_problem(link) is None
+    atomic_write_text(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"

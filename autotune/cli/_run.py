@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 
-from autotune.cli._types import nonneg_int, positive_float, positive_int
+from autotune.cli._types import nonneg_float, nonneg_int, positive_float, positive_int, seed_int
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pipeline", default="imagenet-train", metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: %(default)s)")
     p.add_argument("--device", default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
-    p.add_argument("--seed", type=int, default=None, help="seed for the sampler and the loaders")
+    p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")
     m.add_argument("--budget", type=positive_float, default=None, metavar="S",
                    help="spend at most S seconds in all, from start to YAML: the run plans its windows, trials and re-measurements to fit "
@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("memory budgets")
     g.add_argument("--host-budget", metavar="MIB", type=positive_float, default=None, help="host memory a trial's process tree may use (default: 80%% of available)")
     g.add_argument("--gpu-budget", metavar="MIB", type=positive_float, default=None, help="GPU memory a trial may use (default: 90%% of free minus --reserve-gpu-mem)")
-    g.add_argument("--reserve-gpu-mem", metavar="MIB", type=float, default=0.0, help="GPU memory to leave for the training model (default: 0)")
+    g.add_argument("--reserve-gpu-mem", metavar="MIB", type=nonneg_float, default=0.0, help="GPU memory to leave for the training model (default: 0)")
     g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
     f.add_argument("--warm-start", metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first")
@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--amp", action="store_true", help="with --model: bf16 autocast on GPU")
     t.add_argument("--channels-last", action="store_true", help="with --model: channels_last memory format")
     t.add_argument("--step-ms", type=positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
-    t.add_argument("--tolerance", type=float, default=0.02, metavar="F", help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
+    t.add_argument("--tolerance", type=nonneg_float, default=0.02, metavar="F", help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument("--quiet", action="store_true", help="print errors only (no progress, no warnings)")
     o.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")

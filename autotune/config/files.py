@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 import warnings
@@ -24,6 +25,10 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     A reader sees the old file or the new one, never half of one. The file gets the user's umask.
     """
     path = Path(path)
+    if path.is_symlink():  # write the file the link points to; the link stays a link
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise OSError(errno.EINVAL, f"{str(path)!r} is not a regular file (a device, a pipe or a socket)")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -51,8 +56,12 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
     The answer reads after the path: ``f"{path!r} {problem}"``.
     """
     p = Path(path).absolute()
+    if p.is_symlink():
+        p = Path(os.path.realpath(p))  # the link's target is what gets written
     if p.is_dir():
         return "is a folder; pass a file name such as autotune.yaml"
+    if p.exists() and not p.is_file():
+        return "is not a regular file (a device, a pipe or a socket), which a config would replace; pass a file name such as autotune.yaml"
     folder = p.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
