@@ -54,6 +54,27 @@ def test_resume_keeps_earlier_trials(tiny_dataset, workdir):
     assert [t.user_attrs.get("role") for t in after].count("defaults") == 1  # baselines not run twice
 
 
+def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path, capsys):
+    import shutil
+
+    args = ["run", "--study-name", "s1", "--batch-size", "8", "--confirm-top", "0", *FAST]
+    assert main([*args, "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "1"]) == 0
+    before = len(_trials("sqlite:///autotune.db"))
+    other = tmp_path / "other"
+    shutil.copytree(tiny_dataset, other)
+    next(other.rglob("*.jpg")).unlink()  # other files, at another path
+    capsys.readouterr()
+    assert main([*args, "--dataset", str(other), "--space", "torch", "--n-trials", "1", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "was tuned on" in err and str(other) in err and "--study-name" in err and len(err.strip().splitlines()) == 1
+    assert main([*args, "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "1", "--resume"]) == 2
+    assert "--space torch, not cpu" in capsys.readouterr().err
+    assert len(_trials("sqlite:///autotune.db")) == before  # nothing measured, nothing lost
+    same = tmp_path / "same"
+    shutil.copytree(tiny_dataset, same)  # the same files at another path: another node of a fleet
+    assert main([*args, "--dataset", str(same), "--space", "torch", "--n-trials", "1", "--resume"]) == 0
+
+
 def _bad(tmp_path, kind):
     if kind == "missing":
         return str(tmp_path / "nope")

@@ -282,14 +282,33 @@ class Tuner:
             for k, v in (attrs or {}).items():
                 self.study.set_user_attr(k, v)
         else:
-            fail_stale_trials(self.study)
             excluded = (self.study.user_attrs.get("dataset") or {}).get("excluded")
             if excluded:  # files an earlier run of this study found undecodable stay out
                 self.dataset = dataset.without(excluded, "cannot be decoded")
+            self._check_resumable(attrs or {})
+            fail_stale_trials(self.study)
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
         self._zygote: Zygote | bool | None = zygote
+
+    def _check_resumable(self, attrs: dict[str, Any]) -> None:
+        """--resume continues a study only with what it measured: the same dataset, space, device and pipeline.
+
+        The dataset may sit at another path (another node of a fleet) when its files are the same; the same path
+        with changed files is measured on, with a warning.
+        """
+        a, name = self.study.user_attrs, self.study.study_name
+        was = a.get("dataset") or {}
+        now = self.dataset.summary()
+        if was.get("signature") and was["signature"] != now["signature"]:
+            if was.get("path") != now["path"]:
+                raise UserError(f"--resume: study {name!r} was tuned on {was.get('path')} ({was.get('samples')} images), not on {now['path']} "
+                                f"({now['samples']} images); pass that --dataset, or another --study-name to tune this one")
+            logger.warning("the files under %s changed since study %s measured them (%s images then, %s now): resuming on them", now["path"], name, was.get("samples"), now["samples"])
+        for key, flag in (("space", "--space"), ("device", "--device"), ("pipeline", "--pipeline")):
+            if a.get(key) is not None and attrs.get(key) is not None and a[key] != attrs[key]:
+                raise UserError(f"--resume: study {name!r} was tuned with {flag} {a[key]}, not {attrs[key]}; pass {flag} {a[key]}, or another --study-name")
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
