@@ -36,6 +36,14 @@ def test_check_fails_and_names_the_difference(tmp_path, capsys, field, value):
     assert "STALE" in out
 
 
+@pytest.mark.parametrize("hardware", [{}, {"hostname": "x"}], ids=["empty", "no-machine-keys"])
+def test_a_config_that_records_no_hardware_is_stale(tmp_path, capsys, hardware):
+    f = _write(tmp_path / "a.yaml", hardware)
+    assert main(["check", f]) == 1
+    out = capsys.readouterr().out
+    assert "STALE" in out and "matters  hardware: '(not recorded)'" in out
+
+
 def test_check_passes_when_only_the_hostname_changed(tmp_path, capsys):
     f = _write(tmp_path / "a.yaml", {**fingerprint.collect(), "hostname": "the-old-node"})
     assert main(["check", f]) == 0

@@ -36,6 +36,9 @@ MATTERS = ("gpu", "gpus", "gpu_mib", "driver_major", "cuda", "cpus", "python", "
 #: recorded for the record only
 INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
 #: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
+#: keys every config's hardware section has: one without any of them describes no machine
+RECORDED = ("cpus", "python", "torch")
+
 DATASET_MATTERS = ("samples", "mean_bytes", "signature")
 
 
@@ -223,6 +226,8 @@ def compare(
     """
     current = collect() if current is None else current
     out = diff(cfg.hardware, current)
+    if not any(k in (cfg.hardware or {}) for k in RECORDED):  # nothing to compare with: it cannot be shown to match
+        out.append(Difference("hardware", "(not recorded)", f"{current.get('cpus')} cpus, torch {current.get('torch')}", True))
     if dataset is not None:
         out.extend(diff_dataset(cfg.dataset, dataset))
     elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
