@@ -86,6 +86,19 @@ def test_symlink_loop_does_not_hang(tmp_path: Path) -> None:
     assert "symlink loop" in out.stderr
 
 
+def test_a_class_folder_link_that_loops_is_skipped_and_a_dataset_link_that_loops_is_named(tmp_path: Path, caplog) -> None:
+    root = tmp_path / "ds"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "1.png").write_bytes(_png_bytes())
+    os.symlink("c9", root / "c9")  # a link to itself among the class folders
+    ds = scan(root)
+    assert ds.classes == ("a",) and len(ds) == 1
+    assert any("c9" in r.getMessage() and "symbolic links" in r.getMessage() for r in caplog.records)
+    os.symlink("loop", tmp_path / "loop")
+    with pytest.raises(DatasetError, match="symbolic link that leads nowhere"):
+        scan(tmp_path / "loop")
+
+
 def test_zero_byte_fifo_garbage_gif_and_bomb_are_skipped_with_their_paths(tmp_path: Path) -> None:
     root = tmp_path / "train"
     (root / "a").mkdir(parents=True)

@@ -190,6 +190,15 @@ def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
     return st.st_size, None
 
 
+def _class_dir(entry: os.DirEntry, warn: bool) -> bool:
+    """Whether a top-level entry is a class folder; a link that loops or leads nowhere is skipped, and named."""
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError as e:  # ELOOP: a link to itself, or a cycle of links
+        logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", entry.path, e.strerror or e)
+        return False
+
+
 def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool = True) -> Dataset:
     """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
 
@@ -205,13 +214,15 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
         The :class:`Dataset`; skipped files and the reasons are in ``Dataset.skipped`` and logged.
     """
     root = Path(path).expanduser()
+    if not root.exists() and root.is_symlink():
+        raise DatasetError(f"dataset path {str(root)!r} is a symbolic link that leads nowhere (a loop, or its target is gone); point it at the dataset folder")
     if not root.exists():
         raise DatasetError(f"dataset folder {str(root)!r} does not exist; pass --dataset DIR with one sub-folder per class, or use --demo")
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
     root = root.resolve()
     try:
-        class_dirs = sorted(e.name for e in os.scandir(root) if e.is_dir(follow_symlinks=True))
+        class_dirs = sorted(e.name for e in os.scandir(root) if _class_dir(e, warn))
     except PermissionError as e:
         raise DatasetError(f"cannot read dataset folder {str(root)!r} ({e.strerror}); fix its permissions") from None
     if not class_dirs:
