@@ -248,6 +248,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     from autotune.report import report_dir as report_folder
 
     settings.log_dir = str(report_folder(study_name, args.reports_dir) / LOGS)  # each trial's output: <log_dir>/<trial>.log
+    try:  # before any study exists: a --reports-dir that cannot hold the trial logs is a one-line error
+        Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--reports-dir {str(args.reports_dir)!r}: cannot create {settings.log_dir!r} ({e.strerror or e}); pass a folder you can write") from None
     warm = None
     if args.warm_start:  # read before the study is created: a bad --warm-start leaves no empty study behind
         from autotune.study.fleet import previous_best
@@ -322,7 +326,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                 failed_report = write_report(tuner.study, args.storage, args.reports_dir)
                 if not args.quiet:
                     print(f"the failed trials are shown in {failed_report}/report.html", file=sys.stderr)
-            except (ImportError, UserError) as e:
+            except (ImportError, UserError, OSError) as e:
                 logger.warning("no report written: %s", e)
         raise UserError(no_completion_message(tuner.study), exit_code=1)  # the dominant cause and its fix
     cfg = config_from_study(tuner.study, args.storage)
@@ -346,10 +350,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
             report_dir = write_report(tuner.study, args.storage, args.reports_dir)
             summary["report"] = str(report_dir / "report.html")
-        except ImportError as e:
+        except (ImportError, UserError) as e:
             logger.warning("no report written: %s", e)
-        except UserError as e:
-            logger.warning("no report written: %s", e)
+        except OSError as e:  # a full disk, a folder that went away: the YAML is written, the report is not
+            report_dir = None
+            logger.warning("no report written: %s; the YAML is written, and 'autotune report' writes the report later", e.strerror or e)
     if budget is not None:
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()

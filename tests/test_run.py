@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import os
 
+from pathlib import Path
+
 import optuna
 import pytest
 
@@ -255,3 +257,11 @@ def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_
     assert main([*args, "--resume", "--n-trials", "1"]) == 0  # the next --resume tunes as usual
     measured = [t for t in _trials("sqlite:///autotune.db") if t.user_attrs.get("outcome") != "repeat"]  # a repeat is not measured
     assert len(measured) == 3
+
+
+def test_a_reports_dir_that_cannot_be_a_folder_is_one_line_before_any_study(tiny_dataset, workdir, capsys):
+    Path("afile").write_text("")
+    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", "--reports-dir", "afile", "--no-report", *FAST])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--reports-dir 'afile'" in err and "Not a directory" in err and len(err.strip().splitlines()) == 1
+    assert not Path("autotune.db").exists() or not optuna.get_all_study_summaries("sqlite:///autotune.db")
