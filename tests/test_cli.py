@@ -108,3 +108,16 @@ def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
     assert (workdir / "autotune.yaml").is_file()
     assert main(["studies", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)] == [summary["study"]]
+
+
+def test_a_reader_that_goes_away_is_no_traceback(monkeypatch, capsys):
+    """`autotune studies --json | head`: the pipe closes while autotune writes."""
+    import autotune.cli._studies as studies
+
+    def write_to_a_closed_pipe(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(studies, "run", write_to_a_closed_pipe)
+    monkeypatch.setattr("os.dup2", lambda *a: None)  # keep pytest's stdout
+    assert main(["studies"]) == 141
+    assert capsys.readouterr().err == ""

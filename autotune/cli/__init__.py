@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -76,6 +77,13 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         return e.exit_code
+    except BrokenPipeError:  # `autotune studies --json | head`: the reader has gone, as it may
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, what the shell shows for a command that lost its reader
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
         code = interrupt_exit_code(e)
         print("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted", file=sys.stderr)
