@@ -215,3 +215,18 @@ def test_a_config_is_never_written_over_a_device_and_a_link_stays_a_link(tmp_pat
     assert write_problem(link) is None
     atomic_write_text(link, "new\n")
     assert link.is_symlink() and real.read_text() == "new\n"
+
+
+def test_build_loader_takes_a_yaml_path_and_refuses_an_epoch_without_a_batch(tiny_dataset, tmp_path):
+    import autotune
+    from autotune.errors import UserError
+
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), device="cpu")
+    path = tmp_path / "autotune.yaml"
+    save_config(cfg, path)
+    loader = autotune.build_loader(tiny_dataset, str(path))  # a path reads as load_config would
+    assert len(loader) == len(list(tiny_dataset.rglob("*.jpg"))) // 8
+    with pytest.raises(UserError, match=r"batch size 8 is larger than the 2 images of this shard .* re-tune on this dataset"):
+        autotune.build_loader(tiny_dataset, cfg, shard_id=0, num_shards=12)
+    with pytest.raises(UserError, match="cfg must be a Config"):
+        autotune.build_loader(tiny_dataset, {"backend": "torch"})

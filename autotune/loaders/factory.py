@@ -47,9 +47,16 @@ def build_loader(
         An iterable of ``(images, labels)`` batches on ``device``; each ``iter()`` is one epoch and ``len()``
         counts batches. Train presets drop the last partial batch; eval presets keep it.
     """
-    from autotune.config.schema import Config
+    from autotune.config.schema import Config, LoaderConfig
     from autotune.dataset.scan import scan
+    from autotune.errors import UserError
 
+    if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
+        from autotune.config.files import load_config
+
+        cfg = load_config(cfg)
+    if not isinstance(cfg, (Config, LoaderConfig)):
+        raise UserError(f"cfg must be a Config (autotune.load_config(path)), a LoaderConfig or a YAML's path, but got {type(cfg).__name__}")
     loader_cfg = cfg.loader if isinstance(cfg, Config) else cfg
     if pipeline is None:
         pipeline = cfg.pipeline if isinstance(cfg, Config) else "imagenet-train"
@@ -57,8 +64,6 @@ def build_loader(
         wanted = cfg.device if isinstance(cfg, Config) else None
         device = wanted if wanted == "cpu" else default_device()
     if not 0 <= shard_id < num_shards:
-        from autotune.errors import UserError
-
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     dataset = scan(path)
     if isinstance(cfg, Config) and cfg.excluded_files:
@@ -71,6 +76,15 @@ def build_loader(
                 stacklevel=2,
             )
         dataset = kept
+    from autotune.loaders.presets import get_preset
+
+    preset = get_preset(pipeline)
+    per_shard = len(dataset) // num_shards
+    if preset.train and per_shard < loader_cfg.batch_size:  # the last partial batch is dropped: not one batch an epoch
+        raise UserError(
+            f"batch size {loader_cfg.batch_size} is larger than the {per_shard} images of this shard ({len(dataset)} in {path}, "
+            f"{num_shards} shard(s)), so an epoch would hold no batch; use more images, or re-tune on this dataset (autotune run --dataset {path})"
+        )
     return build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
 
 
