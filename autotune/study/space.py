@@ -163,6 +163,39 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
     return v
 
 
+#: the values each parameter may take: (the kind, the least, the most); checked when the space is read, so that a
+#: bad value is an error that names the file, not a failure at the trial that draws it
+_BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
+    "batch_size": ("int", 1, None),
+    "num_workers": ("int", 0, 1024),
+    "prefetch_factor": ("int", 1, 64),
+    "num_threads": ("int", 1, 1024),
+    "prefetch_queue_depth": ("int", 1, 64),
+    "hw_decoder_load": ("number", 0.0, 1.0),
+    "pin_memory": ("bool", None, None),
+    "persistent_workers": ("bool", None, None),
+    "dali_device": ("device", None, None),
+}
+
+
+def _check_values(name: str, values: tuple[Any, ...], err) -> None:  # noqa: ANN001 - parse_space's err
+    kind, lo, hi = _BOUNDS.get(name, ("any", None, None))
+    for v in values:
+        if kind == "bool":
+            ok = isinstance(v, bool)
+            rule = "true or false"
+        elif kind == "device":
+            ok, rule = v in ("cpu", "gpu"), "cpu or gpu"
+        elif kind in ("int", "number"):
+            ok = isinstance(v, (int, float) if kind == "number" else int) and not isinstance(v, bool)
+            ok = ok and (lo is None or v >= lo) and (hi is None or v <= hi)
+            rule = ("an integer" if kind == "int" else "a number") + (f" from {lo:g}" if lo is not None else "") + (f" to {hi:g}" if hi is not None else "")
+        else:
+            continue
+        if not ok:
+            raise err(f"params.{name}", f"must be {rule}, but holds {v!r}")
+
+
 def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> SearchSpace:
     """Validate a space mapping; errors name the file, the field and the rule."""
     def err(field: str, rule: str) -> SpaceError:
@@ -218,6 +251,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 raise err(f"{field}.when.{k}", f"must name an earlier parameter ({', '.join(seen) or 'none yet'}) or one of {', '.join(CONTEXT_KEYS)}")
             if isinstance(cond, dict) and (len(cond) != 1 or next(iter(cond)) not in _OPS):
                 raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
+        _check_values(name, kw["choices"] if kind == "choices" else (kw["low"], kw["high"]), err)
         params.append(Param(name, kind, when=tuple(when.items()), **kw))
         seen.append(name)
     space = SearchSpace(str(data.get("name") or Path(source).stem), tuple(params), source)

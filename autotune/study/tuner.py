@@ -402,7 +402,13 @@ class Tuner:
         if trial.user_attrs.get("outside_space"):
             params = trial.user_attrs["loader_params"]
         else:
-            params = self.space.suggest(trial, self.context)  # enqueued values are taken as they are
+            try:
+                params = self.space.suggest(trial, self.context)  # enqueued values are taken as they are
+            except ValueError as e:
+                if "dynamic value space" not in str(e):
+                    raise
+                raise UserError(f"the choices of space {self.space.name!r} changed since study {self.study.study_name!r} began, which Optuna cannot "
+                                "continue; run without --resume under another --study-name, or restore the space's choices") from None
             params = trial.user_attrs.get("loader_params", params)
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
