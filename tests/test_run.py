@@ -265,3 +265,16 @@ def test_a_reports_dir_that_cannot_be_a_folder_is_one_line_before_any_study(tiny
     err = capsys.readouterr().err
     assert rc == 2 and "--reports-dir 'afile'" in err and "Not a directory" in err and len(err.strip().splitlines()) == 1
     assert not Path("autotune.db").exists() or not optuna.get_all_study_summaries("sqlite:///autotune.db")
+
+
+def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_dataset, workdir, capsys):
+    space = Path("my.yaml")
+    space.write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0, 1]}\n")
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "my.yaml", "--study-name", "s", "--no-baselines", "--confirm-top", "0", *FAST]
+    assert main([*args, "--n-trials", "1"]) == 0
+    space.write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0, 2]}\n")
+    capsys.readouterr()
+    assert main([*args, "--n-trials", "1", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "changed since study 's' began" in err and len(err.strip().splitlines()) == 1, err
+    assert [t.state for t in _trials("sqlite:///autotune.db")][0] == optuna.trial.TrialState.COMPLETE  # the first trial is kept
