@@ -230,3 +230,19 @@ def test_build_loader_takes_a_yaml_path_and_refuses_an_epoch_without_a_batch(tin
         autotune.build_loader(tiny_dataset, cfg, shard_id=0, num_shards=12)
     with pytest.raises(UserError, match="cfg must be a Config"):
         autotune.build_loader(tiny_dataset, {"backend": "torch"})
+
+
+@pytest.mark.parametrize("kind", ["fifo", "deep", "bigint"])
+def test_hostile_yaml_is_a_one_line_config_error(tmp_path, kind):
+    import os
+
+    from autotune.errors import ConfigError
+
+    path = tmp_path / f"{kind}.yaml"
+    if kind == "fifo":
+        os.mkfifo(path)  # reading it would block for ever
+    else:
+        path.write_text("[" * 100_000 if kind == "deep" else "a: " + "9" * 5001)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(path) in str(e.value) and "\n" not in str(e.value)

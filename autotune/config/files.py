@@ -106,6 +106,10 @@ def _plain_load(text: str) -> Any:
         loader.dispose()
 
 
+#: the largest YAML read: a config or a space is a few KiB; a search space with long lists stays far below this
+MAX_YAML_BYTES = 4 * 2**20
+
+
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     """Safe-load a YAML file without aliases, or raise a one-line error."""
     p = Path(path)
@@ -113,8 +117,14 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         raise ConfigError(f"{what} {str(p)!r} does not exist; check the path")
     if p.is_dir():
         raise ConfigError(f"{what} {str(p)!r} is a folder; pass a YAML file")
+    if not p.is_file():  # a pipe would block the read for ever, a device would never end
+        raise ConfigError(f"{what} {str(p)!r} is not a regular file (a pipe, a device or a socket); pass a YAML file")
+    if p.stat().st_size > MAX_YAML_BYTES:
+        raise ConfigError(f"{what} {str(p)!r} is {p.stat().st_size:,} bytes, far more than any autotune file; pass the right YAML file")
     try:
         return _plain_load(p.read_text(encoding="utf-8"))
+    except (RecursionError, ValueError) as e:  # nesting thousands deep; an integer of thousands of digits
+        raise ConfigError(f"{what} {str(p)!r} cannot be read as an autotune file ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}); pass an autotune YAML") from None
     except _AliasFound as e:
         raise ConfigError(f"{what} {str(p)!r} uses a YAML alias (*{e.anchor}) at line {e.line}; autotune files hold no aliases: write the value out") from None
     except yaml.YAMLError as e:
