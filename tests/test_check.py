@@ -145,3 +145,10 @@ def test_if_stale_tunes_on_a_mismatch(workdir, tiny_dataset, monkeypatch):
     with pytest.raises(Stop):
         tune.tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True, space="cpu", batch_size=4))
     assert called
+
+
+def test_a_created_stamp_that_is_no_date_is_stale_under_max_age(tmp_path, capsys):
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(), created="yesterday")
+    assert main(["check", f]) == 0  # no age limit asked: nothing to judge
+    assert main(["check", f, "--max-age", "30"]) == 1
+    assert "created: 'yesterday'" in capsys.readouterr().out

@@ -246,3 +246,24 @@ def test_hostile_yaml_is_a_one_line_config_error(tmp_path, kind):
     with pytest.raises(ConfigError) as e:
         load_config(path)
     assert str(path) in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("field, value, rule", [
+    ("result.samples_per_s", float("nan"), "a number"),
+    ("dataset.samples", "many", "a whole number"),
+    ("device", "tpu", "cpu, cuda or cuda:N"),
+])
+def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, rule):
+    import yaml as _yaml
+
+    from autotune.errors import ConfigError
+
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), device="cpu",
+                 dataset={"path": "/x", "samples": 24}, result={"samples_per_s": 100.0})
+    data = cfg.to_dict()
+    section, _, key = field.rpartition(".")
+    (data[section] if section else data)[key] = value
+    path = tmp_path / "a.yaml"
+    path.write_text(_yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=rule):
+        load_config(path)

@@ -19,7 +19,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import logging
+import math
 import os
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +49,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _require(ok: bool, name: str, kind: str, value: Any) -> None:
@@ -65,6 +67,8 @@ RESULT_NUMBERS = (
 def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
     path = dataset.get("path")
     _require(path is None or isinstance(path, str), "dataset.path", "a folder name", path)
+    samples = dataset.get("samples")
+    _require(samples is None or (_is_int(samples) and samples >= 0), "dataset.samples", "a whole number of images", samples)
     for k in RESULT_NUMBERS:
         v = result.get(k)
         _require(v is None or _is_number(v), f"result.{k}", "a number", v)
@@ -382,6 +386,9 @@ class Config:
             raise ConfigError(f"{where}{e}; re-create the file with 'autotune run'") from None
         if "created" in kw:
             kw["created"] = str(kw["created"])
+        device = kw.get("device")
+        if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device)):
+            raise ConfigError(f"{where}device must be cpu, cuda or cuda:N, but got {device!r}; re-create the file with 'autotune run'")
         return cls(loader=loader, path=path, **kw)
 
 

@@ -64,7 +64,9 @@ def assess(
             diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
     if max_age_days is not None:
         age = age_days(cfg)
-        if age is not None and age > max_age_days:
+        if age is None:  # no date to count from: it cannot be shown to be young enough
+            diffs.append(Difference("created", cfg.created, f"not a date, so not within the {max_age_days:g}-day limit", True))
+        elif age > max_age_days:
             diffs.append(Difference("age_days", round(age, 1), f"over the {max_age_days:g}-day limit", True))
     return diffs
 
