@@ -297,6 +297,12 @@ def test_training_that_ends_before_any_candidate_finished_says_nothing_was_writt
     assert len(said) == 1 and "autotune.yaml" in said[0] and not Path("autotune.yaml").exists()
 
 
+def test_a_config_path_that_cannot_be_written_is_an_error_before_training(tiny_dataset, space):
+    Path("afile").write_text("")
+    with pytest.raises(autotune.UserError, match=r"config 'afile/x.yaml' is under .*afile.*, which is a file.*config=None"):
+        make(tiny_dataset, space, config="afile/x.yaml", candidates=CANDIDATES[:1])
+
+
 def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
     names = []
     for _ in range(2):

@@ -126,6 +126,12 @@ class AutoLoader:
             return
         self.settled = None
         self._active = None
+        if self.config_path is not None and self.comm.leader:  # found now, not after minutes of exploring
+            from autotune.config.files import write_problem
+
+            problem = write_problem(self.config_path)
+            if problem is not None:
+                raise UserError(f"config {self.config_path!r} {problem} (or config=None to write nothing)")
 
         def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
             self.source = start_source(self.comm, self.rules, s, candidates=candidates, storage=storage, study_name=study_name)
