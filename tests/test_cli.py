@@ -82,8 +82,13 @@ def test_report_command_writes_the_folder(workdir, capsys):
     (["run", "--demo", "--reserve-gpu-mem", "nan"], "must be a finite number >= 0"),
     (["run", "--demo", "--seed", "-1"], "between 0 and 2**32 - 1"),
     (["check", "autotune.yaml", "--max-age", "nan"], "must be a finite number"),
+    (["synth", "sy", "--min-side", "100000"], "must be from 8 to 8192"),
+    (["synth", "sy", "--quality", "0"], "must be from 1 to 100"),
+    (["synth", "sy", "--min-side", "400", "--max-side", "100"], "swap them"),
+    (["synth", "afile/sy"], "cannot create 'afile/sy'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(workdir, capsys, argv, message):
+    Path("afile").write_text("")
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1

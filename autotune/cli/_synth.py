@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 NAME = "synth"
 HELP = "generate a synthetic ImageNet-like dataset of JPEGs"
@@ -13,19 +14,39 @@ EXAMPLES = """examples:
 """
 
 
+def _int_in(low: int, high: int):
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, but got {s!r}") from None
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, but got {v}")
+        return v
+
+    return parse
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="folder to write class sub-folders into (existing files are kept)")
-    p.add_argument("--images", type=int, default=2000, help="number of images (default: %(default)s)")
-    p.add_argument("--classes", type=int, default=10, help="number of class folders (default: %(default)s)")
-    p.add_argument("--min-side", type=int, default=300, help="smallest image side in px (default: %(default)s)")
-    p.add_argument("--max-side", type=int, default=500, help="largest image side in px (default: %(default)s)")
-    p.add_argument("--quality", type=int, default=90, help="JPEG quality (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--images", type=_int_in(1, 10_000_000), default=2000, help="number of images (default: %(default)s)")
+    p.add_argument("--classes", type=_int_in(1, 100_000), default=10, help="number of class folders (default: %(default)s)")
+    p.add_argument("--min-side", type=_int_in(8, 8192), default=300, help="smallest image side in px, 8 to 8192 (default: %(default)s)")
+    p.add_argument("--max-side", type=_int_in(8, 8192), default=500, help="largest image side in px, 8 to 8192 (default: %(default)s)")
+    p.add_argument("--quality", type=_int_in(1, 100), default=90, help="JPEG quality, 1 to 100 (default: %(default)s)")
+    p.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0)
 
 
 def run(args: argparse.Namespace) -> int:
     from autotune.dataset.synth import synthesize
+    from autotune.errors import UserError
 
+    if args.min_side > args.max_side:
+        raise UserError(f"--min-side {args.min_side} is larger than --max-side {args.max_side}; swap them")
+    try:
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
     root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
     print(f"wrote {args.images} images in {args.classes} classes under {root}", file=sys.stderr)
     return 0

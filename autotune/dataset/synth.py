@@ -117,8 +117,15 @@ def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path
     marker = root / DEMO_COMPLETE
     if not marker.exists():
         logger.info("generating the demo dataset (%d JPEGs) in %s", images, root)
-        synthesize(root, images=images, classes=classes)
-        marker.write_text("ok\n")
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            synthesize(root, images=images, classes=classes)
+            marker.write_text("ok\n")
+        except OSError as e:
+            from autotune.errors import UserError
+
+            raise UserError(f"cannot write the demo dataset in {str(root)!r} ({e.strerror or e}); set XDG_CACHE_HOME to a folder you can write, "
+                            "or pass --dataset DIR") from None
     return root
 
 
