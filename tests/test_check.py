@@ -84,7 +84,8 @@ def test_check_compares_the_dataset(tiny_dataset, tmp_path, capsys):
     shutil.copytree(tiny_dataset, copy)
     next(p for p in copy.rglob("*.jpg")).unlink()
     assert main(["check", f, "--dataset", str(copy)]) == 1
-    assert "dataset.samples: 24 -> 23" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "dataset.samples: 24 -> 23" in out and f"autotune run --dataset {copy} --warm-start" in out  # the folder given
     g = _write(tmp_path / "b.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset) | {"path": str(copy)})
     assert main(["check", g]) == 1  # the recorded folder changed
     assert main(["check", g, "--no-dataset"]) == 0
