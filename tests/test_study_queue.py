@@ -144,6 +144,8 @@ def test_the_final_error_names_the_dominant_cause():
     assert "truncated.jpg" not in memory and "remove" not in memory
     bad = no_completion_message(_failed_study([("bad-data", "/d/cat/truncated.jpg")] * 3 + [("oom-host", None)]))
     assert "truncated.jpg" in bad and "remove it" in bad
+    two = no_completion_message(_failed_study([("bad-data", "/d/cat/truncated.jpg"), ("bad-data", "/d/dog/corrupt.jpg")]))
+    assert "2 files cannot be decoded" in two and "truncated.jpg" in two and "corrupt.jpg" in two
     slow = no_completion_message(_failed_study([("timeout", None)] * 2 + [("crash", None)]))
     assert "--trial-timeout" in slow
     shm = no_completion_message(_failed_study([("shm", None)] * 3))

@@ -162,8 +162,13 @@ def no_completion_message(study: optuna.Study) -> str:
         flag = "--shm-budget" if shm * 2 > n else ("--gpu-budget" if gpu * 2 > n else "--host-budget / --gpu-budget")
         return head + f"{n} of {total} went over the memory budget: raise {flag}, or tune a space with smaller batch sizes and fewer workers"
     if cause == "bad-data":
-        bad = next((t.user_attrs["bad_file"] for t in trials if t.user_attrs.get("bad_file")), None)
-        return head + (f"{printable(bad)} cannot be decoded: remove it from the dataset" if bad else "images that cannot be decoded: remove them from the dataset")
+        bad = list(dict.fromkeys(t.user_attrs["bad_file"] for t in trials if t.user_attrs.get("bad_file")))
+        if not bad:
+            return head + "images that cannot be decoded: remove them from the dataset"
+        if len(bad) == 1:
+            return head + f"{printable(bad[0])} cannot be decoded: remove it from the dataset"
+        shown = ", ".join(printable(b) for b in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        return head + f"{len(bad)} files cannot be decoded ({shown}): remove them from the dataset, then run again (autotune doctor --dataset DIR finds the rest)"
     if cause == "timeout":
         return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
