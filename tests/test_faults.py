@@ -173,6 +173,9 @@ def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset
         tuner._enqueue({**SMALL, "num_workers": 2}, "test")
     tuner.optimize()
     assert _outcomes(tuner)[2] == "complete", _outcomes(tuner)
+    from autotune.config import fingerprint
+
+    tuner.study.set_user_attr("hardware", fingerprint.collect())  # as `autotune run` records it
     save_config(config_from_study(tuner.study, tuner.storage_url), workdir / "autotune.yaml")
     cfg = load_config(workdir / "autotune.yaml")
     assert sorted(cfg.dataset["excluded"]) == sorted(["class_0000/corrupt.jpg", f"{truncated.parent.name}/truncated.jpg"])
