@@ -50,8 +50,11 @@ def _default_device(fp: dict[str, Any]) -> str:
     return "cuda" if fp.get("gpus") else "cpu"
 
 
-def _study_key(fp: dict[str, Any], dataset_sig: str, pipeline: str, space: str, ranks: int, model: str | None) -> str:
-    return fingerprint.key(fp, f"{dataset_sig}|{pipeline}|{space}|{ranks}|{model or ''}")
+def _study_key(fp: dict[str, Any], dataset_sig: str, pipeline: str, space: str, ranks: int, model: str | None, device: str = "cpu") -> str:
+    """What makes two studies comparable: the machine, the data, the pipeline, the space, the ranks, the model, the
+    kind of device (a study measured on the CPU says nothing of GPU delivery on the same machine)."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    return fingerprint.key(fp, f"{dataset_sig}|{pipeline}|{space}|{ranks}|{model or ''}" + ("|cuda" if kind == "cuda" else ""))
 
 
 def _find_studies(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
@@ -208,7 +211,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         space = space.fix("batch_size", args.batch_size)
     space = _fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(args.pipeline).train)
     sig = dataset.signature()
-    key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None))
+    key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None), device)
 
     if args.reuse:
         from autotune.study.fleet import reuse
@@ -333,13 +336,13 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     try:
         with deferred_signals():  # a Ctrl-C or SIGTERM now comes after the file is whole
             save_config(cfg, out_path)
-            mark_written(tuner.study, cfg)
     except OSError as e:  # a full disk, or a folder that changed since the check at the start
         tuner.study.set_user_attr(UNWRITTEN, True)
         raise UserError(
             f"cannot write {str(out_path)!r} ({e.strerror or e}); the study {study_name} is kept: "
             "fix that, then run the same command with --resume to write the config without tuning again"
         ) from None
+    mark_written(tuner.study, cfg)  # after the file, outside its error handling: a storage error here is not the YAML's
     if tuner.study.user_attrs.get(UNWRITTEN):
         tuner.study.set_user_attr(UNWRITTEN, False)
     summary.update({"config_path": str(out_path), "loader": cfg.loader.to_dict(), "result": cfg.result, "study_section": cfg.study})

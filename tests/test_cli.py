@@ -124,5 +124,9 @@ def test_a_reader_that_goes_away_is_no_traceback(monkeypatch, capsys):
 
     monkeypatch.setattr(studies, "run", write_to_a_closed_pipe)
     monkeypatch.setattr("os.dup2", lambda *a: None)  # keep pytest's stdout
+    monkeypatch.setattr("autotune.cli._stdout_gone", lambda: True)
     assert main(["studies"]) == 141
     assert capsys.readouterr().err == ""
+    monkeypatch.setattr("autotune.cli._stdout_gone", lambda: False)  # another pipe broke: an error, said in one line
+    assert main(["studies"]) == 1
+    assert "a pipe broke" in capsys.readouterr().err

@@ -250,6 +250,7 @@ def test_hostile_yaml_is_a_one_line_config_error(tmp_path, kind):
 
 @pytest.mark.parametrize("field, value, rule", [
     ("result.samples_per_s", float("nan"), "a number"),
+    ("result.samples_per_s", 10**400, "a number"),  # an int no float can hold
     ("dataset.samples", "many", "a whole number"),
     ("device", "tpu", "cpu, cuda or cuda:N"),
 ])

@@ -281,12 +281,15 @@ def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, wor
     if where == "creating the trial":
         calls = []
 
-        def before_trial(study, trial):
+        real_before = type(tuner.study.sampler).before_trial
+
+        def before_trial(sampler, study, trial):
             calls.append(trial.number)
             if len(calls) == 2:
                 raise KeyboardInterrupt  # the trial exists in the storage, the objective has not started
+            real_before(sampler, study, trial)
 
-        monkeypatch.setattr(tuner.study.sampler, "before_trial", before_trial)
+        monkeypatch.setattr(type(tuner.study.sampler), "before_trial", before_trial)
     else:
         real_tell = _optimize._tell_with_warning
 

@@ -30,7 +30,7 @@ def test_shipped_spaces_load(name):
         ({"params": {"batch_size": {"choices": [8], "int": [1, 2]}}}, "params.batch_size", "exactly one"),
         ({"params": {"batch_size": {"choices": ["8"]}}}, "params.batch_size", "an integer from 1, but holds '8'"),
         ({"params": {"batch_size": {"choices": [0]}}}, "params.batch_size", "an integer from 1, but holds 0"),
-        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [-3, -1]}}}, "params.num_workers", "from 0 to 1024, but holds -3"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [-3, -1]}}}, "params.num_workers", "from 0 to 16384, but holds -3"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"choices": [100000]}}}, "params.num_workers", "but holds 100000"),
         ({"params": {"batch_size": {"choices": [8]}, "prefetch_factor": {"choices": [0]}}}, "params.prefetch_factor", "from 1"),
         ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [2, 5]}}}, "params.hw_decoder_load", "a number from 0 to 1"),

@@ -126,10 +126,11 @@ class AutoLoader:
             return
         self.settled = None
         self._active = None
-        if self.config_path is not None and self.comm.leader:  # found now, not after minutes of exploring
+        if self.config_path is not None:  # found now, not after minutes of exploring; every rank raises it
             from autotune.config.files import write_problem
 
-            problem = write_problem(self.config_path)
+            path = self.config_path
+            problem = agreed(self.comm, lambda: write_problem(path))
             if problem is not None:
                 raise UserError(f"config {self.config_path!r} {problem} (or config=None to write nothing)")
 
@@ -233,10 +234,9 @@ class AutoLoader:
                         self._check(plan, epoch_end=act.tally.measured >= plan.expected_batches(b))
                 elif self.exploring and act.tally.check_due(self.rules):
                     self._check(plan)
-                if short or self.exploring:
-                    act = self._active
-                    assert act is not None
-                    b = LoaderConfig.from_params(act.params).batch_size
+                act = self._active  # a check may have switched or settled: the batch size is the new loader's
+                assert act is not None
+                b = LoaderConfig.from_params(act.params).batch_size
                 if plan.done(b):
                     break
                 images, positions, wait = self._fetch(plan)
@@ -308,8 +308,9 @@ class AutoLoader:
         if self.comm.world == 1:
             self._check(plan)
             return
+        batch = LoaderConfig.from_params(act.params).batch_size  # every rank keeps it: the plan's steps stay the same on all
         fallback = self.explorer.best.params if self.explorer and self.explorer.best else None
-        act.params = dict(fallback or {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size})
+        act.params = {**(fallback or SAFE), "batch_size": batch}
         act.fallback = True
 
     def _close_loader(self, act: _Active) -> None:

@@ -156,7 +156,10 @@ class CandidateSource:
         cfg = config_from_study(self.study, self.storage_url)
         if path is not None:
             save_config(cfg, path)
-            mark_written(self.study, cfg)
+            try:
+                mark_written(self.study, cfg)
+            except Exception as e:  # noqa: BLE001 - the file is written; the study's note of it is a nicety
+                logger.debug("could not note the YAML's stamp in the study: %s", e)
             logger.info("wrote %s (study %s in %s)", path, self.study.study_name, mask_url(self.storage_url))
         return cfg
 

@@ -77,7 +77,10 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         return e.exit_code
-    except BrokenPipeError:  # `autotune studies --json | head`: the reader has gone, as it may
+    except BrokenPipeError as e:  # `autotune studies --json | head`: the reader has gone, as it may
+        if not _stdout_gone():  # another pipe broke (a trial process's): that is an error, and says so
+            print(f"autotune: error: a pipe broke ({e}); run with --verbose for details", file=sys.stderr)
+            return 1
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
@@ -90,6 +93,22 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         return code
     finally:
         restore_logging()
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll reports an error on its write end)."""
+    import select
+    import stat
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return False
+        p = select.poll()
+        p.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def entry() -> None:

@@ -35,10 +35,9 @@ logger = logging.getLogger(__name__)
 MATTERS = ("gpu", "gpus", "gpu_mib", "driver_major", "cuda", "cpus", "python", "torch", "torchvision", "dali", "dali_flavour")
 #: recorded for the record only
 INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
-#: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
 #: keys every config's hardware section has: one without any of them describes no machine
 RECORDED = ("cpus", "python", "torch")
-
+#: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
 DATASET_MATTERS = ("samples", "mean_bytes", "signature")
 
 

@@ -49,12 +49,15 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) < 2**1023  # an int too large for a float is no figure
 
 
 def _require(ok: bool, name: str, kind: str, value: Any) -> None:
     if not ok:
-        raise ConfigError(f"{name} must be {kind}, but got {value!r}")
+        shown = repr(value)
+        raise ConfigError(f"{name} must be {kind}, but got {shown if len(shown) <= 60 else shown[:40] + f'... ({len(shown)} characters)'}")
 
 
 #: ``result`` keys that hold a number (or null); ``spread``, ``scores`` and ``per_rank_samples_per_s`` hold lists of numbers.

@@ -66,7 +66,7 @@ def _remeasure_plan(r: dict[str, Any]) -> str:
     """What the budget left for re-measurement (what was done is in the re-measurement section)."""
     top, repeats = int(r.get("top") or 0), int(r.get("repeats") or 0)
     if repeats <= 0 or top < 2:
-        return ", no room left to re-measure"
+        return ", no re-measurement planned"
     return f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
 
 

@@ -175,13 +175,15 @@ class TimeBudget:
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
 
-        from autotune.study.evidence import measured_complete
+        from autotune.study.evidence import CONTENDER_FLOOR, measured_complete
 
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
-            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=len(measured_complete(study))):
+            done = [t.value for t in measured_complete(study) if t.value is not None]
+            contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
+            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=contenders):
                 self.stopped_sampling_at = trial.number
                 study.stop()
 

@@ -167,9 +167,9 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
 #: bad value is an error that names the file, not a failure at the trial that draws it
 _BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
     "batch_size": ("int", 1, None),
-    "num_workers": ("int", 0, 1024),
+    "num_workers": ("int", 0, 16384),
     "prefetch_factor": ("int", 1, 64),
-    "num_threads": ("int", 1, 1024),
+    "num_threads": ("int", 1, 16384),
     "prefetch_queue_depth": ("int", 1, 64),
     "hw_decoder_load": ("number", 0.0, 1.0),
     "pin_memory": ("bool", None, None),

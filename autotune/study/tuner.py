@@ -278,6 +278,8 @@ class Tuner:
             pruner=make_pruner(settings.pruner),
             load_if_exists=resume,
         )
+        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._stamp_owner_first()
         if not exists:
             for k, v in (attrs or {}).items():
                 self.study.set_user_attr(k, v)
@@ -291,6 +293,17 @@ class Tuner:
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
         self._zygote: Zygote | bool | None = zygote
+
+    def _stamp_owner_first(self) -> None:
+        """Record the trial's owner as soon as Optuna has made the trial (its sampler's ``before_trial``), so that
+        a trial left RUNNING by a stop is told from another node's in a shared storage (see _fail_own_running)."""
+        sampler, storage, owner = self.study.sampler, self.study._storage, self._owner
+
+        def before_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+            storage.set_trial_user_attr(trial._trial_id, "owner", owner)
+            type(sampler).before_trial(sampler, study, trial)
+
+        sampler.before_trial = before_trial  # type: ignore[method-assign]
 
     def _check_resumable(self, attrs: dict[str, Any]) -> None:
         """--resume continues a study only with what it measured: the same dataset, space, device and pipeline.
@@ -306,9 +319,15 @@ class Tuner:
                 raise UserError(f"--resume: study {name!r} was tuned on {was.get('path')} ({was.get('samples')} images), not on {now['path']} "
                                 f"({now['samples']} images); pass that --dataset, or another --study-name to tune this one")
             logger.warning("the files under %s changed since study %s measured them (%s images then, %s now): resuming on them", now["path"], name, was.get("samples"), now["samples"])
-        for key, flag in (("space", "--space"), ("device", "--device"), ("pipeline", "--pipeline")):
-            if a.get(key) is not None and attrs.get(key) is not None and a[key] != attrs[key]:
-                raise UserError(f"--resume: study {name!r} was tuned with {flag} {a[key]}, not {attrs[key]}; pass {flag} {a[key]}, or another --study-name")
+            self.study.set_user_attr("dataset", now)  # the YAML describes the files the trials from now on measure
+        kind = {"cuda": "cuda"}
+        for key, flag in (("space", "--space"), ("device", "--device"), ("pipeline", "--pipeline"), ("ranks", "--gpus"), ("model", "--model")):
+            old, new = a.get(key), attrs.get(key)
+            if key == "device" and isinstance(old, str) and isinstance(new, str):
+                old, new = kind.get(old.split(":")[0], old), kind.get(new.split(":")[0], new)  # cuda and cuda:0 are one kind
+            if key == "model" and "space" in a and old != new or key != "model" and old is not None and new is not None and old != new:
+                raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
+                                f"resume with the same, or tune under another --study-name")
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
@@ -390,8 +409,8 @@ class Tuner:
         logger.info("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:
-        # first, so that --resume can tell this trial was left by a killed run, wherever the kill lands
-        trial.set_user_attr("owner", f"{socket.gethostname()}:{os.getpid()}")
+        # stamped already when the trial was made (_stamp_owner_first); again here for a sampler set after that
+        trial.set_user_attr("owner", self._owner)
         try:
             return self._objective(trial)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM anywhere in the trial, the sampler's work too
@@ -407,8 +426,9 @@ class Tuner:
             except ValueError as e:
                 if "dynamic value space" not in str(e):
                     raise
-                raise UserError(f"the choices of space {self.space.name!r} changed since study {self.study.study_name!r} began, which Optuna cannot "
-                                "continue; run without --resume under another --study-name, or restore the space's choices") from None
+                raise UserError(f"a parameter's choices differ from those study {self.study.study_name!r} began with (the space file, --batch-size, "
+                                "--gpus, the cores, or the dataset's size changed), which Optuna cannot continue; resume with the same, "
+                                "or tune under another --study-name") from None
             params = trial.user_attrs.get("loader_params", params)
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
@@ -491,12 +511,11 @@ class Tuner:
 
         Optuna marks the trial failed when the signal lands in the objective, but not when it lands in its own
         code around it (creating the trial, or storing its result), which leaves it RUNNING for ever. Trials that
-        were running before this search began, and those another live process owns, are left alone.
+        were running before this search began, and those another process owns, are left alone.
         """
-        mine = f"{socket.gethostname()}:{os.getpid()}"
         left = []
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t._trial_id in running_before or t.user_attrs.get("owner", mine) != mine:
+            if t._trial_id in running_before or t.user_attrs.get("owner") != self._owner:
                 continue
             self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
             self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
