@@ -288,6 +288,23 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
     assert "whole epochs" in load_config("autotune.yaml").result["score"]
 
 
+def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidates(tiny_dataset, space):
+    """A loop that takes 3 of each epoch's 6 batches never reaches an epoch's end: a candidate is judged once it has
+    run an epoch's worth of batches, so exploration still ends."""
+    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
+    try:
+        for _ in range(10):  # 2 batches an epoch are measured (the one the loop leaves on is not timed): 3 epochs a candidate
+            for step, _batch in enumerate(al):
+                if step == 2:
+                    break
+    finally:
+        al.close()
+    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3 and all(t.user_attrs["measured_batches"] >= 6 for t in done)
+    assert al.history[-1]["action"] == "settle" and al.history[-1]["reason"] != "training ended while exploring"
+
+
 def test_training_that_ends_before_any_candidate_finished_says_nothing_was_written(tiny_dataset, space, caplog):
     rules = Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0)
     with make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules) as al:

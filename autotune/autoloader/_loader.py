@@ -230,8 +230,9 @@ class AutoLoader:
                 short = self.exploring and self._short_epoch(plan, b)
                 if short:
                     self.short_epochs = True
-                    if plan.done(b) and act.tally.measured:  # a whole epoch measured: judged, switched at the boundary
-                        self._check(plan, epoch_end=act.tally.measured >= plan.expected_batches(b))
+                    whole = act.tally.measured >= plan.expected_batches(b)  # an epoch's worth measured, in one or several epochs
+                    if act.tally.measured and (plan.done(b) or whole):  # judged at the epoch's end, or once a loop that
+                        self._check(plan, epoch_end=whole)  # leaves each epoch early has run an epoch's worth of batches
                 elif self.exploring and act.tally.check_due(self.rules):
                     self._check(plan)
                 act = self._active  # a check may have switched or settled: the batch size is the new loader's
