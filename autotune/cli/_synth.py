@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from autotune.cli._types import int_in
+
 NAME = "synth"
 HELP = "generate a synthetic ImageNet-like dataset of JPEGs"
 EXAMPLES = """examples:
@@ -14,27 +16,14 @@ EXAMPLES = """examples:
 """
 
 
-def _int_in(low: int, high: int):
-    def parse(s: str) -> int:
-        try:
-            v = int(s)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, but got {s!r}") from None
-        if not low <= v <= high:
-            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, but got {v}")
-        return v
-
-    return parse
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", metavar="DIR", help="folder to write class sub-folders into (existing files are kept)")
-    p.add_argument("--images", type=_int_in(1, 10_000_000), default=2000, help="number of images (default: %(default)s)")
-    p.add_argument("--classes", type=_int_in(1, 100_000), default=10, help="number of class folders (default: %(default)s)")
-    p.add_argument("--min-side", type=_int_in(8, 8192), default=300, help="smallest image side in px, 8 to 8192 (default: %(default)s)")
-    p.add_argument("--max-side", type=_int_in(8, 8192), default=500, help="largest image side in px, 8 to 8192 (default: %(default)s)")
-    p.add_argument("--quality", type=_int_in(1, 100), default=90, help="JPEG quality, 1 to 100 (default: %(default)s)")
-    p.add_argument("--seed", type=_int_in(0, 2**32 - 1), default=0)
+    p.add_argument("--images", type=int_in(1, 10_000_000), default=2000, help="number of images (default: %(default)s)")
+    p.add_argument("--classes", type=int_in(1, 100_000), default=10, help="number of class folders (default: %(default)s)")
+    p.add_argument("--min-side", type=int_in(8, 8192), default=300, help="smallest image side in px, 8 to 8192 (default: %(default)s)")
+    p.add_argument("--max-side", type=int_in(8, 8192), default=500, help="largest image side in px, 8 to 8192 (default: %(default)s)")
+    p.add_argument("--quality", type=int_in(1, 100), default=90, help="JPEG quality, 1 to 100 (default: %(default)s)")
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+
+
+def _parse(s: str, cast: Callable[[str], float], what: str) -> float:
+    try:
+        return cast(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, but got {s!r}") from None
 
 
 def positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, but got {s!r}") from None
+    v = int(_parse(s, int, "a positive integer"))
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, but got {v}")
     return v
 
 
 def positive_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, but got {s!r}") from None
+    v = _parse(s, float, "a number")
     if not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"must be a finite number, but got {s!r}")
     if v <= 0:
@@ -29,30 +31,33 @@ def positive_float(s: str) -> float:
 
 
 def nonneg_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, but got {s!r}") from None
+    v = _parse(s, float, "a number")
     if not math.isfinite(v) or v < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, but got {s!r}")
     return v
 
 
 def seed_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, but got {s!r}") from None
+    v = int(_parse(s, int, "an integer"))
     if not 0 <= v < 2**32:
         raise argparse.ArgumentTypeError(f"must be between 0 and 2**32 - 1, but got {v}")
     return v
 
 
+def int_in(low: int, high: int) -> Callable[[str], int]:
+    """An integer from ``low`` to ``high``, both included."""
+
+    def parse(s: str) -> int:
+        v = int(_parse(s, int, "an integer"))
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, but got {v}")
+        return v
+
+    return parse
+
+
 def nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, but got {s!r}") from None
+    v = int(_parse(s, int, "an integer >= 0"))
     if v < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, but got {v}")
     return v

@@ -306,7 +306,8 @@ class Tuner:
         sampler.before_trial = before_trial  # type: ignore[method-assign]
 
     def _check_resumable(self, attrs: dict[str, Any]) -> None:
-        """--resume continues a study only with what it measured: the same dataset, space, device and pipeline.
+        """--resume continues a study only with what it measured: the same dataset, space, device, pipeline, ranks
+        and model.
 
         The dataset may sit at another path (another node of a fleet) when its files are the same; the same path
         with changed files is measured on, with a warning.
@@ -320,12 +321,13 @@ class Tuner:
                                 f"({now['samples']} images); pass that --dataset, or another --study-name to tune this one")
             logger.warning("the files under %s changed since study %s measured them (%s images then, %s now): resuming on them", now["path"], name, was.get("samples"), now["samples"])
             self.study.set_user_attr("dataset", now)  # the YAML describes the files the trials from now on measure
-        kind = {"cuda": "cuda"}
         for key, flag in (("space", "--space"), ("device", "--device"), ("pipeline", "--pipeline"), ("ranks", "--gpus"), ("model", "--model")):
             old, new = a.get(key), attrs.get(key)
             if key == "device" and isinstance(old, str) and isinstance(new, str):
-                old, new = kind.get(old.split(":")[0], old), kind.get(new.split(":")[0], new)  # cuda and cuda:0 are one kind
-            if key == "model" and "space" in a and old != new or key != "model" and old is not None and new is not None and old != new:
+                old, new = old.split(":")[0], new.split(":")[0]  # cuda and cuda:0 are one kind
+            # no model is a setting too (in a study a run made: it has a space); other keys an old study may lack
+            compared = (key == "model" and "space" in a) or (old is not None and new is not None)
+            if compared and old != new:
                 raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
                                 f"resume with the same, or tune under another --study-name")
 
