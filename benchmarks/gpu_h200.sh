@@ -8,9 +8,10 @@
 #     scenario 1xH200-3GiB (the model takes all but about 3 GiB of the GPU); scenario 1xH200-eval (EVAL=1: the eval
 #     pipeline; it does not fit in one call with the rest)
 #  c: scenario 1xH200-resnet50 (ResNet-50 bf16 channels_last in the loop, the default budget with a model)
-#  d: AutoLoader (issue: tune while training): the offline study with the model at batch 256, then AutoLoader
-#     from nothing in a ResNet-50 training loop of about five minutes
-#  e: the same loop with the offline YAML, then DALI's usual start and the torch defaults (shorter: settled rate)
+#  d: AutoLoader (tune while training): the offline study with the model at batch 256 (OFFLINE_YAML=path: take that
+#     YAML instead), then AutoLoader from nothing in a ResNet-50 training loop of five minutes (1,375,000 samples)
+#  e: the same loop with the offline YAML, then DALI's usual start and the torch defaults (shorter: settled rate;
+#     SKIP_REST=1 leaves them out)
 #  tests: the CUDA-marked tests
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-h200-out}}; mkdir -p "$out"
@@ -47,16 +48,22 @@ c)
   ;;
 d)
   mkdir -p /tmp/ab
-  python3 -m autotune run --dataset "$data" --model resnet50 --amp --channels-last --batch-size 256 --out /tmp/ab/offline.yaml \
-    --storage sqlite:////tmp/ab/offline.db --no-report --json --quiet > "$out/d-offline.json" 2> "$out/d-offline.log"
+  if [ -n "${OFFLINE_YAML:-}" ]; then  # the offline study's YAML from an earlier call on this kind of machine
+    cp "$OFFLINE_YAML" /tmp/ab/offline.yaml
+  else
+    python3 -m autotune run --dataset "$data" --model resnet50 --amp --channels-last --batch-size 256 --out /tmp/ab/offline.yaml \
+      --storage sqlite:////tmp/ab/offline.db --no-report --json --quiet > "$out/d-offline.json" 2> "$out/d-offline.log"
+  fi
   cp /tmp/ab/offline.yaml "$out/"
   python3 benchmarks/autoloader_gpu.py --data "$data" --yaml /tmp/ab/offline.yaml --work /tmp/ab --variants autoloader \
-    --max-wall-s 330 --json "$out/d-autoloader.json" > "$out/d-autoloader.log" 2>&1
+    --max-wall-s 420 --json "$out/d-autoloader.json" > "$out/d-autoloader.log" 2>&1
+  cp /tmp/ab/autoloader.yaml "$out/" 2>/dev/null
   ;;
 e)
+  [ -f /tmp/ab/offline.yaml ] || { mkdir -p /tmp/ab; cp "${OFFLINE_YAML:?run stage d first, or set OFFLINE_YAML}" /tmp/ab/offline.yaml; }
   python3 benchmarks/autoloader_gpu.py --data "$data" --yaml /tmp/ab/offline.yaml --work /tmp/ab --variants offline-yaml \
-    --max-wall-s 330 --json "$out/e-offline.json" > "$out/e-offline.log" 2>&1
-  python3 benchmarks/autoloader_gpu.py --data "$data" --work /tmp/ab --variants dali-start,torch-defaults --samples 200000 \
+    --max-wall-s 420 --json "$out/e-offline.json" > "$out/e-offline.log" 2>&1
+  [ -n "${SKIP_REST:-}" ] || python3 benchmarks/autoloader_gpu.py --data "$data" --work /tmp/ab --variants dali-start,torch-defaults --samples 200000 \
     --max-wall-s 90 --json "$out/e-rest.json" > "$out/e-rest.log" 2>&1
   ;;
 esac

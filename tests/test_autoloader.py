@@ -124,6 +124,16 @@ def test_rules_settle_when_the_loader_keeps_up_with_the_step():
     assert not ex.settle_now(DONE, 0.20, now=1.0)
 
 
+def test_rules_finish_the_epoch_on_the_current_candidate_when_a_second_start_costs_more():
+    ex = Explorer(Exploration(), started=0.0)
+    ex.record(0, {}, DONE, per_sample=0.010, start_s=2.0)  # the winner: 2 s to build and deliver its first batch
+    assert ex.stay_to_epoch_end(DONE, 0.0102, samples_left=5_000)  # 1 s lost over the epoch's rest < 2 s
+    assert not ex.stay_to_epoch_end(DONE, 0.012, samples_left=5_000)  # 10 s lost > 2 s: switch now
+    assert not ex.stay_to_epoch_end(FAILED, 0.0102, samples_left=5_000)  # a failed loader does not go on
+    assert not ex.stay_to_epoch_end(DONE, math.inf, samples_left=5_000)  # unmeasured
+    assert not Explorer(Exploration(), started=0.0).stay_to_epoch_end(DONE, 0.01, samples_left=10)  # no winner yet
+
+
 def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
     with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
         make(tiny_dataset, space, max_slowdown=0.5)
@@ -370,6 +380,73 @@ def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, s
     slow = by_config["torch b=4 workers=1 prefetch=4"]
     assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
     assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
+
+
+def _recording_builds(monkeypatch, slow_build: dict | None = None, slow_batches: dict | None = None) -> list[tuple[str, int | None]]:
+    """Record (config, positions read or None) of every loader built; optionally slow a config's build or batches."""
+    real = loader_module.build_from_dataset
+    builds: list[tuple[str, int | None]] = []
+
+    def build(ds, loader, **kw):
+        desc = loader.describe()
+        builds.append((desc, None if kw.get("indices") is None else len(kw["indices"])))
+        if slow_build and desc in slow_build:
+            time.sleep(slow_build[desc])
+        inner = real(ds, loader, **kw)
+        return _Slow(inner, slow_batches[desc]) if slow_batches and desc in slow_batches else inner
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", build)
+    return builds
+
+
+def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, space, monkeypatch):
+    """A candidate reads on into the next epoch's order instead of being rebuilt (and warmed up again) there."""
+    builds = _recording_builds(monkeypatch)
+    rules = Exploration(warmup_batches=1, measure_batches=8, check_batches=4, max_candidates=2, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules)  # 9 batches a candidate, 6 an epoch
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(4):
+            assert_exactly_once(dataset, *run_epoch(al))  # each epoch still its own order, every sample once
+    finally:
+        al.close()
+    explored = [b for b in builds if b[1] is not None]
+    assert explored == [("torch b=4 workers=0", 48), ("torch b=4 workers=1 prefetch=2", 36)], builds  # 24 + 24; 12 + 24
+    measured = {t.user_attrs["config"]: t.user_attrs["measured_batches"] for t in al.source.study.trials if "measured_batches" in t.user_attrs}
+    assert measured == {"torch b=4 workers=0": 8, "torch b=4 workers=1 prefetch=2": 8}
+
+
+@pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
+def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dataset, space, monkeypatch):
+    builds = _recording_builds(monkeypatch)
+    dali = {"backend": "dali", "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1}
+    rules = Exploration(warmup_batches=1, measure_batches=8, check_batches=4, max_candidates=1, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=[dali], exploration=rules)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(3):
+            assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+    assert [b for b in builds if b[1] is not None] == [("dali-cpu b=4 threads=1 queue=1", 48)], builds
+
+
+def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is_cheaper(tiny_dataset, space, monkeypatch):
+    """The winner took 1 s to start; the current candidate is 20 ms a batch slower: the epoch's rest costs less."""
+    first, second = "torch b=4 workers=0", "torch b=4 workers=0 pin"
+    builds = _recording_builds(monkeypatch, slow_build={first: 1.0}, slow_batches={second: 0.02})
+    rules = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[2]], exploration=rules)  # 2 batches each
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(2):
+            assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+    settle = al.history[-1]
+    assert settle["action"] == "settle" and settle["config"] == first and settle.get("from_next_epoch"), al.history
+    assert settle["epoch"] == 1 and 0 < settle["batch"] < 6  # decided mid-epoch
+    assert builds == [(first, 24), (second, 16), (first, None)], builds  # no second start of the winner mid-epoch
 
 
 # -- DDP: two gloo processes -------------------------------------------------------------------------------------

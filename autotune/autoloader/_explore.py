@@ -70,6 +70,7 @@ class Tally:
     failed: str | None = None
     warm_checked: bool = False
     checked: int = 0  # `measured` at the last check point
+    start_s: float | None = None  # the last build and its first batch, in seconds: what switching to it costs
 
     def rebuilt(self) -> None:
         self.since_build = 0
@@ -91,6 +92,7 @@ class Best:
     number: int
     params: dict[str, Any]
     per_sample: float
+    start_s: float | None = None  # its build and first batch (seconds), when measured
 
 
 class Explorer:
@@ -122,10 +124,23 @@ class Explorer:
             return BUDGET
         return CONTINUE
 
-    def record(self, number: int, params: dict[str, Any], verdict: str, per_sample: float) -> None:
+    def record(self, number: int, params: dict[str, Any], verdict: str, per_sample: float, start_s: float | None = None) -> None:
         """A candidate ended: it is the best so far when it was measured and is faster."""
         if verdict in (DONE, BUDGET) and math.isfinite(per_sample) and (self.best is None or per_sample < self.best.per_sample):
-            self.best = Best(number, dict(params), per_sample)
+            self.best = Best(number, dict(params), per_sample, start_s)
+
+    def stay_to_epoch_end(self, verdict: str, per_sample: float, samples_left: int) -> bool:
+        """On settling mid-epoch on another candidate: finish the epoch on the current one instead?
+
+        The winner's loader is built once at the next epoch anyway; switching now costs a second build and start of
+        it (``start_s``, measured when it was tried). Staying costs the current candidate's extra time per sample
+        over what is left of the epoch. Stay when that is less, and the current candidate neither failed nor is
+        unmeasured.
+        """
+        best = self.best
+        if verdict == FAILED or best is None or best.start_s is None or not math.isfinite(per_sample) or samples_left <= 0:
+            return False
+        return samples_left * max(0.0, per_sample - best.per_sample) < best.start_s
 
     def settle_now(self, verdict: str, wait_fraction: float, now: float) -> bool:
         """After a candidate ended: stop exploring (budget spent, candidates used up, or the loader keeps up)."""

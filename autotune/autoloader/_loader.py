@@ -29,6 +29,9 @@ logger = logging.getLogger(__name__)
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
 SAFE = {"backend": "torch", "num_workers": 0}
 
+#: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
+_READ_AHEAD_EPOCHS = 4
+
 
 @dataclasses.dataclass
 class _Active:
@@ -40,6 +43,8 @@ class _Active:
     loader: Any = None
     it: Iterator | None = None
     fallback: bool = False  # this rank runs the fallback config until the next check point
+    through: int = 0  # the last epoch whose order the loader reads (it may run on past the current epoch)
+    resume: int | None = None  # the epoch the loader goes on with, without a rebuild (the last one ended in full)
 
 
 class AutoLoader:
@@ -210,12 +215,15 @@ class AutoLoader:
         assert act is not None
         plan = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=self._epoch, rank=self.comm.rank, world=self.comm.world,
                               batch_size=LoaderConfig.from_params(act.params).batch_size, drop_last=self.drop_last)
-        self._close_loader(act)
-        act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
+        if not (self.exploring and act.loader is not None and act.resume == self._epoch):
+            self._close_loader(act)  # a loader that reads on into this epoch goes on: no rebuild, no second warm-up
+            act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
+        act.resume = None
         token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
         clock = time.perf_counter
         t_prev: float | None = None
         last: tuple[int, float] | None = None  # (samples, wait) of the last batch when it is measured
+        ended = False  # the epoch was delivered in full (not left early by the loop)
         try:
             while True:
                 now = clock()
@@ -239,6 +247,7 @@ class AutoLoader:
                 assert act is not None
                 b = LoaderConfig.from_params(act.params).batch_size
                 if plan.done(b):
+                    ended = True
                     break
                 images, positions, wait = self._fetch(plan)
                 act = self._active
@@ -250,8 +259,11 @@ class AutoLoader:
                 yield self._out(images, positions)
         finally:
             if self._epoch_token is token:
-                if self._active is not None:
-                    self._close_loader(self._active)
+                act = self._active
+                if act is not None and ended and self.exploring and act.it is not None and act.through > plan.epoch:
+                    act.resume = plan.epoch + 1  # its loader reads on into the next epoch's order
+                elif act is not None:
+                    self._close_loader(act)
                 if not self.exploring:
                     self._active = None  # the next epoch runs the winner, built once
 
@@ -265,6 +277,30 @@ class AutoLoader:
         """
         return plan.expected_batches(batch_size) - self.rules.warmup_batches < self.rules.check_batches
 
+    def _reads(self, plan: EpochPlan, act: _Active) -> list[int]:
+        """The positions a candidate's loader reads: the rest of this epoch and, while exploring, the next epochs' orders.
+
+        A candidate measured across an epoch's end would otherwise be rebuilt there and pay its start (workers,
+        pipeline, queues) and its warm-up twice. It reads on into the following epochs until it has enough batches
+        for a warm-up and a measurement, each epoch's part cut to whole batches, so that no batch holds samples of
+        two epochs and each epoch still delivers its own order exactly once. Not when epochs are too short to
+        measure in (each candidate is then scored over a whole epoch, its start included), nor when a batch would
+        straddle two epochs (the last, partial batch of an epoch is delivered, not dropped).
+        """
+        rest = plan.remaining()
+        act.through = plan.epoch
+        b = LoaderConfig.from_params(act.params).batch_size
+        if not self.exploring or self._short_epoch(plan, b) or (not self.drop_last and (len(rest) % b or len(plan.indices) % b)):
+            return rest
+        reads = rest[: len(rest) // b * b]
+        want = self.rules.warmup_batches + self.rules.measure_batches
+        while len(reads) // b < want and act.through < plan.epoch + _READ_AHEAD_EPOCHS:
+            act.through += 1
+            nxt = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=act.through, rank=self.comm.rank, world=self.comm.world, batch_size=b,
+                                 drop_last=self.drop_last)
+            reads += nxt.indices[: len(nxt.indices) // b * b]
+        return reads
+
     def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float]:
         """The next batch of the current candidate; a candidate that fails is replaced, the batch is not lost."""
         attempts = 0
@@ -273,14 +309,18 @@ class AutoLoader:
             assert act is not None
             t0 = time.perf_counter()
             try:
-                if act.it is None:
+                built = act.it is None
+                if built:
                     act.loader = build_from_dataset(
                         self._positions, LoaderConfig.from_params(act.params), pipeline=self.pipeline, device=self.device, seed=self.seed,
-                        indices=plan.remaining(),
+                        indices=self._reads(plan, act),
                     )
                     act.it = iter(act.loader)
                 images, positions = next(act.it)
-                return images, positions, time.perf_counter() - t0
+                wait = time.perf_counter() - t0
+                if built:
+                    act.tally.start_s = wait  # the build and its first batch: what switching to it costs
+                return images, positions, wait
             except StopIteration:
                 error: BaseException = RuntimeError(f"the loader ended with {plan.left()} samples of the epoch left")
             except Exception as e:  # noqa: BLE001 - any failure of a candidate: OOM, a worker crash, a bad option
@@ -343,8 +383,11 @@ class AutoLoader:
                 if cand is not None:
                     self.source.tell(cand, verdict, per_sample=per_sample, wait_fraction=wait_fraction, measured=t.measured,
                                      message=t.failed or ("failed on another rank" if failed else ""))
-                    self.explorer.record(cand.number, cand.params, verdict, per_sample)
+                    self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
             decision = self._next_decision(verdict, wait_fraction, verdict)
+            if (decision["action"] == "settle" and decision["number"] != act.number and not act.fallback and t.measured
+                    and self.explorer.stay_to_epoch_end(verdict, per_sample, plan.left())):
+                decision["stay"] = True  # the winner starts with the next epoch; this one finishes the current
         self._apply(self.comm.broadcast(decision), plan)
 
     def _next_decision(self, verdict: str, wait_fraction: float, reason: str) -> dict[str, Any]:
@@ -376,14 +419,18 @@ class AutoLoader:
             return
         old = self._active
         same = old is not None and old.number == decision["number"] and not old.fallback and old.number is not None
-        if not same:
+        stay = bool(decision.get("stay")) and old is not None and plan is not None
+        if not same and not stay:
             if old is not None:
                 self._close_loader(old)
             self._active = _Active(decision["number"], dict(decision["params"]))
         entry = {"epoch": self._epoch, "batch": plan.batches if plan else 0, "action": decision["action"], "trial": decision["number"],
                  "config": LoaderConfig.from_params(decision["params"]).describe(), "reason": decision.get("reason", "")}
+        if stay:
+            entry["from_next_epoch"] = True  # the current candidate finishes this epoch: cheaper than a second start
         self.history.append(entry)
-        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)", entry["action"], entry["config"], entry["epoch"], entry["batch"], entry["reason"])
+        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)%s", entry["action"], entry["config"], entry["epoch"], entry["batch"], entry["reason"],
+                    "; from the next epoch on: finishing this one costs less than starting it twice" if stay else "")
         if decision["action"] == "settle":
             self.settled = LoaderConfig.from_params(decision["params"])
             self.batch_size = self.settled.batch_size
