@@ -99,8 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     samples = batches = 0
     t_loop = time.perf_counter()
     explored = False
+    gaps: list[float] = []  # seconds between consecutive batches (the loop's step included), the first 60
+    prev = t_loop
     while samples < a.samples:
         for images, labels in al:
+            if len(gaps) < 60:
+                sync()
+                now = time.perf_counter()
+                gaps.append(round(now - prev, 3))
+                prev = now
             step((images, labels))
             samples += int(labels.shape[0])
             batches += 1
@@ -112,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 break
     sync()
     event("loop", time.perf_counter() - t_loop, samples=samples, batches=batches)
+    event("first batches", sum(gaps), gaps=gaps)
     al.close()
     for h in al.history:
         print(f"  epoch {h['epoch']} batch {h['batch']}: {h['action']} to {h['config']} ({h['reason']})", file=sys.stderr)

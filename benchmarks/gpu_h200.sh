@@ -24,6 +24,7 @@ scen=(python3 benchmarks/scenarios.py --dataset "$data" --machine "$machine" --r
 case "${STAGE:-a}" in
 data)
   [ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 > "$out/data.log" 2>&1 && touch "$data/.complete"; }
+  sync  # on the disk before anything is measured: writeback of the new files must not compete with the runs
   ;;
 tests)
   { nvidia-smi -L; python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -4; } > "$out/tests.log" 2>&1

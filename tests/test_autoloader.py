@@ -449,6 +449,43 @@ def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is
     assert builds == [(first, 24), (second, 16), (first, None)], builds  # no second start of the winner mid-epoch
 
 
+def test_a_slow_or_failing_study_write_does_not_stall_or_break_the_loop(tiny_dataset, space, monkeypatch, caplog):
+    """The last result and the YAML are stored on a worker thread: a disk that takes 1.5 s a write costs the loop nothing.
+
+    (Asking for the next candidate waits for the results before it, so that the sampler sees them all.)
+    """
+    from autotune.autoloader import _source
+
+    real_tell, real_write = _source.CandidateSource.tell, _source.CandidateSource.write_config
+
+    def slow_tell(self, cand, *a, **kw):
+        if cand.params.get("num_workers") == 1:  # the last candidate: its result is stored while the loop goes on
+            time.sleep(1.5)
+            raise RuntimeError("database is locked")  # a storage failure: a warning, not an error in the loop
+        return real_tell(self, cand, *a, **kw)
+
+    def slow_write(self, *a, **kw):
+        time.sleep(1.5)
+        return real_write(self, *a, **kw)
+
+    monkeypatch.setattr(_source.CandidateSource, "tell", slow_tell)
+    monkeypatch.setattr(_source.CandidateSource, "write_config", slow_write)
+    rules = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules)
+    gaps, last = [], time.perf_counter()
+    try:
+        for _ in range(2):
+            for _batch in al:
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+    finally:
+        al.close()
+    assert not al.exploring and max(gaps[1:]) < 1.0, gaps  # the last tell and the YAML write: 3 s, none in the loop
+    assert load_config("autotune.yaml", strict=True).loader.describe() == "torch b=4 workers=0"  # written by close()
+    assert "storing candidate" in caplog.text and "database is locked" in caplog.text
+
+
 # -- DDP: two gloo processes -------------------------------------------------------------------------------------
 WORKER = textwrap.dedent("""
     import json, os, sys, time

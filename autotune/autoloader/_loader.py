@@ -14,7 +14,8 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
@@ -120,7 +121,8 @@ class AutoLoader:
         self._plain: Any = None
         self._candidates: dict[int, Any] = {}
         self._epoch_token: object | None = None
-        self.written: Any = None  # the Config written after exploring (rank 0)
+        self.written: Any = None  # the Config written after exploring (rank 0; once close() returned)
+        self._study_worker: ThreadPoolExecutor | None = None  # rank 0's study and YAML writes, off the loop
         self.source: Any = None
         self.explorer: Explorer | None = None
         if s.settled is not None:
@@ -174,7 +176,9 @@ class AutoLoader:
         """Release the current loader's workers, threads and device memory.
 
         Training that ends while the loader is still exploring keeps what was measured: rank 0 writes the YAML
-        for the best candidate so far (if one completed), and the next run starts from it.
+        for the best candidate so far (if one completed), and the next run starts from it. Rank 0 stores results
+        and writes the YAML on a worker thread, off the loop; close() waits for those writes (so does the
+        interpreter's exit, when close() is never called).
         """
         if self._active is not None:
             self._close_loader(self._active)
@@ -188,6 +192,7 @@ class AutoLoader:
         elif self.exploring and self.comm.leader and self.explorer is not None and self.config_path is not None and not self._told_unwritten:
             self._told_unwritten = True
             logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
+        self._drain()  # the study's last results and the YAML are written when close() returns
 
     def __enter__(self) -> AutoLoader:
         return self
@@ -381,8 +386,8 @@ class AutoLoader:
             if verdict != CONTINUE:
                 cand = self._candidates.get(act.number) if act.number is not None else None
                 if cand is not None:
-                    self.source.tell(cand, verdict, per_sample=per_sample, wait_fraction=wait_fraction, measured=t.measured,
-                                     message=t.failed or ("failed on another rank" if failed else ""))
+                    self._in_background(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
+                                        wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
             decision = self._next_decision(verdict, wait_fraction, verdict)
             if (decision["action"] == "settle" and decision["number"] != act.number and not act.fallback and t.measured
@@ -397,7 +402,7 @@ class AutoLoader:
             return {"action": "continue"}
         now = time.monotonic()
         if not self.explorer.settle_now(verdict, wait_fraction, now):
-            cand = self.source.ask()
+            cand = self._in_background("asking the study for a candidate", self.source.ask).result()  # after the tells before it
             if cand is not None:
                 self.explorer.tried += 1
                 self._candidates[cand.number] = cand
@@ -437,10 +442,35 @@ class AutoLoader:
             if self.comm.leader:
                 self._finish(decision)
 
+    def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """Run a study or YAML write on rank 0's one worker thread, in order, and return its future.
+
+        The training loop does not wait for the storage: a commit or an fsync that stalls on a busy disk (a
+        checkpoint being written, a dataset just copied) would otherwise stall a step, and be scored against the
+        candidate. Only asking for the next candidate waits (for the answer, after the writes before it). A write
+        that fails is a warning: the loop never sees an error from exploration.
+        """
+        if self._study_worker is None:
+            self._study_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-study")
+
+        def run() -> Any:
+            try:
+                return fn(*args, **kw)
+            except Exception as e:  # noqa: BLE001 - storage trouble must not reach the training loop
+                logger.warning("autoloader: %s failed: %s", what, f"{type(e).__name__}: {e}".splitlines()[0])
+                return None
+
+        return self._study_worker.submit(run)
+
+    def _drain(self) -> None:
+        """Wait for rank 0's pending study and YAML writes (close() does)."""
+        if self._study_worker is not None:
+            self._study_worker.shutdown(wait=True)
+            self._study_worker = None
+
     def _finish(self, decision: dict[str, Any]) -> None:
-        """Rank 0, once settled: close the study's open trials and write the YAML."""
+        """Rank 0, once settled: close the study's open trials and write the YAML (on the worker thread)."""
         assert self.source is not None and self.explorer is not None
-        self.source.abandon_open_trials()
         extra = {
             "tuned_by": "AutoLoader, inside the training loop",
             "score": ("samples/s of the training loop (loader plus step), slowest rank, over whole epochs (an epoch is too short "
@@ -450,8 +480,14 @@ class AutoLoader:
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
         }
-        try:
-            self.written = self.source.write_config(self.config_path, extra)
-        except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
-            logger.warning("could not write %s: %s", self.config_path, e)
-            self.written = None
+        source = self.source
+
+        def write() -> None:
+            source.abandon_open_trials()
+            try:
+                self.written = source.write_config(self.config_path, extra)
+            except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
+                logger.warning("could not write %s: %s", self.config_path, e)
+                self.written = None
+
+        self._in_background("writing the YAML", write)
