@@ -399,10 +399,11 @@ def _recording_builds(monkeypatch, slow_build: dict | None = None, slow_batches:
     return builds
 
 
-def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, space, monkeypatch):
+@pytest.mark.parametrize("measure,check", [(8, 4), (5, 4)])  # 5 measured are judged at the check after 8
+def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, space, monkeypatch, measure, check):
     """A candidate reads on into the next epoch's order instead of being rebuilt (and warmed up again) there."""
     builds = _recording_builds(monkeypatch)
-    rules = Exploration(warmup_batches=1, measure_batches=8, check_batches=4, max_candidates=2, settle_wait=0.0)
+    rules = Exploration(warmup_batches=1, measure_batches=measure, check_batches=check, max_candidates=2, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules)  # 9 batches a candidate, 6 an epoch
     dataset = scan(tiny_dataset)
     try:
@@ -413,7 +414,7 @@ def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, sp
     explored = [b for b in builds if b[1] is not None]
     assert explored == [("torch b=4 workers=0", 48), ("torch b=4 workers=1 prefetch=2", 36)], builds  # 24 + 24; 12 + 24
     measured = {t.user_attrs["config"]: t.user_attrs["measured_batches"] for t in al.source.study.trials if "measured_batches" in t.user_attrs}
-    assert measured == {"torch b=4 workers=0": 8, "torch b=4 workers=1 prefetch=2": 8}
+    assert measured == {"torch b=4 workers=0": 8, "torch b=4 workers=1 prefetch=2": 8}  # judged at a check point
 
 
 @pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
@@ -432,9 +433,9 @@ def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dat
 
 
 def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is_cheaper(tiny_dataset, space, monkeypatch):
-    """The winner took 1 s to start; the current candidate is 20 ms a batch slower: the epoch's rest costs less."""
+    """The winner took 1 s to start; the current candidate is 0.2 s a batch slower: the epoch's 2 batches left cost less."""
     first, second = "torch b=4 workers=0", "torch b=4 workers=0 pin"
-    builds = _recording_builds(monkeypatch, slow_build={first: 1.0}, slow_batches={second: 0.02})
+    builds = _recording_builds(monkeypatch, slow_build={first: 1.0}, slow_batches={second: 0.2})
     rules = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[2]], exploration=rules)  # 2 batches each
     dataset = scan(tiny_dataset)
@@ -486,6 +487,41 @@ def test_a_slow_or_failing_study_write_does_not_stall_or_break_the_loop(tiny_dat
     assert "storing candidate" in caplog.text and "database is locked" in caplog.text
 
 
+def test_an_error_asking_the_study_is_raised_not_taken_for_no_candidate(tiny_dataset, space, monkeypatch):
+    from autotune.autoloader import _source
+
+    def bad_ask(self):
+        raise KeyError("a bug in the space")
+
+    monkeypatch.setattr(_source.CandidateSource, "ask", bad_ask)
+    with pytest.raises(KeyError, match="a bug in the space"):
+        make(tiny_dataset, space, candidates=CANDIDATES[:1])
+
+
+AT_EXIT = textwrap.dedent("""
+    import atexit, sys
+    from autotune.autoloader import AutoLoader, Exploration
+    cands = [{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 0, "pin_memory": True},
+             {"backend": "torch", "num_workers": 1}]
+    al = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
+                    candidates=cands, budget_s=600.0, max_slowdown=100.0, seed=3,
+                    exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0))
+    for batch in al:
+        pass  # 6 batches: two candidates measured, the third running
+    assert al.exploring
+    atexit.register(al.close)  # closed only as the interpreter exits
+""")
+
+
+def test_close_at_interpreter_exit_still_writes_the_yaml(tiny_dataset, space, workdir):
+    script = workdir / "at_exit.py"
+    script.write_text(AT_EXIT)
+    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert load_config(workdir / "autotune.yaml", strict=True).result["settled_because"] == "training ended while exploring"
+
+
 # -- DDP: two gloo processes -------------------------------------------------------------------------------------
 WORKER = textwrap.dedent("""
     import json, os, sys, time
@@ -519,6 +555,66 @@ WORKER = textwrap.dedent("""
     dist.barrier()
     dist.destroy_process_group()
 """)
+
+
+FALLBACK_WORKER = textwrap.dedent("""
+    import json, sys, datetime
+    import torch, torch.distributed as dist
+    from autotune.autoloader import AutoLoader, Exploration, _loader
+
+    rank, data, space, out, init = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    if rank == 1:  # rank 1's first loader dies at its 10th batch, near the epoch's end: rank 1 alone rebuilds there
+        real, built = _loader.build_from_dataset, []
+
+        class Dies:
+            def __init__(self, inner):
+                self.inner = inner
+
+            def __iter__(self):
+                for i, b in enumerate(self.inner):
+                    if i == 9:
+                        raise RuntimeError("injected worker death on rank 1")
+                    yield b
+
+            def close(self):
+                self.inner.close()
+
+        def build(ds, loader, **kw):
+            built.append(1)
+            return Dies(real(ds, loader, **kw)) if len(built) == 1 else real(ds, loader, **kw)
+
+        _loader.build_from_dataset = build
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    cands = [{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 0, "pin_memory": True}]
+    al = AutoLoader(data, device="cpu", config=None, batch_size=1, space=space, storage=None, candidates=cands, budget_s=600.0,
+                    max_slowdown=100.0, seed=7, exploration=Exploration(warmup_batches=3, measure_batches=6, check_batches=5,
+                    max_candidates=4, settle_wait=0.0))
+    for epoch in range(3):
+        for step, (images, labels) in enumerate(al):
+            t = torch.tensor([float(epoch * 100 + step)])
+            dist.all_reduce(t)  # the training step's collective: the ranks must stay in step
+            assert t.item() == 2 * (epoch * 100 + step), (epoch, step, t.item())
+    json.dump(al.history, open(out, "w"))
+    dist.destroy_process_group()
+""")
+
+
+def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):
+    """A fallback on one rank must not change how far its loader reads ahead: the ranks' check points stay together."""
+    script = workdir / "fallback_worker.py"
+    script.write_text(FALLBACK_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"h{r}.json"), str(workdir / "init2")],
+                              env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
+    try:
+        outs = [p.communicate(timeout=300)[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    h0, h1 = (json.loads((workdir / f"h{r}.json").read_text()) for r in range(2))
+    assert h0 == h1 and "injected worker death" in outs[1]
 
 
 def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, space, workdir):

@@ -15,7 +15,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
@@ -46,6 +46,7 @@ class _Active:
     fallback: bool = False  # this rank runs the fallback config until the next check point
     through: int = 0  # the last epoch whose order the loader reads (it may run on past the current epoch)
     resume: int | None = None  # the epoch the loader goes on with, without a rebuild (the last one ended in full)
+    rank_local: bool = False  # the next build is this rank's alone (a fallback): it reads through the agreed `through`
 
 
 class AutoLoader:
@@ -159,8 +160,11 @@ class AutoLoader:
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         self._epoch += 1
-        if self.exploring or self._active is not None:
+        if self.exploring:
             return self._explore_epoch()
+        if self._active is not None:  # settled while an earlier epoch's iterator was left unfinished: the winner now
+            self._close_loader(self._active)
+            self._active = None
         return self._settled_epoch()
 
     def _out(self, images: Any, positions: Any) -> tuple[Any, ...]:
@@ -178,7 +182,7 @@ class AutoLoader:
         Training that ends while the loader is still exploring keeps what was measured: rank 0 writes the YAML
         for the best candidate so far (if one completed), and the next run starts from it. Rank 0 stores results
         and writes the YAML on a worker thread, off the loop; close() waits for those writes (so does the
-        interpreter's exit, when close() is never called).
+        interpreter's normal exit, when close() is never called).
         """
         if self._active is not None:
             self._close_loader(self._active)
@@ -293,13 +297,16 @@ class AutoLoader:
         straddle two epochs (the last, partial batch of an epoch is delivered, not dropped).
         """
         rest = plan.remaining()
+        agreed_through = act.through if act.rank_local else None
+        act.rank_local = False
         act.through = plan.epoch
         b = LoaderConfig.from_params(act.params).batch_size
         if not self.exploring or self._short_epoch(plan, b) or (not self.drop_last and (len(rest) % b or len(plan.indices) % b)):
             return rest
         reads = rest[: len(rest) // b * b]
-        want = self.rules.warmup_batches + self.rules.measure_batches
-        while len(reads) // b < want and act.through < plan.epoch + _READ_AHEAD_EPOCHS:
+        r = self.rules
+        want = r.warmup_batches + -(-r.measure_batches // r.check_batches) * r.check_batches  # through the check that judges it
+        while (len(reads) // b < want if agreed_through is None else act.through < agreed_through) and act.through < plan.epoch + _READ_AHEAD_EPOCHS:
             act.through += 1
             nxt = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=act.through, rank=self.comm.rank, world=self.comm.world, batch_size=b,
                                  drop_last=self.drop_last)
@@ -340,6 +347,7 @@ class AutoLoader:
         msg = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
         logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
         self._close_loader(act)
+        act.rank_local = True  # under DDP only this rank rebuilds: it must read as far as the others
         if self.device.startswith("cuda"):
             import torch
 
@@ -402,7 +410,7 @@ class AutoLoader:
             return {"action": "continue"}
         now = time.monotonic()
         if not self.explorer.settle_now(verdict, wait_fraction, now):
-            cand = self._in_background("asking the study for a candidate", self.source.ask).result()  # after the tells before it
+            cand = self._in_background("asking the study for a candidate", self.source.ask, quiet=False).result()  # after the tells before it
             if cand is not None:
                 self.explorer.tried += 1
                 self._candidates[cand.number] = cand
@@ -442,25 +450,35 @@ class AutoLoader:
             if self.comm.leader:
                 self._finish(decision)
 
-    def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+    def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, quiet: bool = True, **kw: Any) -> Any:
         """Run a study or YAML write on rank 0's one worker thread, in order, and return its future.
 
         The training loop does not wait for the storage: a commit or an fsync that stalls on a busy disk (a
         checkpoint being written, a dataset just copied) would otherwise stall a step, and be scored against the
         candidate. Only asking for the next candidate waits (for the answer, after the writes before it). A write
-        that fails is a warning: the loop never sees an error from exploration.
+        that fails is a warning (``quiet``): the loop never sees an error from storing a result. Asking
+        (``quiet=False``) raises what it raised. Once the worker is shut down (interpreter exit), it runs here.
         """
-        if self._study_worker is None:
-            self._study_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-study")
-
         def run() -> Any:
+            if not quiet:
+                return fn(*args, **kw)
             try:
                 return fn(*args, **kw)
             except Exception as e:  # noqa: BLE001 - storage trouble must not reach the training loop
                 logger.warning("autoloader: %s failed: %s", what, f"{type(e).__name__}: {e}".splitlines()[0])
                 return None
 
-        return self._study_worker.submit(run)
+        if self._study_worker is None:
+            self._study_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-study")
+        try:
+            return self._study_worker.submit(run)
+        except RuntimeError:  # "cannot schedule new futures after interpreter shutdown": close() from atexit
+            done: Future = Future()
+            try:
+                done.set_result(run())
+            except Exception as e:  # noqa: BLE001 - handed back through the future, as submit would
+                done.set_exception(e)
+            return done
 
     def _drain(self) -> None:
         """Wait for rank 0's pending study and YAML writes (close() does)."""
@@ -483,7 +501,10 @@ class AutoLoader:
         source = self.source
 
         def write() -> None:
-            source.abandon_open_trials()
+            try:
+                source.abandon_open_trials()
+            except Exception as e:  # noqa: BLE001 - the YAML is still worth writing
+                logger.warning("autoloader: closing the study's open trials failed: %s", f"{type(e).__name__}: {e}".splitlines()[0])
             try:
                 self.written = source.write_config(self.config_path, extra)
             except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
