@@ -417,6 +417,23 @@ def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, sp
     assert measured == {"torch b=4 workers=0": 8, "torch b=4 workers=1 prefetch=2": 8}  # judged at a check point
 
 
+def test_a_loop_that_stops_by_count_after_the_last_batch_still_reads_on(tiny_dataset, space, monkeypatch):
+    builds = _recording_builds(monkeypatch)
+    rules = Exploration(warmup_batches=1, measure_batches=8, check_batches=4, max_candidates=1, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:1], exploration=rules)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(3):
+            indices, labels = [], []
+            for _step, (images, y, ix) in zip(range(len(al)), al):  # never asks the loader past the epoch's last batch
+                indices += ix.tolist()
+                labels += y.tolist()
+            assert_exactly_once(dataset, indices, labels)
+    finally:
+        al.close()
+    assert [b for b in builds if b[1] is not None] == [("torch b=4 workers=0", 48)], builds
+
+
 @pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
 def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dataset, space, monkeypatch):
     builds = _recording_builds(monkeypatch)

@@ -269,6 +269,8 @@ class AutoLoader:
         finally:
             if self._epoch_token is token:
                 act = self._active
+                # delivered in full: the loop asked past the last batch, or stopped right after it (zip(range(len(loader)), loader))
+                ended = ended or (act is not None and plan.done(LoaderConfig.from_params(act.params).batch_size))
                 if act is not None and ended and self.exploring and act.it is not None and act.through > plan.epoch:
                     act.resume = plan.epoch + 1  # its loader reads on into the next epoch's order
                 elif act is not None:
