@@ -134,6 +134,18 @@ def test_rules_finish_the_epoch_on_the_current_candidate_when_a_second_start_cos
     assert not Explorer(Exploration(), started=0.0).stay_to_epoch_end(DONE, 0.01, samples_left=10)  # no winner yet
 
 
+def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder():
+    """Then DALI's usual 0.65 share, then the torch heuristic: a loader decoding on the GPU's cores slows the step."""
+    from autotune.autoloader._source import CandidateSource
+    from autotune.study.space import load_space
+
+    space = load_space("default", cores=16, device="cuda", dali=True).fix("batch_size", 256)
+    source = CandidateSource(space, storage=None, study_name="order", attrs={}, seed=0, device="cuda", cores=16, first=[])
+    asked = [source.ask() for _ in range(3)]
+    assert [c.trial.user_attrs["role"] for c in asked] == ["dali-hw", "dali-heuristic", "heuristic"]
+    assert asked[0].loader.describe() == "dali-gpu b=256 threads=4 queue=2 hw_load=1"
+
+
 def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
     with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
         make(tiny_dataset, space, max_slowdown=0.5)
