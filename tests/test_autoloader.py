@@ -551,6 +551,28 @@ def test_close_at_interpreter_exit_still_writes_the_yaml(tiny_dataset, space, wo
     assert load_config(workdir / "autotune.yaml", strict=True).result["settled_because"] == "training ended while exploring"
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or not is_available("dali"), reason="needs a CUDA GPU and DALI")
+def test_on_a_gpu_it_explores_dali_gpu_decoding_and_delivers_every_sample_once(tiny_dataset, workdir):
+    """The default space on a GPU: the hardware-decoder start first, batches on the GPU, each epoch exactly once."""
+    rules = Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0)
+    al = AutoLoader(tiny_dataset, device="cuda", config="autotune.yaml", batch_size=4, seed=7, storage="sqlite:///autotune.db",
+                    with_indices=True, exploration=rules, budget_s=600.0, max_slowdown=100.0)
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(3):
+            indices, labels = [], []
+            for images, y, ix in al:
+                assert images.is_cuda and y.is_cuda and images.shape == (4, 3, 224, 224)
+                indices += ix.tolist()
+                labels += y.tolist()
+            assert_exactly_once(dataset, indices, labels)
+    finally:
+        al.close()
+    assert al.history[0]["config"] == "dali-gpu b=4 threads=4 queue=2 hw_load=1"
+    assert not al.exploring and load_config("autotune.yaml", strict=True).device == "cuda"
+
+
 # -- DDP: two gloo processes -------------------------------------------------------------------------------------
 WORKER = textwrap.dedent("""
     import json, os, sys, time
