@@ -63,6 +63,26 @@ def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
         assert r["samples"] >= 32 and r["wall_s"] > 0
 
 
+def test_autoloader_costs_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
+    """benchmarks/autoloader_costs.py with a tiny model on the CPU: each start, the construction and the first batches."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "costs.json"
+    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_costs.py"), "--device", "cpu", "--model", "tiny",
+           "--data", str(tiny_dataset), "--images", "24", "--batch-size", "4", "--samples", "48", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = json.loads(out.read_text())["events"]
+    names = [e["event"] for e in events]
+    assert names[:3] == ["build_loader first start", "build_loader rebuild", "autoloader construct"]
+    first = [e for e in events if e["event"] == "first batches"]
+    assert "autoloader first batch" in names and len(first) == 1
+    assert len(first[0]["gaps"]) == 12 and all(g >= 0 for g in first[0]["gaps"])  # 48 samples, batches of 4
+
+
 def test_ranks_bench_command_is_autotune_run_with_the_issue_flags(tmp_path):
     import argparse
 
