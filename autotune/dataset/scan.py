@@ -57,16 +57,25 @@ class Dataset:
         return self.total_bytes // max(1, len(self.files))
 
     def signature(self) -> str:
-        """A cheap content signature: hash of every file's relative path and size."""
-        h = hashlib.sha1()
+        """A cheap content signature: hash of every file's relative path and size.
+
+        The scan computes it as it goes (no second pass over a million files); a dataset made from another
+        (``dataclasses.replace``, :meth:`without`) stats its files again once, then keeps it too.
+        """
+        memo = self.__dict__.get("_signature")
+        if memo is not None and memo[0] is self.files and memo[1] == self.root:
+            return memo[2]
+        h = _Signature(self.root)
         for f in self.files:
-            rel = os.path.relpath(f, self.root)
-            h.update(rel.encode("utf-8", "surrogateescape"))
             try:
-                h.update(str(os.stat(f).st_size).encode())
+                h.add(f, os.stat(f).st_size)
             except OSError:
-                pass
-        return h.hexdigest()[:16]
+                h.add(f, None)
+        return self._keep_signature(h.hexdigest())
+
+    def _keep_signature(self, sig: str) -> str:
+        object.__setattr__(self, "_signature", (self.files, self.root, sig))  # not a field: replace() drops it
+        return sig
 
     def summary(self) -> dict:
         """What the YAML and the report record; a path that is not UTF-8 is shown with ``\\xNN`` escapes.
@@ -168,6 +177,24 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), level
     return [os.path.join(d, n) for d, names in found for n in names]
 
 
+class _Signature:
+    """The running hash behind :meth:`Dataset.signature`: each file's path relative to the root, then its size."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.prefix = root.rstrip(os.sep) + os.sep
+        self.h = hashlib.sha1()
+
+    def add(self, f: str, size: int | None) -> None:
+        rel = f[len(self.prefix):] if f.startswith(self.prefix) else os.path.relpath(f, self.root)
+        self.h.update(rel.encode("utf-8", "surrogateescape"))
+        if size is not None:
+            self.h.update(str(size).encode())
+
+    def hexdigest(self) -> str:
+        return self.h.hexdigest()[:16]
+
+
 def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
     """``(size, None)`` for a usable image, else ``(0, reason)``."""
     try:
@@ -235,6 +262,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     labels: list[int] = []
     skipped: list[tuple[str, str]] = []
     total = 0
+    sig = _Signature(str(root))
     for index, name in enumerate(class_dirs):
         for f in _walk_files(str(root / name), above, logging.WARNING if warn else logging.INFO):
             if not f.lower().endswith(IMG_EXTENSIONS):
@@ -246,6 +274,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
             files.append(f)
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
+            sig.add(f, size)
     for f, why in skipped:
         logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
@@ -256,4 +285,6 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
             f"no readable images in {str(root)!r} (extensions {', '.join(IMG_EXTENSIONS)}); "
             "put JPEG/PNG files in one sub-folder per class"
         )
-    return Dataset(str(root), tuple(class_dirs), tuple(files), tuple(labels), total, tuple(skipped))
+    dataset = Dataset(str(root), tuple(class_dirs), tuple(files), tuple(labels), total, tuple(skipped))
+    dataset._keep_signature(sig.hexdigest())
+    return dataset
