@@ -225,8 +225,9 @@ def test_the_scan_signs_as_it_goes_and_a_derived_dataset_signs_its_own_files(tre
     """No second pass over the files for the signature (a million stat calls on ImageNet); the same value as one."""
     import dataclasses
     import hashlib
+    import importlib
 
-    from autotune.dataset import scan as scan_module
+    scan_module = importlib.import_module("autotune.dataset.scan")
 
     ds = scan(tree)
     h = hashlib.sha1()
