@@ -80,7 +80,7 @@ def assert_exactly_once(dataset, indices: list[int], labels: list[int]) -> None:
 
 
 def switches_within_epochs(al: AutoLoader) -> list[dict]:
-    return [h for h in al.history if h["epoch"] >= 1 and 0 < h["batch"]]
+    return [h for h in al.history if 0 < h["batch"]]
 
 
 # -- the plan and the rules, without a loader -----------------------------------------------------------------
@@ -284,6 +284,48 @@ def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
     assert al.exploring and al.history[0]["action"] == "switch"
 
 
+def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dataset, space, caplog):
+    """Explored again (a warning: the file will be rewritten), at the YAML's batch size when none is given."""
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    other = {"cpus": 999, "torch": "0.0", "python": "2.7"}
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml")
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:1], batch_size=None)
+    al.close()
+    assert al.exploring and al.batch_size == 8  # not the default (the 24 samples here)
+    assert "autotune.yaml does not match" in caplog.text and "rewritten" in caplog.text
+
+
+AT_EXIT_UNCLOSED = textwrap.dedent("""
+    import sys
+    from autotune.autoloader import AutoLoader, Exploration
+    cands = [{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 0, "pin_memory": True},
+             {"backend": "torch", "num_workers": 1}]
+    loader = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
+                        candidates=cands, budget_s=600.0, max_slowdown=100.0, seed=3,
+                        exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0))
+    for epoch in range(1):
+        for images, labels in loader:  # the README's loop: no close(), no with block
+            pass
+    assert loader.exploring  # training ends here, still exploring
+""")
+
+
+def test_training_that_ends_without_close_still_writes_the_yaml(tiny_dataset, space, workdir):
+    script = workdir / "unclosed.py"
+    script.write_text(AT_EXIT_UNCLOSED)
+    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    cfg = load_config(workdir / "autotune.yaml", strict=True)
+    assert cfg.result["settled_because"] == "training ended while exploring"
+    study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///autotune.db")
+    cut = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert [t.user_attrs.get("outcome") for t in cut] == ["interrupted"]  # the candidate still running: not a failure of its own
+    assert cfg.study["failed"] == {"interrupted": 1}
+
+
 def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_dataset, space):
     with make(tiny_dataset, space, candidates=CANDIDATES) as al:
         run_epoch(al)  # 3 candidates measured, exploration not over
@@ -305,9 +347,11 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
         al.close()
     done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert [t.number for t in done] == [0, 1, 2] and [t.user_attrs["measured_batches"] for t in done] == [6, 6, 6]
-    assert [(h["epoch"], h["batch"]) for h in al.history] == [(0, 0), (1, 6), (2, 6), (3, 6)], "switches at the ends of epochs only"
+    assert [(h["epoch"], h["batch"]) for h in al.history] == [(0, 0), (0, 6), (1, 6), (2, 6)], "switches at the ends of epochs only"
     assert al.history[-1]["action"] == "settle" and al.short_epochs
-    assert "whole epochs" in load_config("autotune.yaml").result["score"]
+    cfg = load_config("autotune.yaml")
+    assert "whole epochs" in cfg.result["score"] and "whole epochs" in cfg.measurement["statistic"]
+    assert (cfg.measurement["warmup_batches"], cfg.measurement["measure_batches"]) == (0, 6)  # not the 5 and 30 asked
 
 
 def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidates(tiny_dataset, space):
@@ -360,6 +404,7 @@ def test_zero_budget_explores_nothing(tiny_dataset, space):
         al.close()
     assert [h["action"] for h in al.history] == ["settle"] and al.settled.describe() == "torch b=4 workers=0"
     assert not Path("autotune.yaml").exists()  # nothing measured: nothing to write
+    assert al.source is None and not Path("autotune.db").exists()  # and no empty study to list
 
 
 class _Slow:
@@ -475,7 +520,7 @@ def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is
         al.close()
     settle = al.history[-1]
     assert settle["action"] == "settle" and settle["config"] == first and settle.get("from_next_epoch"), al.history
-    assert settle["epoch"] == 1 and 0 < settle["batch"] < 6  # decided mid-epoch
+    assert settle["epoch"] == 0 and 0 < settle["batch"] < 6  # decided mid-epoch (epochs count from 0)
     assert builds == [(first, 24), (second, 16), (first, None)], builds  # no second start of the winner mid-epoch
 
 

@@ -10,8 +10,10 @@ lost: the loop never sees an error from exploration.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
+import weakref
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -113,6 +115,7 @@ class AutoLoader:
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
         self._told_unwritten = False
         self.short_epochs = False  # candidates were scored over whole epochs (see _short_epoch)
+        self._epoch_batches = 0  # batches in such an epoch
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
@@ -124,6 +127,7 @@ class AutoLoader:
         self._epoch_token: object | None = None
         self.written: Any = None  # the Config written after exploring (rank 0; once close() returned)
         self._study_worker: ThreadPoolExecutor | None = None  # rank 0's study and YAML writes, off the loop
+        self._at_exit: Callable[[], Any] | None = None  # close() at interpreter exit, while exploring
         self.source: Any = None
         self.explorer: Explorer | None = None
         if s.settled is not None:
@@ -142,12 +146,20 @@ class AutoLoader:
             if problem is not None:
                 raise UserError(f"config {self.config_path!r} {problem} (or config=None to write nothing)")
 
+        if self.rules.budget_s == 0:  # nothing to explore: the torch defaults, no study, nothing written
+            self._apply({"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": "budget_s is 0"}, None)
+            return
+
         def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
             self.source = start_source(self.comm, self.rules, s, candidates=candidates, storage=storage, study_name=study_name)
             self.explorer = Explorer(self.rules, time.monotonic())
             return self._next_decision("start", 0.0, "first candidate")
 
         self._apply(agreed(self.comm, start), None)
+        # training that ends without close() (the three-line loop, Ctrl-C) still keeps what was measured
+        ref = weakref.ref(self)
+        self._at_exit = lambda: ref() is not None and ref().close()  # type: ignore[union-attr]
+        atexit.register(self._at_exit)
 
     # -- the batch contract ----------------------------------------------------------------------------------
     @property
@@ -197,6 +209,9 @@ class AutoLoader:
             self._told_unwritten = True
             logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
         self._drain()  # the study's last results and the YAML are written when close() returns
+        if self._at_exit is not None and not self.exploring:
+            atexit.unregister(self._at_exit)
+            self._at_exit = None
 
     def __enter__(self) -> AutoLoader:
         return self
@@ -247,6 +262,7 @@ class AutoLoader:
                 short = self.exploring and self._short_epoch(plan, b)
                 if short:
                     self.short_epochs = True
+                    self._epoch_batches = plan.expected_batches(b)
                     whole = act.tally.measured >= plan.expected_batches(b)  # an epoch's worth measured, in one or several epochs
                     if act.tally.measured and (plan.done(b) or whole):  # judged at the epoch's end, or once a loop that
                         self._check(plan, epoch_end=whole)  # leaves each epoch early has run an epoch's worth of batches
@@ -439,7 +455,7 @@ class AutoLoader:
             if old is not None:
                 self._close_loader(old)
             self._active = _Active(decision["number"], dict(decision["params"]))
-        entry = {"epoch": self._epoch, "batch": plan.batches if plan else 0, "action": decision["action"], "trial": decision["number"],
+        entry = {"epoch": max(0, self._epoch - 1), "batch": plan.batches if plan else 0, "action": decision["action"], "trial": decision["number"],
                  "config": LoaderConfig.from_params(decision["params"]).describe(), "reason": decision.get("reason", "")}
         if stay:
             entry["from_next_epoch"] = True  # the current candidate finishes this epoch: cheaper than a second start
@@ -449,7 +465,7 @@ class AutoLoader:
         if decision["action"] == "settle":
             self.settled = LoaderConfig.from_params(decision["params"])
             self.batch_size = self.settled.batch_size
-            if self.comm.leader:
+            if self.comm.leader and self.source is not None:  # no study when nothing was to be explored
                 self._finish(decision)
 
     def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, quiet: bool = True, **kw: Any) -> Any:
@@ -501,8 +517,14 @@ class AutoLoader:
             "settled_because": decision.get("reason", ""),
         }
         source = self.source
+        whole_epochs = self._epoch_batches if self.short_epochs else 0
 
         def write() -> None:
+            if whole_epochs:  # the YAML's measurement says how the candidates were really scored
+                m = dict(source.study.user_attrs.get("measurement") or {})
+                m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
+                          "statistic": "training-loop seconds per sample over whole epochs, start included, slowest rank"})
+                source.study.set_user_attr("measurement", m)
             try:
                 source.abandon_open_trials()
             except Exception as e:  # noqa: BLE001 - the YAML is still worth writing

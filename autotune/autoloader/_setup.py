@@ -133,11 +133,13 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
     seed = agreed(comm, lambda: int(seed) if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
-    settled = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current)))
+    settled = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current),
+                                              config_path))
     if settled is not None:
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
-    if choices is None:
-        choices = (min(DEFAULT_BATCH, per_rank) if preset.train else DEFAULT_BATCH,)
+    if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
+        recorded = agreed(comm, lambda: _recorded_batch(config_path))
+        choices = (min(recorded or DEFAULT_BATCH, per_rank) if preset.train else recorded or DEFAULT_BATCH,)
     if preset.train and all(b > per_rank for b in choices):
         raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
     fitting = tuple(b for b in choices if b <= per_rank) if preset.train else choices
@@ -148,11 +150,23 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
 
 
-def _log_match(result: tuple[dict[str, Any] | None, str]) -> dict[str, Any] | None:
+def _log_match(result: tuple[dict[str, Any] | None, str], path: str | None) -> dict[str, Any] | None:
     params, why = result
-    if params is None:
+    if params is None and path is not None and Path(path).exists():  # a tuned YAML is about to be explored again
+        logger.warning("%s does not match (%s): exploring again; it is rewritten when exploration ends", path, why)
+    elif params is None:
         logger.info("exploring the loader: %s", why)
     return params
+
+
+def _recorded_batch(path: str | None) -> int | None:
+    """The batch size of an existing YAML (one that no longer matches), if it can be read."""
+    if path is None or not Path(path).exists():
+        return None
+    try:
+        return int(Config.from_dict(read_yaml(path, "config"), path=str(path)).loader.batch_size)
+    except Exception:  # noqa: BLE001 - only a default: a file that cannot be read was reported by the match
+        return None
 
 
 def _cores(comm: Agreement) -> int:

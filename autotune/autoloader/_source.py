@@ -168,6 +168,8 @@ class CandidateSource:
         return cfg
 
     def abandon_open_trials(self) -> None:
-        """Trials asked but not told (exploration cut short) are marked failed, so none stays RUNNING."""
+        """Trials asked but not told (exploration cut short) are marked failed (``outcome: interrupted``), so none stays RUNNING."""
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            self.study._storage.set_trial_user_attr(t._trial_id, "message", "training ended, or exploration stopped, before it was measured")
             self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
