@@ -153,3 +153,13 @@ def test_a_created_stamp_that_is_no_date_is_stale_under_max_age(tmp_path, capsys
     assert main(["check", f]) == 0  # no age limit asked: nothing to judge
     assert main(["check", f, "--max-age", "30"]) == 1
     assert "created: 'yesterday'" in capsys.readouterr().out
+
+
+def test_a_stale_yaml_written_by_autoloader_says_to_run_the_training_again(tmp_path, capsys):
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
+    cfg = Config(loader=loader, hardware={**fingerprint.collect(), "cpus": 999}, dataset={"path": "/nonexistent/train", "samples": 24},
+                 result={"samples_per_s": 100.0, "tuned_by": "AutoLoader, inside the training loop"})
+    save_config(cfg, tmp_path / "a.yaml")
+    assert main(["check", str(tmp_path / "a.yaml")]) == 1
+    out = capsys.readouterr().out
+    assert "run the training again" in out and "autotune run" not in out

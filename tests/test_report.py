@@ -242,3 +242,10 @@ def test_small_factors_are_not_rounded_away():
     from autotune.report._render import _num
 
     assert (_num(1.5), _num(0.65), _num(30.0), _num(54.3), _num(28136.4)) == ("1.5", "0.65", "30", "54", "28,136")
+
+
+def test_the_headline_does_not_count_a_repeat_as_not_complete():
+    from autotune.report._render import headline
+
+    rows = dict(headline({"winner": None, "outcomes": {"complete": 3, "repeat": 1, "pruned": 1}, "speedups": {}, "trials": 5}))
+    assert rows["trials"] == "5 (1 not complete)"

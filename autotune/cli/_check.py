@@ -54,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'matters' if d.matters else 'ignored'}  {d}")
         if stale:
             n = sum(d.matters for d in diffs)
-            print(f"{args.file}: STALE: {n} difference(s) that matter; re-tune with: autotune run --dataset {args.dataset or cfg.dataset.get('path') or 'DIR'} --warm-start {args.file}")
+            if str((cfg.result or {}).get("tuned_by", "")).startswith("AutoLoader"):  # written by training: training re-tunes it
+                fix = "run the training again: AutoLoader explores again and rewrites it"
+            else:
+                fix = f"re-tune with: autotune run --dataset {args.dataset or cfg.dataset.get('path') or 'DIR'} --warm-start {args.file}"
+            print(f"{args.file}: STALE: {n} difference(s) that matter; {fix}")
         else:
             print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} difference(s) that do not matter)" if diffs else ""))
     return 1 if stale else 0

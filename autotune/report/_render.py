@@ -73,7 +73,7 @@ def _remeasure_plan(r: dict[str, Any]) -> str:
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
-    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting"))
+    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", "repeat"))  # a repeat was told a result
     queued = ov["outcomes"].get("waiting", 0)
     out = [
         ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
