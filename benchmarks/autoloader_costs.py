@@ -21,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autoloader_gpu import dali_start, ensure_data, make_step  # noqa: E402
+from autoloader_gpu import dali_start, ensure_data, make_step
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -297,28 +297,33 @@ def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dat
     assert "autotune.yaml does not match" in caplog.text and "rewritten" in caplog.text
 
 
-AT_EXIT_UNCLOSED = textwrap.dedent("""
-    import sys
+AT_EXIT = textwrap.dedent("""
+    import atexit, sys
     from autotune.autoloader import AutoLoader, Exploration
     cands = [{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 0, "pin_memory": True},
              {"backend": "torch", "num_workers": 1}]
     loader = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
                         candidates=cands, budget_s=600.0, max_slowdown=100.0, seed=3,
                         exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0))
-    for epoch in range(1):
-        for images, labels in loader:  # the README's loop: no close(), no with block
-            pass
+    for images, labels in loader:  # the README's loop: 6 batches, two candidates measured, the third running
+        pass
     assert loader.exploring  # training ends here, still exploring
+    if sys.argv[3] == "atexit":
+        atexit.register(loader.close)  # closed only as the interpreter exits; else never closed at all
 """)
 
 
-def test_training_that_ends_without_close_still_writes_the_yaml(tiny_dataset, space, workdir):
-    script = workdir / "unclosed.py"
-    script.write_text(AT_EXIT_UNCLOSED)
-    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
+def _run_at_exit(tiny_dataset, space, workdir, how: str):
+    script = workdir / "at_exit.py"
+    script.write_text(AT_EXIT)
+    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space, how], cwd=workdir, capture_output=True, text=True, timeout=300,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    cfg = load_config(workdir / "autotune.yaml", strict=True)
+    return load_config(workdir / "autotune.yaml", strict=True)
+
+
+def test_training_that_ends_without_close_still_writes_the_yaml(tiny_dataset, space, workdir):
+    cfg = _run_at_exit(tiny_dataset, space, workdir, "unclosed")
     assert cfg.result["settled_because"] == "training ended while exploring"
     study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///autotune.db")
     cut = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
@@ -572,28 +577,8 @@ def test_an_error_asking_the_study_is_raised_not_taken_for_no_candidate(tiny_dat
         make(tiny_dataset, space, candidates=CANDIDATES[:1])
 
 
-AT_EXIT = textwrap.dedent("""
-    import atexit, sys
-    from autotune.autoloader import AutoLoader, Exploration
-    cands = [{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 0, "pin_memory": True},
-             {"backend": "torch", "num_workers": 1}]
-    al = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
-                    candidates=cands, budget_s=600.0, max_slowdown=100.0, seed=3,
-                    exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0))
-    for batch in al:
-        pass  # 6 batches: two candidates measured, the third running
-    assert al.exploring
-    atexit.register(al.close)  # closed only as the interpreter exits
-""")
-
-
 def test_close_at_interpreter_exit_still_writes_the_yaml(tiny_dataset, space, workdir):
-    script = workdir / "at_exit.py"
-    script.write_text(AT_EXIT)
-    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
-    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
-    assert load_config(workdir / "autotune.yaml", strict=True).result["settled_because"] == "training ended while exploring"
+    assert _run_at_exit(tiny_dataset, space, workdir, "atexit").result["settled_because"] == "training ended while exploring"
 
 
 @pytest.mark.cuda
@@ -695,12 +680,12 @@ FALLBACK_WORKER = textwrap.dedent("""
 """)
 
 
-def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):
-    """A fallback on one rank must not change how far its loader reads ahead: the ranks' check points stay together."""
-    script = workdir / "fallback_worker.py"
-    script.write_text(FALLBACK_WORKER)
+def _two_ranks(workdir: Path, script_text: str, tiny_dataset, space, *extra: str) -> list[str]:
+    """Run ``script_text`` as two gloo ranks (argv: rank, data, space, its JSON out, the rendezvous file, *extra); their output."""
+    script = workdir / "worker.py"
+    script.write_text(script_text)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"h{r}.json"), str(workdir / "init2")],
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), *extra],
                               env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
     try:
         outs = [p.communicate(timeout=300)[0] for p in procs]
@@ -709,24 +694,19 @@ def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_ot
             if p.poll() is None:
                 p.kill()
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
-    h0, h1 = (json.loads((workdir / f"h{r}.json").read_text()) for r in range(2))
+    return outs
+
+
+def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):
+    """A fallback on one rank must not change how far its loader reads ahead: the ranks' check points stay together."""
+    outs = _two_ranks(workdir, FALLBACK_WORKER, tiny_dataset, space)
+    h0, h1 = (json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2))
     assert h0 == h1 and "injected worker death" in outs[1]
 
 
 def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, space, workdir):
-    script = workdir / "worker.py"
-    script.write_text(WORKER)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     cands = json.dumps([CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, CANDIDATES[2], CANDIDATES[1]])
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), cands],
-                              env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    _two_ranks(workdir, WORKER, tiny_dataset, space, cands)
     r0, r1 = (json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2))
     assert r0["seed"] == r1["seed"]  # drawn by rank 0, agreed by both
     assert r0["history"] == r1["history"]  # the same candidate, switched at the same batch, on both ranks

@@ -13,9 +13,9 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import logging
-import weakref
 import os
 import time
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -34,6 +34,11 @@ SAFE = {"backend": "torch", "num_workers": 0}
 
 #: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
 _READ_AHEAD_EPOCHS = 4
+
+
+def _one_line(e: BaseException) -> str:
+    """``Type: first line of the message``, for a warning."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
 
 
 @dataclasses.dataclass
@@ -114,8 +119,7 @@ class AutoLoader:
         self.with_indices = with_indices
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
         self._told_unwritten = False
-        self.short_epochs = False  # candidates were scored over whole epochs (see _short_epoch)
-        self._epoch_batches = 0  # batches in such an epoch
+        self._epoch_batches = 0  # batches in an epoch too short to measure in, when candidates were scored over whole ones
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
@@ -162,6 +166,11 @@ class AutoLoader:
         atexit.register(self._at_exit)
 
     # -- the batch contract ----------------------------------------------------------------------------------
+    @property
+    def short_epochs(self) -> bool:
+        """Candidates were scored over whole epochs (see ``_short_epoch``)."""
+        return self._epoch_batches > 0
+
     @property
     def exploring(self) -> bool:
         return self.settled is None
@@ -261,9 +270,8 @@ class AutoLoader:
                 b = LoaderConfig.from_params(act.params).batch_size
                 short = self.exploring and self._short_epoch(plan, b)
                 if short:
-                    self.short_epochs = True
                     self._epoch_batches = plan.expected_batches(b)
-                    whole = act.tally.measured >= plan.expected_batches(b)  # an epoch's worth measured, in one or several epochs
+                    whole = act.tally.measured >= self._epoch_batches  # an epoch's worth measured, in one or several epochs
                     if act.tally.measured and (plan.done(b) or whole):  # judged at the epoch's end, or once a loop that
                         self._check(plan, epoch_end=whole)  # leaves each epoch early has run an epoch's worth of batches
                 elif self.exploring and act.tally.check_due(self.rules):
@@ -362,7 +370,7 @@ class AutoLoader:
 
     def _replace(self, act: _Active, error: BaseException, plan: EpochPlan) -> None:
         """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point."""
-        msg = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}".strip()
+        msg = _one_line(error)
         logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
         self._close_loader(act)
         act.rank_local = True  # under DDP only this rank rebuilds: it must read as far as the others
@@ -478,12 +486,12 @@ class AutoLoader:
         (``quiet=False``) raises what it raised. Once the worker is shut down (interpreter exit), it runs here.
         """
         def run() -> Any:
-            if not quiet:
-                return fn(*args, **kw)
             try:
                 return fn(*args, **kw)
-            except Exception as e:  # noqa: BLE001 - storage trouble must not reach the training loop
-                logger.warning("autoloader: %s failed: %s", what, f"{type(e).__name__}: {e}".splitlines()[0])
+            except Exception as e:  # storage trouble must not reach the training loop (asking re-raises)
+                if not quiet:
+                    raise
+                logger.warning("autoloader: %s failed: %s", what, _one_line(e))
                 return None
 
         if self._study_worker is None:
@@ -517,7 +525,7 @@ class AutoLoader:
             "settled_because": decision.get("reason", ""),
         }
         source = self.source
-        whole_epochs = self._epoch_batches if self.short_epochs else 0
+        whole_epochs = self._epoch_batches
 
         def write() -> None:
             if whole_epochs:  # the YAML's measurement says how the candidates were really scored
@@ -526,13 +534,10 @@ class AutoLoader:
                           "statistic": "training-loop seconds per sample over whole epochs, start included, slowest rank"})
                 source.study.set_user_attr("measurement", m)
             try:
-                source.abandon_open_trials()
-            except Exception as e:  # noqa: BLE001 - the YAML is still worth writing
-                logger.warning("autoloader: closing the study's open trials failed: %s", f"{type(e).__name__}: {e}".splitlines()[0])
-            try:
                 self.written = source.write_config(self.config_path, extra)
             except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
                 logger.warning("could not write %s: %s", self.config_path, e)
                 self.written = None
 
+        self._in_background("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
         self._in_background("writing the YAML", write)

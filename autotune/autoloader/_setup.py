@@ -69,8 +69,8 @@ def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | 
 
 
 def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device: str, batch_choices: tuple[int, ...] | None,
-                    current: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """The YAML's loader parameters when it still holds here, else None; and why not.
+                    current: dict[str, Any]) -> tuple[dict[str, Any] | None, str, int | None]:
+    """The YAML's loader parameters when it still holds here, else None; why not; and the YAML's batch size.
 
     It holds when this machine's fingerprint and the dataset match the recorded ones in every field that matters
     (what ``autotune check`` asks), and the pipeline, the kind of device and the batch size are those asked for.
@@ -79,9 +79,9 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
         ConfigError: the file exists but is not an autotune config (it is never overwritten).
     """
     if path is None:
-        return None, "no config file given"
+        return None, "no config file given", None
     if not Path(path).exists():
-        return None, f"{path} does not exist"
+        return None, f"{path} does not exist", None
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
     reasons = [str(d) for d in assess(cfg, current, compare_dataset=False) if d.matters]
     reasons += [str(d) for d in fingerprint.diff_dataset(cfg.dataset, dataset.summary()) if d.matters]
@@ -95,8 +95,8 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
     if cfg.loader.backend is Backend.DALI and not is_available("dali"):
         reasons.append("DALI is not installed")
     if reasons:
-        return None, "; ".join(reasons)
-    return cfg.loader.to_params(), "matches"
+        return None, "; ".join(reasons), cfg.loader.batch_size
+    return cfg.loader.to_params(), "matches", cfg.loader.batch_size
 
 
 def agreed(comm: Agreement, compute) -> Any:
@@ -133,12 +133,11 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
     seed = agreed(comm, lambda: int(seed) if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
-    settled = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current),
-                                              config_path))
+    settled, recorded = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices,
+                                                                        current=current), config_path))
     if settled is not None:
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
-        recorded = agreed(comm, lambda: _recorded_batch(config_path))
         choices = (min(recorded or DEFAULT_BATCH, per_rank) if preset.train else recorded or DEFAULT_BATCH,)
     if preset.train and all(b > per_rank for b in choices):
         raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
@@ -150,23 +149,14 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
 
 
-def _log_match(result: tuple[dict[str, Any] | None, str], path: str | None) -> dict[str, Any] | None:
-    params, why = result
-    if params is None and path is not None and Path(path).exists():  # a tuned YAML is about to be explored again
+def _log_match(result: tuple[dict[str, Any] | None, str, int | None], path: str | None) -> tuple[dict[str, Any] | None, int | None]:
+    """``(params or None, the YAML's batch size or None)``; a YAML about to be explored again is named in a warning."""
+    params, why, recorded = result
+    if params is None and recorded is not None:
         logger.warning("%s does not match (%s): exploring again; it is rewritten when exploration ends", path, why)
     elif params is None:
         logger.info("exploring the loader: %s", why)
-    return params
-
-
-def _recorded_batch(path: str | None) -> int | None:
-    """The batch size of an existing YAML (one that no longer matches), if it can be read."""
-    if path is None or not Path(path).exists():
-        return None
-    try:
-        return int(Config.from_dict(read_yaml(path, "config"), path=str(path)).loader.batch_size)
-    except Exception:  # noqa: BLE001 - only a default: a file that cannot be read was reported by the match
-        return None
+    return params, recorded
 
 
 def _cores(comm: Agreement) -> int:

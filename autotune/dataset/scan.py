@@ -62,9 +62,9 @@ class Dataset:
         The scan computes it as it goes (no second pass over a million files); a dataset made from another
         (``dataclasses.replace``, :meth:`without`) stats its files again once, then keeps it too.
         """
-        memo = self.__dict__.get("_signature")
-        if memo is not None and memo[0] is self.files and memo[1] == self.root:
-            return memo[2]
+        kept = self.__dict__.get("_signature")  # the fields are frozen: a kept signature never goes stale
+        if kept is not None:
+            return kept
         h = _Signature(self.root)
         for f in self.files:
             try:
@@ -74,7 +74,7 @@ class Dataset:
         return self._keep_signature(h.hexdigest())
 
     def _keep_signature(self, sig: str) -> str:
-        object.__setattr__(self, "_signature", (self.files, self.root, sig))  # not a field: replace() drops it
+        object.__setattr__(self, "_signature", sig)  # not a field: replace() drops it
         return sig
 
     def summary(self) -> dict:
