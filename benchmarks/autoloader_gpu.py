@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """AutoLoader against the alternatives, in a real training loop of a fixed number of samples.
 
-Variants (each in a fresh process, the page cache warmed first, the same model, batch size and samples):
+Variants (each in a fresh process, the page cache warmed first, the same model, batch size and samples; a
+throwaway run of a few steps goes first, so that no variant pays the machine's first start alone):
 
 - ``autoloader``: ``autotune.AutoLoader`` from nothing (no YAML): it explores, settles and writes a YAML;
 - ``autoloader-rerun``: ``AutoLoader`` again, finding that YAML: no exploration (what a second run costs);
@@ -90,6 +91,34 @@ def dali_start(batch_size: int, device: str) -> dict[str, Any]:
     return baseline_configs(space, TuneSettings(device=device, cores=usable_cpus()))["dali-heuristic"]
 
 
+def warm_machine(a: argparse.Namespace) -> dict[str, Any]:
+    """A throwaway run before the measured ones: a few training steps and a few DALI batches.
+
+    The first process on a fresh machine reads the CUDA, cuDNN and nvJPEG libraries from disk and fills their
+    caches; on an H200 that made its first batch some 10 s later than the next process's (``autoloader_first_batches.py``).
+    Without this the variant that runs first pays it alone.
+    """
+    import torch
+
+    import autotune
+    from autotune._imports import is_available
+    from autotune.config.schema import LoaderConfig
+
+    t0 = time.perf_counter()
+    step = make_step(a.model, a.device, a.batch_size, a.classes)
+    params = dali_start(a.batch_size, a.device) if is_available("dali") else {"backend": "torch", "batch_size": a.batch_size, "num_workers": 2}
+    loader = autotune.build_loader(a.data, LoaderConfig.from_params(params), device=a.device, seed=0)
+    for i, batch in enumerate(loader):
+        step((batch[0], batch[1] % a.classes))
+        if i == 4:
+            break
+    if a.device == "cuda":
+        torch.cuda.synchronize()
+    loader.close()
+    print(f"warm-up: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return {"variant": "warm-up"}
+
+
 def run_one(a: argparse.Namespace) -> dict[str, Any]:
     """One variant in this process: the loader, the loop, the clock."""
     import torch
@@ -176,10 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-wall-s", type=float, default=560.0, help="stop a variant after this long (the torch defaults are slow)")
     p.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, from: {', '.join(VARIANTS)}")
     p.add_argument("--json", required=True, help="write the results here (a JSON list)")
+    p.add_argument("--no-warm-up", action="store_true", help="leave out the throwaway run before the variants (a few steps and batches)")
     p.add_argument("--one", default=None, help=argparse.SUPPRESS)  # internal: run one variant in this process
     a = p.parse_args(argv)
     if a.one:
-        print(json.dumps(run_one(a)))
+        print(json.dumps(warm_machine(a) if a.one == "warm-up" else run_one(a)))
         return 0
     wanted = [v.strip() for v in a.variants.split(",") if v.strip()]
     bad = [v for v in wanted if v not in VARIANTS]
@@ -198,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     args = [a for a in (argv if argv is not None else sys.argv[1:])]
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    if not a.no_warm_up:
+        subprocess.run([sys.executable, __file__, *args, "--one", "warm-up"], env=env, stdout=subprocess.DEVNULL, check=False)
     for v in wanted:
         proc = subprocess.run([sys.executable, __file__, *args, "--one", v], env=env, stdout=subprocess.PIPE, text=True, check=False)
         if proc.returncode != 0:

@@ -32,7 +32,8 @@ class Exploration:
             under DDP the ranks agree only there).
         max_candidates: candidates tried at most, the starting points included.
         settle_wait: settle at once on a measured candidate whose loop waited for data less than this fraction
-            of its time: the loader keeps up with the step, so no other loader can make the loop faster.
+            of its time: the loader keeps up with the step, so no other loader can make the loop faster. The
+            longest single wait is left out: one hiccup (a collection, an epoch's end) is not a loader too slow.
     """
 
     budget_s: float = 180.0
@@ -67,10 +68,24 @@ class Tally:
     samples: int = 0
     loop_s: float = 0.0
     wait_s: float = 0.0
+    wait_max: float = 0.0  # the longest single wait measured: left out of the wait fraction (one hiccup is not a slow loader)
     failed: str | None = None
     warm_checked: bool = False
     checked: int = 0  # `measured` at the last check point
     start_s: float | None = None  # the last build and its first batch, in seconds: what switching to it costs
+
+    def add(self, loop_s: float, samples: int, wait_s: float) -> None:
+        """One measured batch: the loop's time since the last one, its samples, and how long it waited for them."""
+        self.loop_s += loop_s
+        self.samples += samples
+        self.wait_s += wait_s
+        self.wait_max = max(self.wait_max, wait_s)
+        self.measured += 1
+
+    @property
+    def steady_wait_s(self) -> float:
+        """The measured waits without the longest one (what tells whether the loader keeps up)."""
+        return self.wait_s - self.wait_max
 
     def rebuilt(self) -> None:
         self.since_build = 0

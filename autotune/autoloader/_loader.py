@@ -263,10 +263,7 @@ class AutoLoader:
                 act = self._active
                 assert act is not None
                 if t_prev is not None and last is not None:
-                    act.tally.loop_s += now - t_prev
-                    act.tally.samples += last[0]
-                    act.tally.wait_s += last[1]
-                    act.tally.measured += 1
+                    act.tally.add(now - t_prev, last[0], last[1])
                 b = LoaderConfig.from_params(act.params).batch_size
                 short = self.exploring and self._short_epoch(plan, b)
                 if short:
@@ -408,7 +405,7 @@ class AutoLoader:
         act = self._active
         assert act is not None
         t = act.tally
-        loop_s, wait_s, failed = self.comm.maximum([t.loop_s, t.wait_s, 1.0 if t.failed else 0.0])
+        loop_s, wait_s, failed = self.comm.maximum([t.loop_s, t.steady_wait_s, 1.0 if t.failed else 0.0])
         t.mark_checked()
         decision = None
         if self.comm.leader:
