@@ -445,15 +445,18 @@ def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, s
 
 
 class _Hiccup:
-    """A loader whose ``at``-th batch takes ``delay`` seconds (a collection, an epoch's end): once, not every batch."""
+    """A loader that keeps up (every batch read at its first) but for its ``at``-th batch, which takes ``delay`` s
+    (a collection, an epoch's end): once, not every batch. ``delay`` None: ``every`` seconds at every batch."""
 
-    def __init__(self, inner, at, delay):
-        self.inner, self.at, self.delay = inner, at, delay
+    def __init__(self, inner, at, delay, every=0.0):
+        self.inner, self.at, self.delay, self.every = inner, at, delay, every
 
     def __iter__(self):
-        for i, batch in enumerate(self.inner):
-            if i == self.at:
+        batches = list(self.inner)  # read at the first batch (a warm-up batch): the rest come at once
+        for i, batch in enumerate(batches):
+            if i == self.at and self.delay:
                 time.sleep(self.delay)
+            time.sleep(self.every)
             yield batch
 
     def close(self):
@@ -475,7 +478,7 @@ def test_one_hiccup_does_not_keep_a_loader_that_keeps_up_from_settling(tiny_data
 
     def build(ds, loader, **kw):
         inner = real(ds, loader, **kw)
-        return _Slow(inner, 0.03) if delay == "every" else _Hiccup(inner, at=2, delay=0.4)
+        return _Hiccup(inner, at=2, delay=None, every=0.06) if delay == "every" else _Hiccup(inner, at=2, delay=0.4)
 
     monkeypatch.setattr(loader_module, "build_from_dataset", build)
     rules = Exploration(warmup_batches=1, measure_batches=4, check_batches=4, max_candidates=3, settle_wait=0.1)
@@ -483,7 +486,7 @@ def test_one_hiccup_does_not_keep_a_loader_that_keeps_up_from_settling(tiny_data
     try:
         for _ in range(2):
             for _batch in al:
-                time.sleep(0.02)  # the training step
+                time.sleep(0.05)  # the training step
     finally:
         al.close()
     switches = [h for h in al.history if h["action"] == "switch"]
