@@ -4,7 +4,8 @@
 One command per scenario. It tunes (``autotune run`` with the arguments after ``--``, timed), then re-measures
 side by side, interleaved round by round, every peer on the same machine with the same measurement and the same
 memory budgets: the torch defaults, ``num_workers`` = usable cores with pinning, ``num_workers`` = 75 % of the
-cores, DALI's usual starting point (GPU decode where a GPU exists), the largest batch that fits (the rule of
+cores (with several ranks: each rank's share of the cores, and also all the node's cores in every rank, the rule as
+most training scripts write it), DALI's usual starting point (GPU decode where a GPU exists), the largest batch that fits (the rule of
 Lightning's batch-size finder, with the cores heuristic), and the tuned config. Every measurement runs in a fresh
 process forked like a trial, so a peer that runs out of memory is recorded as failing, with its error.
 
@@ -19,6 +20,7 @@ Examples (the ``--`` part is passed to ``autotune run``)::
     python benchmarks/scenarios.py --scenario 1xH200-resnet50 --dataset /tmp/synth8k --model resnet50 --amp --channels-last -- --budget 150
     python benchmarks/scenarios.py --scenario 1xH200-3GiB --dataset /tmp/synth8k --reserve-gpu-mem 137000 -- --budget 90
     python benchmarks/scenarios.py --scenario 2xH200-ranks --dataset /tmp/synth8k --gpus 2 -- --budget 120
+    python benchmarks/scenarios.py --scenario 8xH200 --dataset /tmp/synth8k --gpus 8 -- --budget 150      # STAGE=a bash benchmarks/gpu_node.sh
 """
 
 from __future__ import annotations
@@ -87,11 +89,20 @@ def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, 
     return yaml_path, took
 
 
-def peers(tuned: Any | None, cores: int, cuda: bool, batch_sizes: list[int], dali: bool) -> dict[str, dict[str, Any]]:
-    """The rules of thumb, as loader parameters; ``cores`` is each rank's share; ``tuned`` (a Config) adds ``"tuned"``."""
+def peers(tuned: Any | None, cores: int, cuda: bool, batch_sizes: list[int], dali: bool, node_cores: int | None = None) -> dict[str, dict[str, Any]]:
+    """The rules of thumb, as loader parameters; ``cores`` is each rank's share; ``tuned`` (a Config) adds ``"tuned"``.
+
+    ``node_cores``: the node's cores, when several ranks share them: adds the rule as written in most training
+    scripts, ``num_workers = os.cpu_count()`` in every rank (over-subscribing the CPU ``node_cores / cores`` times).
+    """
     b = 64
     out: dict[str, dict[str, Any]] = {
         "torch defaults": {"backend": "torch", "batch_size": b, "num_workers": 0, "pin_memory": False},
+    }
+    if node_cores is not None and node_cores > cores:
+        out["workers = all cores, every rank"] = {"backend": "torch", "batch_size": b, "num_workers": node_cores, "pin_memory": cuda,
+                                                  "persistent_workers": True}
+    out |= {
         "workers = cores, pinned": {"backend": "torch", "batch_size": b, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True},
         "workers = 75 % of cores": {"backend": "torch", "batch_size": b, "num_workers": max(1, int(0.75 * cores)), "pin_memory": cuda, "persistent_workers": True},
     }
@@ -241,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         dali = False
     model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
     dataset = scan(a.dataset)
-    cand = peers(tuned, cores, cuda, [512, 256, 128], dali)
+    cand = peers(tuned, cores, cuda, [512, 256, 128], dali, node_cores=int(fp["cpus"]) if a.gpus > 1 else None)
     with SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,
                     ranks=a.gpus, model=model, reserve_gpu_mib=a.reserve_gpu_mem) as side:
         side.keep_largest_batch(cand)

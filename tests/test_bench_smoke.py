@@ -211,3 +211,12 @@ def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path,
     from autotune._imports import is_available
 
     assert (out / "t.png").exists() == is_available("plot")
+
+
+def test_several_ranks_add_the_all_cores_in_every_rank_peer():
+    scenarios = pytest.importorskip("scenarios")
+    one = scenarios.peers(None, 16, True, [256], dali=False)
+    eight = scenarios.peers(None, 16, True, [256], dali=False, node_cores=128)
+    assert "workers = all cores, every rank" not in one  # one rank: the rule is the cores peer itself
+    assert eight["workers = all cores, every rank"]["num_workers"] == 128  # over-subscribed eight times
+    assert eight["workers = cores, pinned"]["num_workers"] == 16 and eight["workers = 75 % of cores"]["num_workers"] == 12

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# A multi-GPU node (4 or 8 GPUs, or 2) against the rules of thumb, one process per rank; in stages that each fit
+# one call of under ten minutes. Results go to $OUT (or OUTDIR). Usage: STAGE=a|b bash benchmarks/gpu_node.sh
+#  a: data; the CUDA tests; `autotune run --gpus N` against the peers, all ranks loading at once
+#     (scenario NxH200: the torch defaults, num_workers = all cores in every rank, = cores / ranks, 75 % of
+#     cores / ranks, DALI's usual start, the largest batch, the tuned config)
+#  b: DDP ResNet-50 bf16 with the tuned YAML through build_loader(shard_id=rank, num_shards=N), against N times
+#     the one-GPU ceiling
+# GPUS=N uses the first N GPUs (default: all of them).
+set -uo pipefail
+out=${OUTDIR:-${OUT:-gpu-node-out}}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+gpus=${GPUS:-$(nvidia-smi -L | wc -l)}
+[ -n "${GPUS:-}" ] && export CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((gpus - 1)))
+cores=$(nproc)
+name="${gpus}xH200"
+machine="$gpus x H200, $cores cores"
+data=/tmp/s8k
+[ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 >/dev/null && touch "$data/.complete"; }
+tuned=benchmarks/work/scenarios/$name.yaml
+case "${STAGE:-a}" in
+a)
+  { nvidia-smi -L; python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -3; } > "$out/a-tests.log" 2>&1
+  python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --rounds 2 \
+    --window 1 --windows 3 --json "$out/scenarios.json" -- --budget 150 --space default > "$out/a-scenario.log" 2>&1
+  cp "$tuned" "$out/" 2>/dev/null
+  ;;
+b)
+  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  {
+    echo "== one-GPU ceiling (ResNet-50 bf16 channels_last)"
+    python3 benchmarks/ddp_train.py --ceiling --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 15 --json "$out/ddp.json"
+    echo "== DDP, $gpus processes, loaders from the tuned YAML"
+    torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 40 --json "$out/ddp.json"
+  } > "$out/b-ddp.log" 2>&1
+  ;;
+esac
+ls -la "$out"
