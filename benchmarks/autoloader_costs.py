@@ -21,20 +21,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autoloader_gpu import dali_start, ensure_data, make_step
+from autoloader_gpu import add_common_args, dali_start, ensure_data, make_step
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="/tmp/autotune-synth-8000")
-    p.add_argument("--images", type=int, default=8000)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--batch-size", type=int, default=256)
+    add_common_args(p)
     p.add_argument("--samples", type=int, default=60_000, help="training samples of the AutoLoader loop")
     p.add_argument("--json", required=True)
     a = p.parse_args(argv)
-    ensure_data(Path(a.data), a.images, 100, small=a.model == "tiny")
+    ensure_data(Path(a.data), a.images, a.classes, small=a.model == "tiny")
     import torch
 
     import autotune
@@ -52,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         events.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
-    step = make_step(a.model, a.device, a.batch_size, 100)
+    step = make_step(a.model, a.device, a.batch_size, a.classes)
     params = dali_start(a.batch_size, a.device) if is_available("dali") else {"backend": "torch", "batch_size": a.batch_size, "num_workers": 4}
     cfg = LoaderConfig.from_params(params)
     for what in ("first start", "rebuild"):

@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autoloader_gpu import ensure_data, make_step  # noqa: E402
+from autoloader_gpu import add_common_args, ensure_data, make_step  # noqa: E402
 
 VARIANTS = ("plain", "autoloader", "autoloader-memory")
 MARKS = (1, 5, 10, 20, 36, 62, 93, 124, 155)
@@ -125,11 +125,7 @@ def run_one(a: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--data", default="/tmp/autotune-synth-8000")
-    p.add_argument("--images", type=int, default=8000)
-    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--batch-size", type=int, default=256)
+    add_common_args(p)
     p.add_argument("--batches", type=int, default=124, help="batches per variant (124: four epochs of 8,000 images at 256)")
     p.add_argument("--params", default='{"backend": "dali", "dali_device": "gpu", "num_threads": 4, "prefetch_queue_depth": 2, "hw_decoder_load": 1.0}',
                    help="the plain variant's loader parameters (flat names, JSON)")
@@ -140,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.one:
         print(json.dumps(run_one(a)))
         return 0
-    ensure_data(Path(a.data), a.images, 100, small=a.model == "tiny")
+    ensure_data(Path(a.data), a.images, a.classes, small=a.model == "tiny")
     results = []
     args = list(argv if argv is not None else sys.argv[1:])
     for v in [v.strip() for v in a.variants.split(",") if v.strip()]:

@@ -188,16 +188,21 @@ def run_one(a: argparse.Namespace) -> dict[str, Any]:
     return {"variant": a.one, "samples": samples, "wall_s": round(t1 - t0, 2), "settled_samples_per_s": settled}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """The arguments every AutoLoader benchmark takes: the data, the device, the model, the batch size."""
     p.add_argument("--data", default="/tmp/autotune-synth-8000", help="dataset folder (a synthetic one is made if missing)")
     p.add_argument("--images", type=int, default=8000)
     p.add_argument("--classes", type=int, default=100)
-    p.add_argument("--work", default="/tmp/autoloader-bench", help="AutoLoader's YAML and study go here")
-    p.add_argument("--yaml", default=None, help="the offline-tuned YAML (autotune run) for the offline-yaml variant")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--model", default="resnet50", help="a torchvision model (bf16, channels_last) or 'tiny' (a one-layer net, for smoke checks)")
     p.add_argument("--batch-size", type=int, default=256)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_common_args(p)
+    p.add_argument("--work", default="/tmp/autoloader-bench", help="AutoLoader's YAML and study go here")
+    p.add_argument("--yaml", default=None, help="the offline-tuned YAML (autotune run) for the offline-yaml variant")
     p.add_argument("--samples", type=int, default=1_375_000,
                    help="training samples per variant (1,375,000: about five minutes of ResNet-50 bf16 at the 4,580 samples/s of an H200)")
     p.add_argument("--budget-s", type=float, default=180.0, help="AutoLoader's exploration budget")

@@ -79,6 +79,16 @@ def assert_exactly_once(dataset, indices: list[int], labels: list[int]) -> None:
     assert collections.Counter(labels) == collections.Counter(dataset.labels)
 
 
+def epochs_exactly_once(al: AutoLoader, tiny_dataset: Path, epochs: int) -> None:
+    """Run ``epochs`` epochs, each delivering every sample once, then close the loader (also when one fails)."""
+    dataset = scan(tiny_dataset)
+    try:
+        for _ in range(epochs):
+            assert_exactly_once(dataset, *run_epoch(al))
+    finally:
+        al.close()
+
+
 def switches_within_epochs(al: AutoLoader) -> list[dict]:
     return [h for h in al.history if 0 < h["batch"]]
 
@@ -164,12 +174,7 @@ def test_import_autotune_stays_light():
 # -- in the loop ------------------------------------------------------------------------------------------------
 def test_every_sample_once_per_epoch_across_switches(tiny_dataset, space):
     al = make(tiny_dataset, space, candidates=CANDIDATES)
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(3):
-            assert_exactly_once(dataset, *run_epoch(al))
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 3)
     within = switches_within_epochs(al)
     assert len(within) >= 3, al.history
     assert len({h["config"] for h in al.history}) >= 3
@@ -180,12 +185,7 @@ def test_exactly_once_across_a_switch_to_dali_and_back(tiny_dataset, space):
     """A DALI candidate reads the rest of the epoch as a file list."""
     dali = {"backend": "dali", "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1}
     al = make(tiny_dataset, space, candidates=[CANDIDATES[0], dali, CANDIDATES[1]])
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(2):
-            assert_exactly_once(dataset, *run_epoch(al))
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 2)
     assert [h["config"].split(" ")[0] for h in al.history[:3]] == ["torch", "dali-cpu", "torch"]
 
 
@@ -219,12 +219,7 @@ def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_d
     cands = [CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, {"backend": "torch", "num_workers": 1, "prefetch_factor": 5},
              CANDIDATES[1]]
     al = make(tiny_dataset, space, candidates=cands)
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(2):
-            assert_exactly_once(dataset, *run_epoch(al))  # no exception reached the loop
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 2)  # no exception reached the loop
     failed = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.FAIL and "injected" in t.user_attrs.get("message", "")]
     assert {t.user_attrs["config"] for t in failed} == {"torch b=4 workers=1 prefetch=3", "torch b=4 workers=1 prefetch=5"}
     assert [h["reason"] for h in al.history].count("failed") == 2
@@ -402,11 +397,7 @@ def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, spac
 
 def test_zero_budget_explores_nothing(tiny_dataset, space):
     al = make(tiny_dataset, space, candidates=CANDIDATES, budget_s=0.0)
-    dataset = scan(tiny_dataset)
-    try:
-        assert_exactly_once(dataset, *run_epoch(al))
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 1)
     assert [h["action"] for h in al.history] == ["settle"] and al.settled.describe() == "torch b=4 workers=0"
     assert not Path("autotune.yaml").exists()  # nothing measured: nothing to write
     assert al.source is None and not Path("autotune.db").exists()  # and no empty study to list
@@ -519,12 +510,7 @@ def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, sp
     builds = _recording_builds(monkeypatch)
     rules = Exploration(warmup_batches=1, measure_batches=measure, check_batches=check, max_candidates=2, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules)  # 9 batches a candidate, 6 an epoch
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(4):
-            assert_exactly_once(dataset, *run_epoch(al))  # each epoch still its own order, every sample once
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 4)  # each epoch still its own order, every sample once
     explored = [b for b in builds if b[1] is not None]
     assert explored == [("torch b=4 workers=0", 48), ("torch b=4 workers=1 prefetch=2", 36)], builds  # 24 + 24; 12 + 24
     measured = {t.user_attrs["config"]: t.user_attrs["measured_batches"] for t in al.source.study.trials if "measured_batches" in t.user_attrs}
@@ -554,12 +540,7 @@ def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dat
     dali = {"backend": "dali", "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1}
     rules = Exploration(warmup_batches=1, measure_batches=8, check_batches=4, max_candidates=1, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=[dali], exploration=rules)
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(3):
-            assert_exactly_once(dataset, *run_epoch(al))
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 3)
     assert [b for b in builds if b[1] is not None] == [("dali-cpu b=4 threads=1 queue=1", 48)], builds
 
 
@@ -569,12 +550,7 @@ def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is
     builds = _recording_builds(monkeypatch, slow_build={first: 1.0}, slow_batches={second: 0.2})
     rules = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[2]], exploration=rules)  # 2 batches each
-    dataset = scan(tiny_dataset)
-    try:
-        for _ in range(2):
-            assert_exactly_once(dataset, *run_epoch(al))
-    finally:
-        al.close()
+    epochs_exactly_once(al, tiny_dataset, 2)
     settle = al.history[-1]
     assert settle["action"] == "settle" and settle["config"] == first and settle.get("from_next_epoch"), al.history
     assert settle["epoch"] == 0 and 0 < settle["batch"] < 6  # decided mid-epoch (epochs count from 0)
