@@ -2,19 +2,22 @@
 """A real data-parallel training run from a tuned YAML: one process per GPU (``torchrun``), DDP, each rank's
 loader built with ``autotune.build_loader(..., shard_id=rank, num_shards=world)``.
 
-Prints and writes (``--json``) the total training samples/s of all ranks together and, with ``--ceiling``, the
-one-GPU ceiling measured first in the same command (the same training steps on one batch already on the GPU), so
-the run can be read against N times that ceiling.
+Prints and writes (``--json``) the total training samples/s of all ranks together, each rank's rate and the share
+of its time spent waiting for its loader. With ``--ceiling``, one process measures the one-GPU ceiling (the same
+training steps on one batch already on the GPU); with ``--resident``, the DDP run trains every rank on one batch it
+keeps (gradients still all-reduced, no loader). Read together, N times the ceiling -> DDP resident -> DDP with the
+loaders splits what a run loses into communication and loading.
 
 On a GPU node (ResNet-50, bf16, channels_last; about 2 minutes)::
 
     torchrun --nproc_per_node 2 benchmarks/ddp_train.py --data /tmp/synth8k --yaml autotune.yaml \\
         --model resnet50 --amp --channels-last --seconds 30 --json ddp.json
+    torchrun --nproc_per_node 2 benchmarks/ddp_train.py ... --resident   # the same, no loader
     python benchmarks/ddp_train.py --ceiling --data /tmp/synth8k --yaml autotune.yaml --model resnet50 --amp --channels-last
 
 On a CPU machine (a smoke run: gloo, a tiny model)::
 
-    torchrun --nproc_per_node 2 benchmarks/ddp_train.py --data DIR --yaml autotune.yaml --device cpu --model resnet18 --seconds 3
+    torchrun --nproc_per_node 2 benchmarks/ddp_train.py --data DIR --yaml autotune.yaml --device cpu --model tiny --seconds 3
 """
 
 from __future__ import annotations
@@ -34,13 +37,14 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", required=True, help="ImageFolder dataset")
     p.add_argument("--yaml", required=True, help="the tuned autotune.yaml")
-    p.add_argument("--model", default="resnet50", help="a torchvision classification model")
+    p.add_argument("--model", default="resnet50", help="a torchvision classification model, or 'tiny' (one conv layer, for smoke runs)")
     p.add_argument("--amp", action="store_true", help="bf16 autocast")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--warmup", type=int, default=10, help="training steps before the clock starts")
     p.add_argument("--seconds", type=float, default=30.0, help="timed training, after the warm-up")
     p.add_argument("--ceiling", action="store_true", help="one process: the model's rate on one resident batch")
+    p.add_argument("--resident", action="store_true", help="DDP on one batch each rank keeps: communication, no loader")
     p.add_argument("--json", help="append the result to this JSON list")
     return p.parse_args(argv)
 
@@ -49,7 +53,11 @@ def _model(args: argparse.Namespace, classes: int, device: str):
     import torch
     import torchvision
 
-    model = getattr(torchvision.models, args.model)(num_classes=classes).to(device)
+    if args.model == "tiny":
+        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, stride=8), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                    torch.nn.Flatten(), torch.nn.Linear(8, classes)).to(device)
+    else:
+        model = getattr(torchvision.models, args.model)(num_classes=classes).to(device)
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
     return model
@@ -144,15 +152,20 @@ def train(args: argparse.Namespace) -> None:
             yield from loader
 
     it = batches()
+    if args.resident:  # one real batch, kept: the same steps and all-reduces with no loader behind them
+        kept = next(it)
+        it = iter(lambda: kept, None)
     for _ in range(args.warmup):
         images, labels = next(it)
         step(images, labels)
     _sync(device)
     dist.barrier()
-    n, t0 = 0, time.perf_counter()
+    n, waited, t0 = 0, 0.0, time.perf_counter()
     stop = torch.zeros(1, device=device)
     while True:
+        w0 = time.perf_counter()
         images, labels = next(it)
+        waited += time.perf_counter() - w0
         step(images, labels)
         n += int(labels.shape[0])
         if n // int(labels.shape[0]) % 8 == 0:  # agree on when to stop, every 8 steps
@@ -165,13 +178,16 @@ def train(args: argparse.Namespace) -> None:
     counts = torch.tensor([float(n)], device=device)
     per_rank = [torch.zeros(1, device=device) for _ in range(world)]
     dist.all_gather(per_rank, counts / elapsed)
+    wait_share = [torch.zeros(1, device=device) for _ in range(world)]
+    dist.all_gather(wait_share, torch.tensor([waited], device=device) / elapsed)
     dist.all_reduce(counts)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
         _append(args.json, {
-            "measure": "ddp-training", "ranks": world, "model": args.model, "config": cfg.loader.describe(),
-            "total_samples_per_s": round(float(counts.item() / elapsed.item()), 1),
+            "measure": "ddp-resident" if args.resident else "ddp-training", "ranks": world, "model": args.model,
+            "config": cfg.loader.describe(), "total_samples_per_s": round(float(counts.item() / elapsed.item()), 1),
             "per_rank": [round(float(x.item()), 1) for x in per_rank],
+            "loader_wait_share": [round(float(x.item()), 3) for x in wait_share],
         })
     close = getattr(loader, "close", None)
     if close is not None:

@@ -5,7 +5,7 @@
 #     (scenario NxH200: the torch defaults, num_workers = all cores in every rank, = cores / ranks, 75 % of
 #     cores / ranks, DALI's usual start, the largest batch, the tuned config)
 #  b: DDP ResNet-50 bf16 with the tuned YAML through build_loader(shard_id=rank, num_shards=N), against N times
-#     the one-GPU ceiling
+#     the one-GPU ceiling and against the same DDP run on resident batches (what communication alone leaves)
 # GPUS=N uses the first N GPUs (default: all of them).
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-node-out}}; mkdir -p "$out"
@@ -30,6 +30,8 @@ b)
   {
     echo "== one-GPU ceiling (ResNet-50 bf16 channels_last)"
     python3 benchmarks/ddp_train.py --ceiling --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 15 --json "$out/ddp.json"
+    echo "== DDP, $gpus processes, each on one resident batch (no loader)"
+    torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 30 --resident --json "$out/ddp.json"
     echo "== DDP, $gpus processes, loaders from the tuned YAML"
     torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 40 --json "$out/ddp.json"
   } > "$out/b-ddp.log" 2>&1

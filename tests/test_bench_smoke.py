@@ -220,3 +220,36 @@ def test_several_ranks_add_the_all_cores_in_every_rank_peer():
     assert "workers = all cores, every rank" not in one  # one rank: the rule is the cores peer itself
     assert eight["workers = all cores, every rank"]["num_workers"] == 128  # over-subscribed eight times
     assert eight["workers = cores, pinned"]["num_workers"] == 16 and eight["workers = 75 % of cores"]["num_workers"] == 12
+
+
+def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset):
+    """benchmarks/ddp_train.py, two CPU ranks (gloo): the loader-fed run reports each rank's wait for its loader,
+    the --resident run the same steps and all-reduces with no loader (no wait), so the two split what is lost."""
+    import json
+    import os
+    import socket
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    with socket.socket() as s:  # a free port for the rendezvous (torchrun's --master_port 0 waits forever)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = (repo / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", str(tiny_dataset))
+    cfg = cfg.replace("classes: 2", "classes: 3").replace("batch_size: 8", "batch_size: 4").replace("num_workers: 2", "num_workers: 0").replace("persistent_workers: true", "persistent_workers: false")
+    (tmp_path / "cfg.yaml").write_text(cfg)
+    out = tmp_path / "ddp.json"
+    env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
+    for extra in ([], ["--resident"]):
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+               str(repo / "benchmarks" / "ddp_train.py"), "--data", str(tiny_dataset), "--yaml", str(tmp_path / "cfg.yaml"),
+               "--device", "cpu", "--model", "tiny", "--warmup", "2", "--seconds", "1", "--json", str(out), *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    fed, resident = json.loads(out.read_text())
+    assert (fed["measure"], resident["measure"]) == ("ddp-training", "ddp-resident")
+    for row in (fed, resident):
+        assert row["ranks"] == 2 and len(row["per_rank"]) == 2 and len(row["loader_wait_share"]) == 2
+        assert row["total_samples_per_s"] > 0
+        assert abs(sum(row["per_rank"]) - row["total_samples_per_s"]) <= 0.1 * row["total_samples_per_s"]
+    assert all(0.1 < w < 1 for w in fed["loader_wait_share"])  # no workers: every batch is decoded while the rank waits
+    assert all(w < 0.02 for w in resident["loader_wait_share"])  # the kept batch: only the clock's own cost
