@@ -99,12 +99,15 @@ def peers(tuned: Any | None, cores: int, cuda: bool, batch_sizes: list[int], dal
     out: dict[str, dict[str, Any]] = {
         "torch defaults": {"backend": "torch", "batch_size": b, "num_workers": 0, "pin_memory": False},
     }
-    if node_cores is not None and node_cores > cores:
+    shared = node_cores is not None and node_cores > cores
+    if shared:
         out["workers = all cores, every rank"] = {"backend": "torch", "batch_size": b, "num_workers": node_cores, "pin_memory": cuda,
                                                   "persistent_workers": True}
+    per = " / ranks" if shared else ""  # with several ranks the next two rules take the rank's share of the cores
     out |= {
-        "workers = cores, pinned": {"backend": "torch", "batch_size": b, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True},
-        "workers = 75 % of cores": {"backend": "torch", "batch_size": b, "num_workers": max(1, int(0.75 * cores)), "pin_memory": cuda, "persistent_workers": True},
+        f"workers = cores{per}, pinned": {"backend": "torch", "batch_size": b, "num_workers": cores, "pin_memory": cuda, "persistent_workers": True},
+        f"workers = 75 % of cores{per}": {"backend": "torch", "batch_size": b, "num_workers": max(1, int(0.75 * cores)), "pin_memory": cuda,
+                                          "persistent_workers": True},
     }
     if dali:
         out["DALI's usual start"] = {"backend": "dali", "batch_size": 128, "dali_device": "gpu" if cuda else "cpu", "num_threads": min(cores, 8),

@@ -219,7 +219,8 @@ def test_several_ranks_add_the_all_cores_in_every_rank_peer():
     eight = scenarios.peers(None, 16, True, [256], dali=False, node_cores=128)
     assert "workers = all cores, every rank" not in one  # one rank: the rule is the cores peer itself
     assert eight["workers = all cores, every rank"]["num_workers"] == 128  # over-subscribed eight times
-    assert eight["workers = cores, pinned"]["num_workers"] == 16 and eight["workers = 75 % of cores"]["num_workers"] == 12
+    assert eight["workers = cores / ranks, pinned"]["num_workers"] == 16 and eight["workers = 75 % of cores / ranks"]["num_workers"] == 12
+    assert one["workers = cores, pinned"]["num_workers"] == 16
 
 
 def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset):
