@@ -45,6 +45,9 @@ def _args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=30.0, help="timed training, after the warm-up")
     p.add_argument("--ceiling", action="store_true", help="one process: the model's rate on one resident batch")
     p.add_argument("--resident", action="store_true", help="DDP on one batch each rank keeps: communication, no loader")
+    p.add_argument("--autoloader", action="store_true",
+                   help="each rank's loader an autotune.AutoLoader from nothing (no YAML; the YAML's batch size), tuned in the loop")
+    p.add_argument("--budget-s", type=float, default=60.0, help="the AutoLoader's exploration budget")
     p.add_argument("--json", help="append the result to this JSON list")
     return p.parse_args(argv)
 
@@ -141,7 +144,10 @@ def train(args: argparse.Namespace) -> None:
         device = "cpu"
     dist.init_process_group("nccl" if args.device == "cuda" else "gloo")
     cfg = autotune.load_config(args.yaml, world_size=world)
-    loader = autotune.build_loader(args.data, cfg, device=device, shard_id=rank, num_shards=world, seed=0)
+    if args.autoloader:
+        loader = autotune.AutoLoader(args.data, device=device, config=None, batch_size=cfg.batch_size, budget_s=args.budget_s, storage=None, seed=0)
+    else:
+        loader = autotune.build_loader(args.data, cfg, device=device, shard_id=rank, num_shards=world, seed=0)
     classes = int(cfg.dataset.get("classes") or 1000) if isinstance(cfg.dataset, dict) else 1000
     model = _model(args, classes, device)
     ddp = DDP(model, device_ids=[local] if args.device == "cuda" else None)
@@ -161,8 +167,11 @@ def train(args: argparse.Namespace) -> None:
     _sync(device)
     dist.barrier()
     n, waited, t0 = 0, 0.0, time.perf_counter()
+    settled_at: tuple[float, int] | None = None  # (seconds, samples) when an AutoLoader settled
     stop = torch.zeros(1, device=device)
     while True:
+        if args.autoloader and settled_at is None and loader.settled is not None:
+            settled_at = (time.perf_counter() - t0, n)
         w0 = time.perf_counter()
         images, labels = next(it)
         waited += time.perf_counter() - w0
@@ -183,12 +192,19 @@ def train(args: argparse.Namespace) -> None:
     dist.all_reduce(counts)
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
-        _append(args.json, {
-            "measure": "ddp-resident" if args.resident else "ddp-training", "ranks": world, "model": args.model,
-            "config": cfg.loader.describe(), "total_samples_per_s": round(float(counts.item() / elapsed.item()), 1),
+        row = {
+            "measure": "ddp-resident" if args.resident else "ddp-autoloader" if args.autoloader else "ddp-training", "ranks": world,
+            "model": args.model, "config": (loader.settled or cfg.loader).describe() if args.autoloader else cfg.loader.describe(),
+            "total_samples_per_s": round(float(counts.item() / elapsed.item()), 1),
             "per_rank": [round(float(x.item()), 1) for x in per_rank],
             "loader_wait_share": [round(float(x.item()), 3) for x in wait_share],
-        })
+        }
+        if args.autoloader:  # the rate from the settling on, every rank alike (they switch at the same batch)
+            row["settled_after_s"] = None if settled_at is None else round(settled_at[0], 1)
+            if settled_at is not None and float(elapsed.item()) > settled_at[0]:
+                row["settled_samples_per_s"] = round(world * (n - settled_at[1]) / (float(elapsed.item()) - settled_at[0]), 1)
+            row["candidates"] = len([h for h in loader.history if h.get("action") != "settle"])
+        _append(args.json, row)
     close = getattr(loader, "close", None)
     if close is not None:
         close()

@@ -6,6 +6,7 @@
 #     cores / ranks, DALI's usual start, the largest batch, the tuned config)
 #  b: DDP ResNet-50 bf16 with the tuned YAML through build_loader(shard_id=rank, num_shards=N), against N times
 #     the one-GPU ceiling and against the same DDP run on resident batches (what communication alone leaves)
+#  c: the same DDP run with each rank's loader an autotune.AutoLoader from nothing, tuned inside the loop
 # GPUS=N uses the first N GPUs (default: all of them).
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-node-out}}; mkdir -p "$out"
@@ -35,6 +36,12 @@ b)
     echo "== DDP, $gpus processes, loaders from the tuned YAML"
     torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 40 --json "$out/ddp.json"
   } > "$out/b-ddp.log" 2>&1
+  ;;
+c)
+  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  { echo "== DDP, $gpus processes, each rank's loader an AutoLoader from nothing (the YAML only for its batch size)"
+    torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 120 --autoloader --budget-s 60 --json "$out/ddp.json"
+  } > "$out/c-autoloader.log" 2>&1
   ;;
 esac
 ls -la "$out"

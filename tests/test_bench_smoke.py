@@ -240,15 +240,16 @@ def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset)
     (tmp_path / "cfg.yaml").write_text(cfg)
     out = tmp_path / "ddp.json"
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
-    for extra in ([], ["--resident"]):
+    for extra in ([], ["--resident"], ["--autoloader", "--budget-s", "2"]):
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
                str(repo / "benchmarks" / "ddp_train.py"), "--data", str(tiny_dataset), "--yaml", str(tmp_path / "cfg.yaml"),
-               "--device", "cpu", "--model", "tiny", "--warmup", "2", "--seconds", "1", "--json", str(out), *extra]
+               "--device", "cpu", "--model", "tiny", "--warmup", "2", "--seconds", "3" if extra[:1] == ["--autoloader"] else "1", "--json", str(out), *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
-    fed, resident = json.loads(out.read_text())
-    assert (fed["measure"], resident["measure"]) == ("ddp-training", "ddp-resident")
-    for row in (fed, resident):
+    fed, resident, auto = json.loads(out.read_text())
+    assert (fed["measure"], resident["measure"], auto["measure"]) == ("ddp-training", "ddp-resident", "ddp-autoloader")
+    assert auto["settled_after_s"] is not None and auto["settled_samples_per_s"] > 0 and auto["candidates"] >= 1
+    for row in (fed, resident, auto):
         assert row["ranks"] == 2 and len(row["per_rank"]) == 2 and len(row["loader_wait_share"]) == 2
         assert row["total_samples_per_s"] > 0
         assert abs(sum(row["per_rank"]) - row["total_samples_per_s"]) <= 0.1 * row["total_samples_per_s"]
