@@ -7,6 +7,8 @@
 #  b: DDP ResNet-50 bf16 with the tuned YAML through build_loader(shard_id=rank, num_shards=N), against N times
 #     the one-GPU ceiling and against the same DDP run on resident batches (what communication alone leaves)
 #  c: the same DDP run with each rank's loader an autotune.AutoLoader from nothing, tuned inside the loop
+#  m: `autotune run --gpus N --model resnet50` (every rank scored by its own training steps), then the DDP run of
+#     stage b from that YAML
 # GPUS=N uses the first N GPUs (default: all of them).
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-node-out}}; mkdir -p "$out"
@@ -42,6 +44,17 @@ c)
   { echo "== DDP, $gpus processes, each rank's loader an AutoLoader from nothing (the YAML only for its batch size)"
     torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 120 --autoloader --budget-s 60 --json "$out/ddp.json"
   } > "$out/c-autoloader.log" 2>&1
+  ;;
+m)
+  model=benchmarks/work/scenarios/$name-model.yaml
+  { python3 -m autotune run --dataset "$data" --gpus "$gpus" --model resnet50 --amp --channels-last --budget 150 --out "$model" \
+      --storage sqlite:///benchmarks/work/scenarios/scenarios.db --no-report --quiet
+    cp "$model" "$out/"
+    echo "== one-GPU ceiling at that YAML's batch size"
+    python3 benchmarks/ddp_train.py --ceiling --data "$data" --yaml "$model" --model resnet50 --amp --channels-last --seconds 15 --json "$out/ddp.json"
+    echo "== DDP, $gpus processes, loaders from the model-scored YAML"
+    torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$model" --model resnet50 --amp --channels-last --seconds 40 --json "$out/ddp.json"
+  } > "$out/m-model.log" 2>&1
   ;;
 esac
 ls -la "$out"
