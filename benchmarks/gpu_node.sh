@@ -46,7 +46,7 @@ c)
   } > "$out/c-autoloader.log" 2>&1
   ;;
 m)
-  model=benchmarks/work/scenarios/$name-model.yaml
+  model=benchmarks/work/scenarios/$name-model.yaml; mkdir -p benchmarks/work/scenarios
   { python3 -m autotune run --dataset "$data" --gpus "$gpus" --model resnet50 --amp --channels-last --budget 150 --out "$model" \
       --storage sqlite:///benchmarks/work/scenarios/scenarios.db --no-report --quiet
     cp "$model" "$out/"

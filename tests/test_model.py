@@ -142,6 +142,25 @@ def test_ceiling_records_each_batch_size_and_the_measured_memory(tiny_dataset, t
     assert selection.ceiling_at(c, 256) == 1280.0  # not measured there: the nearest batch size that was
 
 
+def test_with_several_ranks_the_ceiling_is_every_rank_s_gpu(tiny_dataset, tmp_path, monkeypatch):
+    """Trials with N ranks are scored by their total: the ceiling they are a fraction of is N one-GPU ceilings."""
+    space = parse_space({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [64, 128]}}})
+    settings = TuneSettings(model=ModelSpec(name="resnet50", amp=True), ranks=2)
+    tuner = Tuner(scan(tiny_dataset), space, settings, storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
+    seen = []
+
+    def fake_run(spec, **kw):
+        seen.append(spec.ranks)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=10.0 * spec.loader.batch_size, spread=(1.0, 1.0))
+
+    monkeypatch.setattr("autotune.trials.runner.run_trial", fake_run)
+    c = measure_ceiling(tuner)
+    assert seen == [1, 1]  # measured on one GPU
+    assert (c["ranks"], c["per_gpu_samples_per_s"], c["samples_per_s"]) == (2, 1280.0, 2560.0)
+    # two ranks delivering 2 x 1,240 samples/s: 97 % of the ceiling, not 194 %
+    assert selection.ceiling_attrs(c, 128, 2480.0) == {"model_ceiling_samples_per_s": 2560.0, "fraction_of_ceiling": 0.969}
+
+
 # ----------------------------------------------------------------------------------------- enough rule
 def _add(study, number_params, value, peak_host, role=None):
     loader = LoaderConfig.from_params(number_params)

@@ -158,6 +158,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "model": a.get("model"),
         "model_ceiling": _ceiling(a.get("model_ceiling")),
         "model_ceiling_batch": (a.get("model_ceiling") or {}).get("batch_size") if isinstance(a.get("model_ceiling"), dict) else None,
+        "model_ceiling_ranks": (a.get("model_ceiling") or {}).get("ranks") if isinstance(a.get("model_ceiling"), dict) else None,
         "confirmation": conf,
         "time": a.get("time") if isinstance(a.get("time"), dict) else None,
         "trials": len(rows),

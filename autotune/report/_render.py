@@ -108,7 +108,8 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget ({spent}); {_num(t.get('trials_measured'))} trials"
                      + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")))
     if ov.get("model"):
-        rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")))
+        rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
+                     + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else "")))
     return rows
 
 

@@ -60,10 +60,15 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     if measured:
         tuner.settings.model = dataclasses.replace(s.model, gpu_mib=tuple(measured))
     best_b = max(done, key=done.get) if done else None  # type: ignore[arg-type]
+    ranks = max(1, int(s.ranks))
+    one = done.get(best_b) if best_b else None
     return {
         "model": s.model.describe(),
-        "method": "the same training steps on one batch resident on the device",
-        "per_batch_size": per,
-        "samples_per_s": done.get(best_b) if best_b else None,
+        "method": "the same training steps on one batch resident on the device"
+        + (f"; measured on one GPU, times {ranks} ranks (each rank trains on its own GPU)" if ranks > 1 else ""),
+        "per_batch_size": per,  # one GPU's rates
+        "ranks": ranks,
+        "samples_per_s": None if one is None else round(one * ranks, 1),  # all ranks together, as trials are scored
+        "per_gpu_samples_per_s": one,
         "batch_size": best_b,
     }

@@ -26,13 +26,15 @@ def ceiling_batch_sizes(space: Any) -> list[int]:
 
 
 def ceiling_at(ceiling: dict[str, Any] | None, batch_size: int) -> float | None:
-    """The ceiling at ``batch_size`` (the nearest measured batch size when that one was not)."""
+    """The ceiling at ``batch_size`` (the nearest measured batch size when that one was not), for all ranks
+    together: the one-GPU rate times the ranks, as trials with several ranks are scored by their total."""
     if not ceiling:
         return None
     done = {int(b): v["samples_per_s"] for b, v in ceiling.get("per_batch_size", {}).items() if v.get("samples_per_s")}
     if not done:
         return None
-    return done.get(batch_size) or done[min(done, key=lambda b: abs(b - batch_size))]
+    one = done.get(batch_size) or done[min(done, key=lambda b: abs(b - batch_size))]
+    return one * max(1, int(ceiling.get("ranks") or 1))
 
 
 def ceiling_attrs(ceiling: dict[str, Any] | None, batch_size: int, samples_per_s: float | None) -> dict[str, Any]:
