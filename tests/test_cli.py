@@ -51,6 +51,7 @@ def test_studies_lists_a_study(workdir, capsys):
     assert main(["studies", "--storage", url]) == 0
     out = capsys.readouterr().out
     assert "cli-study" in out and "210" in out
+    assert "2026-11-29 12:00" in out  # the creation time whole, to the minute (a narrow column cut it to "2026-11-29T12:0…")
 
 
 def test_show_a_study_has_a_row_per_trial(workdir, capsys):

@@ -42,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
 
     table = Table(title=cell(f"studies in {mask_url(args.storage)}"))
     for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right"}), ("best samples/s", {"justify": "right"}),
-                    ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {})):
+                    ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {"no_wrap": True, "min_width": 16})):
         table.add_column(col, **kw)
     for r in rows:
         if r.get("error"):
-            table.add_row(cell(r["name"]), "-", "-", "-", cell(f"unreadable: {r['error']}"), cell(r["created"] or "-"), style="red")
+            table.add_row(cell(r["name"]), "-", "-", "-", cell(f"unreadable: {r['error']}"), _when(r["created"]), style="red")
             continue
         table.add_row(
             cell(r["name"]),
@@ -54,10 +54,20 @@ def run(args: argparse.Namespace) -> int:
             _number(r["best_samples_per_s"], "{:,.0f}"),
             _number(r["speedup_vs_defaults"], "{:.1f}x"),
             cell(r["best_config"] or "-"),
-            cell(r["created"] or "-"),
+            _when(r["created"]),
         )
     Console(width=max(120, Console().width)).print(table)
     return 0
+
+
+def _when(created: object):
+    """The creation time to the minute (``2026-11-30 05:06``), UTC as stored; ``--json`` keeps the full stamp."""
+    from autotune.cli._text import cell
+
+    if not created:
+        return "-"
+    text = str(created)
+    return cell(text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] in ("T", " ") else text)
 
 
 def _number(value: object, fmt: str):
