@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A multi-GPU node (4 or 8 GPUs, or 2) against the rules of thumb, one process per rank; in stages that each fit
-# one call of under ten minutes. Results go to $OUT (or OUTDIR). Usage: STAGE=a|b bash benchmarks/gpu_node.sh
-#  a: data; the CUDA tests; `autotune run --gpus N` against the peers, all ranks loading at once
-#     (scenario NxH200: the torch defaults, num_workers = all cores in every rank, = cores / ranks, 75 % of
-#     cores / ranks, DALI's usual start, the largest batch, the tuned config)
+# one call of under ten minutes. Results go to $OUT (or OUTDIR). Usage: STAGE=a|p|b|c|m bash benchmarks/gpu_node.sh
+#  a: data; the CUDA tests; `autotune run --gpus N` (scenario NxH200), its YAML and tuning time kept
+#  p: that tuned config against the peers, all ranks loading at once, each round saved as it ends (the torch
+#     defaults, num_workers = all cores in every rank, = cores / ranks, 75 % of cores / ranks, DALI's usual
+#     start, the largest batch, the tuned config)
 #  b: DDP ResNet-50 bf16 with the tuned YAML through build_loader(shard_id=rank, num_shards=N), against N times
 #     the one-GPU ceiling and against the same DDP run on resident batches (what communication alone leaves)
 #  c: the same DDP run with each rank's loader an autotune.AutoLoader from nothing, tuned inside the loop
@@ -24,9 +25,14 @@ tuned=benchmarks/work/scenarios/$name.yaml
 case "${STAGE:-a}" in
 a)
   { nvidia-smi -L; python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -3; } > "$out/a-tests.log" 2>&1
-  python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --rounds 2 \
-    --window 1 --windows 3 --json "$out/scenarios.json" -- --budget 150 --space default > "$out/a-scenario.log" 2>&1
-  cp "$tuned" "$out/" 2>/dev/null
+  python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --tune-only \
+    -- --budget 150 --space default > "$out/a-tune.log" 2>&1
+  cp "$tuned" "$tuned.tuning.json" "$out/" 2>/dev/null
+  ;;
+p)
+  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --tuned "$tuned" \
+    --rounds 2 --window 1 --windows 3 --trial-timeout 90 --json "$out/scenarios.json" > "$out/p-peers.log" 2>&1
   ;;
 b)
   [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}

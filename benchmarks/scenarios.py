@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,8 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--amp", action="store_true")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--reserve-gpu-mem", type=float, default=0.0, metavar="MIB", help="GPU memory taken by the model")
-    p.add_argument("--tuned", default=None, help="a tuned YAML to use instead of tuning first")
+    p.add_argument("--tuned", default=None, help="a tuned YAML to use instead of tuning first (its tuning time from the --tune-only run that wrote it)")
+    p.add_argument("--tune-only", action="store_true", help="tune, write the YAML and its tuning time, and stop (the peers later, with --tuned)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds of re-measurement")
     p.add_argument("--window", type=float, default=1.0)
     p.add_argument("--windows", type=int, default=3)
@@ -86,7 +88,18 @@ def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, 
     took = time.monotonic() - t0
     if proc.returncode != 0 or not yaml_path.exists():
         raise SystemExit(f"autotune run failed with exit code {proc.returncode}")
+    timing_file(yaml_path).write_text(json.dumps({"tuning_s": round(took, 1), "command": " ".join(cmd)}) + "\n")
     return yaml_path, took
+
+
+def timing_file(yaml_path: Path) -> Path:
+    """Beside a scenario's YAML: how long its ``autotune run`` took, for a later ``--tuned`` run of the peers."""
+    return yaml_path.with_name(yaml_path.name + ".tuning.json")
+
+
+def tuning_of(yaml_path: Path) -> float | None:
+    f = timing_file(yaml_path)
+    return float(json.loads(f.read_text())["tuning_s"]) if f.exists() else None
 
 
 def peers(tuned: Any | None, cores: int, cuda: bool, batch_sizes: list[int], dali: bool, node_cores: int | None = None) -> dict[str, dict[str, Any]]:
@@ -179,8 +192,10 @@ class SideBySide:
             if k != kept:
                 del cand[k]
 
-    def rounds(self, cand: dict[str, dict[str, Any]], rounds: int, seed: int = 0) -> tuple[dict[str, list[float]], dict[str, str]]:
-        """Every config once a round, in a new random order each round; the rates of those that completed, the errors of the rest."""
+    def rounds(self, cand: dict[str, dict[str, Any]], rounds: int, seed: int = 0,
+               after_round: Callable[[dict[str, list[float]], dict[str, str]], Any] | None = None) -> tuple[dict[str, list[float]], dict[str, str]]:
+        """Every config once a round, in a new random order each round; the rates of those that completed, the errors of
+        the rest. ``after_round`` is called with both after each round."""
         scores: dict[str, list[float]] = {k: [] for k in cand}
         errors: dict[str, str] = {}
         names = list(cand)
@@ -194,6 +209,8 @@ class SideBySide:
                 else:
                     errors[k] = err
                 print(f"round {r + 1}/{rounds} {k}: {f'{rate:,.0f}/s' if rate else err}", file=sys.stderr, flush=True)
+            if after_round is not None:
+                after_round(scores, errors)
         return scores, errors
 
 
@@ -243,9 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     cores = max(1, int(fp["cpus"]) // a.gpus)
     machine = a.machine or machine_name(fp, cuda, a.gpus)
     if a.tuned:
-        yaml_path, tuning_s = Path(a.tuned), None
+        yaml_path = Path(a.tuned)
+        tuning_s = tuning_of(yaml_path)
     else:
         yaml_path, tuning_s = tune(a, run_args, work)
+        if a.tune_only:
+            print(f"{a.scenario}: tuned in {tuning_s:.0f} s -> {yaml_path}")
+            return 0
     tuned = load_config(yaml_path)
     try:
         import nvidia.dali  # noqa: F401
@@ -256,14 +277,19 @@ def main(argv: list[str] | None = None) -> int:
     model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
     dataset = scan(a.dataset)
     cand = peers(tuned, cores, cuda, [512, 256, 128], dali, node_cores=int(fp["cpus"]) if a.gpus > 1 else None)
+    command = " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])
+
+    def save(scores: dict[str, list[float]], errors: dict[str, str]) -> list[dict[str, Any]]:
+        rows = scenario_rows(a.scenario, machine, cand, scores, errors)
+        next(r for r in rows if r["peer"] == "tuned").update(tuned_details(tuned, tuning_s, command))
+        save_rows(Path(a.json), a.scenario, machine, rows)
+        return rows
+
     with SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,
                     ranks=a.gpus, model=model, reserve_gpu_mib=a.reserve_gpu_mem) as side:
         side.keep_largest_batch(cand)
-        scores, errors = side.rounds(cand, a.rounds)
-    rows = scenario_rows(a.scenario, machine, cand, scores, errors)
-    tuned_row = next(r for r in rows if r["peer"] == "tuned")
-    tuned_row.update(tuned_details(tuned, tuning_s, " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])))
-    save_rows(Path(a.json), a.scenario, machine, rows)
+        scores, errors = side.rounds(cand, a.rounds, after_round=save)  # each round saved: a run cut short keeps what it measured
+    rows = save(scores, errors)
     print(f"\n{a.scenario} on {machine}" + (f", tuned in {tuning_s:.0f} s" if tuning_s else ""))
     print("| peer | config | samples/s | of tuned | spread |\n|---|---|---:|---:|---:|")
     for r in rows:

@@ -255,3 +255,15 @@ def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset)
         assert abs(sum(row["per_rank"]) - row["total_samples_per_s"]) <= 0.1 * row["total_samples_per_s"]
     assert all(0.1 < w < 1 for w in fed["loader_wait_share"])  # no workers: every batch is decoded while the rank waits
     assert all(w < 0.02 for w in resident["loader_wait_share"])  # the kept batch: only the clock's own cost
+
+
+def test_each_round_of_the_peers_is_saved_as_it_ends():
+    """A run cut short (a machine taken back mid-call) keeps the rounds it finished: after_round sees each."""
+    scenarios = pytest.importorskip("scenarios")
+    side = object.__new__(scenarios.SideBySide)  # no zygote: `once` is replaced
+    rates = iter([100.0, None, 110.0, None])
+    side.once = lambda params: (r, "") if (r := next(rates)) else (None, "timeout: too slow")
+    seen = []
+    scores, errors = side.rounds({"a": {}, "b": {}}, 2, after_round=lambda s, e: seen.append(({k: list(v) for k, v in s.items()}, dict(e))))
+    assert len(seen) == 2 and sum(map(len, seen[0][0].values())) == 1 and sum(map(len, seen[1][0].values())) == 2
+    assert seen[-1] == (scores, errors) and set(errors.values()) == {"timeout: too slow"}
