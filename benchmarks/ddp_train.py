@@ -3,7 +3,8 @@
 loader built with ``autotune.build_loader(..., shard_id=rank, num_shards=world)``.
 
 Prints and writes (``--json``) the total training samples/s of all ranks together, each rank's rate and the share
-of its time spent waiting for its loader. With ``--ceiling``, one process measures the one-GPU ceiling (the same
+of its time its host thread was blocked in the loader's ``next()`` (``loader_wait_share``; the GPU may still be
+busy with earlier steps meanwhile, so it is a guide: the rates are what to compare). With ``--ceiling``, one process measures the one-GPU ceiling (the same
 training steps on one batch already on the GPU); with ``--resident``, the DDP run trains every rank on one batch it
 keeps (gradients still all-reduced, no loader). Read together, N times the ceiling -> DDP resident -> DDP with the
 loaders splits what a run loses into communication and loading.
@@ -213,6 +214,8 @@ def train(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    if args.resident and args.autoloader:
+        raise SystemExit("error: --resident trains on one kept batch and --autoloader tunes the loader; pass one of them")
     ceiling(args) if args.ceiling else train(args)
     return 0
 

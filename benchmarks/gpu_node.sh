@@ -21,21 +21,21 @@ name="${gpus}xH200"
 machine="$gpus x H200, $cores cores"
 data=/tmp/s8k
 [ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 >/dev/null && touch "$data/.complete"; }
-tuned=benchmarks/work/scenarios/$name.yaml
+tuned=${TUNED:-benchmarks/work/scenarios/$name.yaml}  # stages p, b, c: TUNED=a YAML from an earlier call
 case "${STAGE:-a}" in
 a)
   { nvidia-smi -L; python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -3; } > "$out/a-tests.log" 2>&1
   python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --tune-only \
     -- --budget 150 --space default > "$out/a-tune.log" 2>&1
-  cp "$tuned" "$tuned.tuning.json" "$out/" 2>/dev/null
+  cp "benchmarks/work/scenarios/$name.yaml" "benchmarks/work/scenarios/$name.yaml.tuning.json" "$out/" 2>/dev/null
   ;;
 p)
-  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  [ -f "$tuned" ] || { echo "no $tuned: run stage a first on this machine, or set TUNED=the scenario YAML" >&2; exit 2; }
   python3 benchmarks/scenarios.py --scenario "$name" --machine "$machine" --dataset "$data" --gpus "$gpus" --tuned "$tuned" \
     --rounds 2 --window 1 --windows 3 --trial-timeout 90 --json "$out/scenarios.json" > "$out/p-peers.log" 2>&1
   ;;
 b)
-  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  [ -f "$tuned" ] || { echo "no $tuned: run stage a first on this machine, or set TUNED=the scenario YAML" >&2; exit 2; }
   {
     echo "== one-GPU ceiling (ResNet-50 bf16 channels_last)"
     python3 benchmarks/ddp_train.py --ceiling --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 15 --json "$out/ddp.json"
@@ -46,7 +46,7 @@ b)
   } > "$out/b-ddp.log" 2>&1
   ;;
 c)
-  [ -f "$tuned" ] || tuned=${TUNED:?run stage a first on this machine, or set TUNED=the scenario YAML}
+  [ -f "$tuned" ] || { echo "no $tuned: run stage a first on this machine, or set TUNED=the scenario YAML" >&2; exit 2; }
   { echo "== DDP, $gpus processes, each rank's loader an AutoLoader from nothing (the YAML only for its batch size)"
     torchrun --nproc_per_node "$gpus" benchmarks/ddp_train.py --data "$data" --yaml "$tuned" --model resnet50 --amp --channels-last --seconds 120 --autoloader --budget-s 60 --json "$out/ddp.json"
   } > "$out/c-autoloader.log" 2>&1

@@ -161,6 +161,23 @@ def test_with_several_ranks_the_ceiling_is_every_rank_s_gpu(tiny_dataset, tmp_pa
     assert selection.ceiling_attrs(c, 128, 2480.0) == {"model_ceiling_samples_per_s": 2560.0, "fraction_of_ceiling": 0.969}
 
 
+def test_a_study_from_before_the_ceiling_counted_its_ranks_reads_right():
+    """A two-rank study whose ceiling holds one GPU's rate and whose trial stored 1.94 of it: the report reads
+    the ceiling as both GPUs' and the trial as 0.97 of it."""
+    from autotune.report._data import overview, trial_rows
+
+    study = optuna.create_study(direction="maximize")
+    study.set_user_attr("ranks", 2)
+    study.set_user_attr("model_ceiling", {"model": "resnet50", "per_batch_size": {"128": {"samples_per_s": 1280.0}}, "samples_per_s": 1280.0, "batch_size": 128})
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 128, "num_workers": 4})
+    study.add_trial(optuna.trial.create_trial(value=2480.0, params={}, distributions={}, user_attrs={
+        "loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "samples_per_s": 2480.0, "fraction_of_ceiling": 1.938}))
+    assert selection.study_ceiling(study.user_attrs)["samples_per_s"] == 2560.0
+    assert trial_rows(study)[0]["fraction_of_ceiling"] == 0.969
+    ov = overview(study, "sqlite:///x.db")
+    assert (ov["model_ceiling"], ov["model_ceiling_ranks"]) == (2560.0, 2)
+
+
 # ----------------------------------------------------------------------------------------- enough rule
 def _add(study, number_params, value, peak_host, role=None):
     loader = LoaderConfig.from_params(number_params)

@@ -54,6 +54,9 @@ def _outcome(t: optuna.trial.FrozenTrial) -> str:
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One plain dict per trial, in trial order (what the per-trial tables and plots show)."""
+    from autotune.study.selection import ceiling_attrs, study_ceiling
+
+    ceiling = study_ceiling(study.user_attrs)
     rows = []
     for t in study.get_trials(deepcopy=False):
         a = t.user_attrs
@@ -75,7 +78,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "peak_gpu_mib": a.get("peak_gpu_mib"),
             "startup_s": a.get("startup_s"),
             "duration_s": a.get("duration_s"),
-            "fraction_of_ceiling": a.get("fraction_of_ceiling"),
+            "fraction_of_ceiling": _fraction(ceiling, loader, rate, a.get("fraction_of_ceiling"), ceiling_attrs),
             "message": a.get("message") or "",
             "repeat_of": a.get("repeat_of"),
             "log": a.get("log"),
@@ -83,6 +86,18 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "end": t.datetime_complete,
         })
     return rows
+
+
+def _fraction(ceiling: dict[str, Any] | None, loader: Any, rate: Any, stored: Any, ceiling_attrs: Any) -> Any:
+    """A trial's fraction of the model's ceiling, from the study's ceiling where it can be (so that a study written
+    before the ceiling counted every rank reads right), else as the trial stored it."""
+    try:
+        b = int((loader or {}).get("batch_size"))
+    except (TypeError, ValueError):
+        return stored
+    if ceiling and isinstance(rate, (int, float)) and rate:
+        return ceiling_attrs(ceiling, b, float(rate)).get("fraction_of_ceiling", stored)
+    return stored
 
 
 def outcome_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -120,7 +135,10 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         outcome_counts,
     )
 
+    from autotune.study.selection import ceiling_attrs, study_ceiling
+
     a = study.user_attrs
+    ceiling = study_ceiling(a)
     rows = trial_rows(study)
     by_number = {r["trial"]: r for r in rows}
     try:
@@ -130,6 +148,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     win = None
     if fig is not None:
         win = {**by_number[fig["trial"]], "scores": fig["scores"], "samples_per_s": fig["samples_per_s"], "spread": fig["spread"]}
+        win["fraction_of_ceiling"] = _fraction(ceiling, win.get("loader"), fig["samples_per_s"], win.get("fraction_of_ceiling"), ceiling_attrs)
     rates = baseline_rates(study)
     baselines: dict[str, dict[str, Any]] = {}
     for role, t in baseline_trials(study).items():
@@ -156,9 +175,9 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "pruner": a.get("pruner"),
         "ranks": a.get("ranks"),
         "model": a.get("model"),
-        "model_ceiling": _ceiling(a.get("model_ceiling")),
-        "model_ceiling_batch": (a.get("model_ceiling") or {}).get("batch_size") if isinstance(a.get("model_ceiling"), dict) else None,
-        "model_ceiling_ranks": (a.get("model_ceiling") or {}).get("ranks") if isinstance(a.get("model_ceiling"), dict) else None,
+        "model_ceiling": _ceiling(ceiling if ceiling is not None else a.get("model_ceiling")),
+        "model_ceiling_batch": ceiling.get("batch_size") if ceiling else None,
+        "model_ceiling_ranks": ceiling.get("ranks") if ceiling else None,
         "confirmation": conf,
         "time": a.get("time") if isinstance(a.get("time"), dict) else None,
         "trials": len(rows),

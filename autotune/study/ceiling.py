@@ -23,8 +23,9 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     GPU footprints are put on ``tuner.settings.model`` so that later memory estimates use them.
 
     Returns:
-        The record stored as the study attr ``model_ceiling``: ``model``, ``per_batch_size`` (rate, spread,
-        outcome, model_gpu_mib per batch size), ``samples_per_s`` and ``batch_size`` of the best.
+        The record stored as the study attr ``model_ceiling``: ``model``, ``per_batch_size`` (one GPU's rate,
+        spread, outcome, model_gpu_mib per batch size), ``ranks``, ``samples_per_s`` (the best batch size's, times
+        the ranks: all ranks' GPUs, as trials are scored), ``per_gpu_samples_per_s`` and ``batch_size`` of the best.
 
     Raises:
         UserError: no batch size completed because the model cannot be built (e.g. an unknown name).

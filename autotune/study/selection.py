@@ -25,6 +25,19 @@ def ceiling_batch_sizes(space: Any) -> list[int]:
     return sorted({int(p.low), int(p.high)})
 
 
+def study_ceiling(attrs: dict[str, Any]) -> dict[str, Any] | None:
+    """A study's ``model_ceiling`` (from its user attrs), with ``ranks``: a study written before the ceiling
+    recorded its ranks takes the study's own, and its ``samples_per_s`` (one GPU's) becomes all ranks'."""
+    c = attrs.get("model_ceiling")
+    if not isinstance(c, dict):
+        return None
+    if "ranks" in c:
+        return c
+    ranks = max(1, int(attrs.get("ranks") or 1))
+    one = c.get("samples_per_s")
+    return {**c, "ranks": ranks, "per_gpu_samples_per_s": one, "samples_per_s": None if one is None else round(float(one) * ranks, 1)}
+
+
 def ceiling_at(ceiling: dict[str, Any] | None, batch_size: int) -> float | None:
     """The ceiling at ``batch_size`` (the nearest measured batch size when that one was not), for all ranks
     together: the one-GPU rate times the ranks, as trials with several ranks are scored by their total."""
@@ -118,7 +131,7 @@ def choose_enough(study: optuna.Study, tolerance: float) -> dict[str, Any]:
     }
     extra = dict(study.user_attrs.get("result_extra") or {})
     extra["selection"] = selection
-    ceiling = study.user_attrs.get("model_ceiling")
+    ceiling = study_ceiling(study.user_attrs)
     if ceiling:
         extra["model"] = ceiling.get("model")
         extra.update(ceiling_attrs(ceiling, int(c["loader"]["batch_size"]), rates[chosen]))
@@ -139,7 +152,7 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
     and the chosen one, each with its training samples/s and fraction of the ceiling."""
     rates = trial_rates(study)
     trials = {t.number: t for t in study.get_trials(deepcopy=False) if t.number in rates}
-    ceiling = study.user_attrs.get("model_ceiling") or {}
+    ceiling = study_ceiling(study.user_attrs) or {}
 
     def row(label: str, n: int | None) -> dict[str, Any]:
         if n is None:
@@ -164,7 +177,8 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
     win = rows[-1]
     return {
         "model": ceiling.get("model") or study.user_attrs.get("model"),
-        "ceiling": {b: v.get("samples_per_s") for b, v in ceiling.get("per_batch_size", {}).items()},
+        "ceiling": {b: ceiling_at(ceiling, int(b)) if v.get("samples_per_s") else None for b, v in ceiling.get("per_batch_size", {}).items()},
+        "ceiling_ranks": ceiling.get("ranks", 1),
         "rows": rows,
         "dali_over_torch": round(ratio, 2) if ratio else None,
         "chosen_fraction_of_ceiling": win.get("fraction_of_ceiling"),

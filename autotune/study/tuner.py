@@ -456,9 +456,9 @@ class Tuner:
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
-            from autotune.study.selection import ceiling_attrs  # no torch on this side
+            from autotune.study.selection import ceiling_attrs, study_ceiling  # no torch on this side
 
-            for k, v in ceiling_attrs(self.study.user_attrs.get("model_ceiling"), loader.batch_size, result.samples_per_s).items():
+            for k, v in ceiling_attrs(study_ceiling(self.study.user_attrs), loader.batch_size, result.samples_per_s).items():
                 trial.set_user_attr(k, v)
         logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
