@@ -460,6 +460,10 @@ def test_rules_leave_the_longest_wait_out_of_whether_the_loader_keeps_up():
         t.add(0.05, 4, wait)
     assert t.measured == 4 and t.samples == 16 and math.isclose(t.loop_s, 0.2)
     assert math.isclose(t.wait_s, 0.304) and math.isclose(t.steady_wait_s, 0.004)  # the 0.3 s hiccup left out
+    short = Tally()  # an epoch of two batches: the one wait is the loader's, not a hiccup
+    for wait in (1.5, 0.0):
+        short.add(1.6, 256, wait)
+    assert math.isclose(short.steady_wait_s, 1.5)
 
 
 @pytest.mark.parametrize("delay,settles", [(None, True), ("every", False)])

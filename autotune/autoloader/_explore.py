@@ -33,7 +33,8 @@ class Exploration:
         max_candidates: candidates tried at most, the starting points included.
         settle_wait: settle at once on a measured candidate whose loop waited for data less than this fraction
             of its time: the loader keeps up with the step, so no other loader can make the loop faster. The
-            longest single wait is left out: one hiccup (a collection, an epoch's end) is not a loader too slow.
+            longest single wait is left out: one hiccup (a collection, an epoch's end) is not a loader too slow
+            (from four measured batches on; over fewer, every wait counts).
     """
 
     budget_s: float = 180.0
@@ -57,6 +58,9 @@ class Exploration:
                 raise UserError(f"{name} must be >= 1, but got {getattr(self, name)}")
         if not 0.0 <= self.settle_wait < 1.0:
             raise UserError(f"settle_wait must be between 0 and 1, but got {self.settle_wait!r}")
+
+
+HICCUP_MIN_BATCHES = 4  # measured batches from which the longest single wait counts as a hiccup
 
 
 @dataclasses.dataclass
@@ -84,8 +88,10 @@ class Tally:
 
     @property
     def steady_wait_s(self) -> float:
-        """The measured waits without the longest one (what tells whether the loader keeps up)."""
-        return self.wait_s - self.wait_max
+        """The measured waits without the longest one (what tells whether the loader keeps up). Over fewer than
+        :data:`HICCUP_MIN_BATCHES` batches (an epoch of two or three batches) nothing is left out: there one wait
+        is a large part of the measurement, and an epoch's end comes back every few batches."""
+        return self.wait_s - self.wait_max if self.measured >= HICCUP_MIN_BATCHES else self.wait_s
 
     def rebuilt(self) -> None:
         self.since_build = 0
