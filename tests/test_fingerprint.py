@@ -75,8 +75,10 @@ def test_load_config_warns_or_raises_on_a_change_that_matters(tmp_path):
     now = fingerprint.collect()
     path = tmp_path / "a.yaml"
     save_config(_cfg({**now, "gpu": "Imaginary GPU"}), path)
-    with pytest.warns(UserWarning, match="gpu"):
+    with pytest.warns(UserWarning, match="gpu") as seen:
         load_config(path)
+    hint = str(seen[0].message).split("re-tune with ")[1]
+    assert hint.startswith("'autotune run --dataset ") and f"--warm-start {path}" in hint  # a command that runs as given
     with pytest.raises(StaleConfigError, match="Imaginary GPU"):
         load_config(path, strict=True)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import tempfile
 import warnings
 from pathlib import Path
@@ -153,7 +154,9 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
 
     diffs = [d for d in fingerprint.compare(cfg) if d.matters]
     if diffs:
-        msg = f"{path} was tuned on a different machine: " + "; ".join(str(d) for d in diffs) + "; re-tune with 'autotune run --warm-start " + str(path) + "'"
+        data = cfg.dataset.get("path") if isinstance(cfg.dataset, dict) else None
+        redo = f"autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {shlex.quote(str(path))} --out {shlex.quote(str(path))}"
+        msg = f"{path} was tuned on a different machine: " + "; ".join(str(d) for d in diffs) + f"; re-tune with '{redo}'"
         if strict:
             from autotune.errors import StaleConfigError
 
