@@ -41,6 +41,17 @@ def test_warm_start_enqueues_the_old_winner_first_then_neighbours(workdir, tiny_
     assert neighbours and all(n != waiting[0].user_attrs["loader_params"] for n in neighbours)
 
 
+def test_a_dali_warm_start_measures_a_torch_dataloader_second(workdir, tiny_dataset):
+    """The re-tuned YAML keeps a torch_fallback (cfg.dataloader_kwargs()) even when the budget ends early."""
+    space = load_space("cpu", cores=2)
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(cores=2), storage="sqlite:///w.db", study_name="w")
+    tuner.enqueue_warm_start({"backend": "dali", "batch_size": 32, "dali_device": "cpu", "num_threads": 2, "prefetch_queue_depth": 2})
+    tuner.enqueue_baselines()
+    roles = [t.user_attrs["role"] for t in tuner.study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
+    assert roles[:2] == ["warm-start", "heuristic"] and roles.count("heuristic") == 1
+    assert roles[-2:] == ["dali-heuristic", "defaults"]
+
+
 def test_run_warm_start_measures_the_old_winner_first(workdir, tiny_dataset):
     from autotune.cli import main
 

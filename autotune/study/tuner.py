@@ -357,9 +357,14 @@ class Tuner:
                 self._enqueue(params, role)
 
     def enqueue_warm_start(self, params: dict[str, Any], n_neighbours: int = 2) -> None:
-        """The previous winner first (fitted into this space), then its close neighbours."""
+        """The previous winner first (fitted into this space), then its close neighbours. When that winner is not
+        a torch DataLoader, the torch heuristic comes second: the YAML's ``torch_fallback`` (what
+        ``cfg.dataloader_kwargs()`` returns) needs one measured DataLoader, and a short re-tune may end before the
+        baselines, which come after the warm start."""
         params = fit_to_space(params, self.space)
         self._enqueue(params, "warm-start")
+        if self.settings.baselines and params.get("backend", "torch") != "torch" and "torch" in self.space.backends():
+            self._enqueue(baseline_configs(self.space, self.settings)["heuristic"], "heuristic")  # enqueue_baselines skips it then
         for p in neighbours(params, self.space, n_neighbours):
             self._enqueue(p, "warm-start-neighbour")
 
