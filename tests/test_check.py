@@ -52,6 +52,13 @@ def test_check_passes_when_only_the_hostname_changed(tmp_path, capsys):
     assert "OK" in out
 
 
+def test_check_reads_autotune_yaml_by_default(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "autotune.yaml", {**fingerprint.collect(), "hostname": "the-old-node"})
+    assert main(["check"]) == 0
+    assert "OK" in capsys.readouterr().out
+
+
 def test_check_json(tmp_path, capsys):
     f = _write(tmp_path / "a.yaml", {**fingerprint.collect(), "cpus": 999})
     assert main(["check", f, "--json"]) == 1

@@ -27,7 +27,7 @@ EXAMPLES = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", help="the autotune.yaml to check")
+    p.add_argument("file", metavar="FILE", nargs="?", default="autotune.yaml", help="the YAML to check (default: %(default)s, what autotune run writes)")
     p.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--dataset", metavar="DIR", default=None, help="compare this dataset folder (default: the recorded folder, if it exists here)")

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-side", type=int_in(8, 8192), default=300, help="smallest image side in px, 8 to 8192 (default: %(default)s)")
     p.add_argument("--max-side", type=int_in(8, 8192), default=500, help="largest image side in px, 8 to 8192 (default: %(default)s)")
     p.add_argument("--quality", type=int_in(1, 100), default=90, help="JPEG quality, 1 to 100 (default: %(default)s)")
-    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0)
+    p.add_argument("--seed", type=int_in(0, 2**32 - 1), default=0, help="random seed: the same seed writes the same images (default: %(default)s)")
 
 
 def run(args: argparse.Namespace) -> int:
