@@ -207,6 +207,18 @@ def test_without_a_terminal_each_event_is_one_plain_line():
     assert "\r" not in stream.getvalue() and "\x1b" not in stream.getvalue()
 
 
+def test_a_trial_line_and_its_best_state_the_same_rate():
+    stream = io.StringIO()
+    r = Reporter(stream=stream)
+    r.start(1, 0, TuneSettings(window_s=1.0, windows=2))
+    t = optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=246.5021,
+                                  user_attrs={"outcome": "complete", "config": "dali-cpu b=128", "samples_per_s": 246.5})
+    r(None, t)
+    r.stop()
+    line = next(ln for ln in stream.getvalue().splitlines() if ln.startswith("trial"))
+    assert "complete 246 samples/s; best 246 samples/s" in line, line  # not "complete 246; best 247"
+
+
 def test_quiet_reporter_prints_nothing():
     stream = _Terminal()
     r = Reporter(quiet=True, stream=stream)

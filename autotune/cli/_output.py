@@ -204,10 +204,11 @@ class Reporter:
 
         a = trial.user_attrs
         outcome = a.get("outcome") or trial.state.name.lower()
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
-            self.best = max(self.best or 0.0, float(trial.value))
-        self.finished += 1
         rate = a.get("samples_per_s")
+        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
+            # the rate as the line states it (rounded as stored), so that "complete N; best N" agree
+            self.best = max(self.best or 0.0, float(rate if isinstance(rate, (int, float)) and rate else trial.value))
+        self.finished += 1
         what = f"{outcome} {rate:,.0f} samples/s" if outcome == "complete" and rate else outcome
         best = f"{self.best:,.0f}" if self.best else "-"
         if self.mode == "lines":
