@@ -199,6 +199,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
     doctor.start_probe()
     zygote, zygote_log = _launch_zygote(early)
+    if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
+        print(f"setting up: scanning {dataset_path}, starting the measuring process ...", file=sys.stderr, flush=True)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
     if budget is not None:
