@@ -158,7 +158,7 @@ def train(args: argparse.Namespace) -> None:
         while True:
             yield from loader
 
-    it = batches()
+    gen = it = batches()
     if args.resident:  # one real batch, kept: the same steps and all-reduces with no loader behind them
         kept = next(it)
         it = iter(lambda: kept, None)
@@ -206,9 +206,14 @@ def train(args: argparse.Namespace) -> None:
                 row["settled_samples_per_s"] = round(world * (n - settled_at[1]) / (float(elapsed.item()) - settled_at[0]), 1)
             row["candidates"] = len([h for h in loader.history if h.get("action") != "settle"])
         _append(args.json, row)
+    # an explicit end: the suspended epoch (and the loader's threads behind it) closed before the loader and the
+    # process group, not finalised in any order at interpreter exit
+    gen.close()
+    del images, labels, it, gen
     close = getattr(loader, "close", None)
     if close is not None:
         close()
+    dist.barrier()
     dist.destroy_process_group()
 
 
