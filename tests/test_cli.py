@@ -54,6 +54,22 @@ def test_studies_lists_a_study(workdir, capsys):
     assert "2026-11-29 12:00" in out  # the creation time whole, to the minute (a narrow column cut it to "2026-11-29T12:0…")
 
 
+def test_queued_trials_the_budget_left_unrun_are_counted_apart(workdir, capsys):
+    import optuna
+
+    from autotune.cli._show import _trial_count
+
+    url = _study(workdir)
+    optuna.load_study(study_name="cli-study", storage=url).enqueue_trial({"backend": "torch", "num_workers": 2})
+    assert main(["studies", "--storage", url, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert (row["trials"], row["complete"], row["queued"]) == (4, 2, 1)
+    assert main(["studies", "--storage", url]) == 0
+    assert "3 (2 ok), 1 queued" in capsys.readouterr().out
+    assert _trial_count({"trials": 6, "queued_not_run": 4}) == "2 trials run, 4 queued and not run"
+    assert _trial_count({"trials": 6}) == "6 trials run"
+
+
 def test_show_a_study_has_a_row_per_trial(workdir, capsys):
     url = _study(workdir)
     assert main(["show", "--storage", url, "--study", "cli-study", "--json"]) == 0

@@ -46,7 +46,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("pipeline", f"{cfg.pipeline} on {cfg.device}"),
         ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)"),
         ("hardware", f"{cfg.hardware.get('gpu') or 'no GPU'} x{cfg.hardware.get('gpus') or 0}, {cfg.hardware.get('cpus')} cpus, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
-        ("study", f"{cfg.study.get('name')} ({cfg.study.get('trials')} trials) in {cfg.study.get('storage')}"),
+        ("study", f"{cfg.study.get('name')} ({_trial_count(cfg.study)}) in {cfg.study.get('storage')}"),
         ("created", cfg.created),
     ]
     if cfg.torch_fallback and cfg.dataloader is not None:
@@ -134,3 +134,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     Console().print(_config_table(cfg, args.file))
     return 0
+
+
+def _trial_count(study: dict) -> str:
+    """``N trials`` run, and those queued that the budget left unrun, apart."""
+    total, queued = study.get("trials"), study.get("queued_not_run") or 0
+    if not isinstance(total, int) or not isinstance(queued, int):
+        return f"{total} trials"
+    return f"{total - queued} trials run" + (f", {queued} queued and not run" if queued else "")

@@ -260,6 +260,7 @@ def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummar
         "name": s.study_name,
         "trials": o["trials"],
         "complete": o["outcomes"].get("complete", 0),
+        "queued": o["outcomes"].get("waiting", 0),  # queued and never run (the budget ended first): in "trials" too
         "best_samples_per_s": w["samples_per_s"] if w else None,
         "best_config": w["config"] if w else None,
         "best_trial": w["trial"] if w else None,
