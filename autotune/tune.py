@@ -21,7 +21,7 @@ import optuna
 
 from autotune.config import fingerprint
 from autotune.config.files import save_config, write_problem
-from autotune.dataset.paths import safe_name
+from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
@@ -200,7 +200,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     doctor.start_probe()
     zygote, zygote_log = _launch_zygote(early)
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
-        print(f"setting up: scanning {dataset_path}, starting the measuring process ...", file=sys.stderr, flush=True)
+        print(f"setting up: scanning {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning
     settings = settings_from_args(args, fp, device)
     if budget is not None:
