@@ -105,7 +105,9 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     t = ov.get("time")
     if t:
         spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
-        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget ({spent}); {_num(t.get('trials_measured'))} trials"
+        # written by `autotune run` before the YAML and this report: its "took" line adds their writing
+        until = "" if "writing" in (t.get("spent_s") or {}) else " until the YAML and this report were written"
+        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} trials"
                      + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")))
     if ov.get("model"):
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
