@@ -20,7 +20,7 @@ Examples (the ``--`` part is passed to ``autotune run``)::
     python benchmarks/scenarios.py --scenario 1xH200-resnet50 --dataset /tmp/synth8k --model resnet50 --amp --channels-last -- --budget 150
     python benchmarks/scenarios.py --scenario 1xH200-3GiB --dataset /tmp/synth8k --reserve-gpu-mem 137000 -- --budget 90
     python benchmarks/scenarios.py --scenario 2xH200-ranks --dataset /tmp/synth8k --gpus 2 -- --budget 120
-    python benchmarks/scenarios.py --scenario 8xH200 --dataset /tmp/synth8k --gpus 8 -- --budget 150      # STAGE=a bash benchmarks/gpu_node.sh
+    python benchmarks/scenarios.py --scenario 8xH200 --dataset /tmp/synth8k --gpus 8 -- --budget 150      # stages a (--tune-only) and p (--tuned) of benchmarks/gpu_node.sh
 """
 
 from __future__ import annotations

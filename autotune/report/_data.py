@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 
 from autotune.errors import UserError
+from autotune.study.selection import ceiling_attrs, study_ceiling
 from autotune.study.storage import mask_url, open_storage
 
 logger = logging.getLogger(__name__)
@@ -54,8 +55,6 @@ def _outcome(t: optuna.trial.FrozenTrial) -> str:
 
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One plain dict per trial, in trial order (what the per-trial tables and plots show)."""
-    from autotune.study.selection import ceiling_attrs, study_ceiling
-
     ceiling = study_ceiling(study.user_attrs)
     rows = []
     for t in study.get_trials(deepcopy=False):
@@ -78,7 +77,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "peak_gpu_mib": a.get("peak_gpu_mib"),
             "startup_s": a.get("startup_s"),
             "duration_s": a.get("duration_s"),
-            "fraction_of_ceiling": _fraction(ceiling, loader, rate, a.get("fraction_of_ceiling"), ceiling_attrs),
+            "fraction_of_ceiling": _fraction(ceiling, loader, rate, a.get("fraction_of_ceiling")),
             "message": a.get("message") or "",
             "repeat_of": a.get("repeat_of"),
             "log": a.get("log"),
@@ -88,16 +87,14 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     return rows
 
 
-def _fraction(ceiling: dict[str, Any] | None, loader: Any, rate: Any, stored: Any, ceiling_attrs: Any) -> Any:
+def _fraction(ceiling: dict[str, Any] | None, loader: Any, rate: Any, stored: Any) -> Any:
     """A trial's fraction of the model's ceiling, from the study's ceiling where it can be (so that a study written
     before the ceiling counted every rank reads right), else as the trial stored it."""
     try:
         b = int((loader or {}).get("batch_size"))
     except (TypeError, ValueError):
         return stored
-    if ceiling and isinstance(rate, (int, float)) and rate:
-        return ceiling_attrs(ceiling, b, float(rate)).get("fraction_of_ceiling", stored)
-    return stored
+    return ceiling_attrs(ceiling, b, rate if isinstance(rate, (int, float)) else None).get("fraction_of_ceiling", stored)
 
 
 def outcome_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -135,8 +132,6 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         outcome_counts,
     )
 
-    from autotune.study.selection import ceiling_attrs, study_ceiling
-
     a = study.user_attrs
     ceiling = study_ceiling(a)
     rows = trial_rows(study)
@@ -148,7 +143,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     win = None
     if fig is not None:
         win = {**by_number[fig["trial"]], "scores": fig["scores"], "samples_per_s": fig["samples_per_s"], "spread": fig["spread"]}
-        win["fraction_of_ceiling"] = _fraction(ceiling, win.get("loader"), fig["samples_per_s"], win.get("fraction_of_ceiling"), ceiling_attrs)
+        win["fraction_of_ceiling"] = _fraction(ceiling, win.get("loader"), fig["samples_per_s"], win.get("fraction_of_ceiling"))
     rates = baseline_rates(study)
     baselines: dict[str, dict[str, Any]] = {}
     for role, t in baseline_trials(study).items():
