@@ -199,9 +199,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
     doctor.start_probe()
     zygote, zygote_log = _launch_zygote(early)
+    dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
-        print(f"setting up: scanning {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
-    dataset = scan(dataset_path)  # each unusable file is named once, as a warning
+        print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
     settings = settings_from_args(args, fp, device)
     if budget is not None:
         spend = budget

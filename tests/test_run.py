@@ -278,3 +278,16 @@ def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_datase
     err = capsys.readouterr().err
     assert "choices differ from those study 's' began with" in err and len(err.strip().splitlines()) == 1, err
     assert [t.state for t in _trials("sqlite:///autotune.db")][0] == optuna.trial.TrialState.COMPLETE  # the first trial is kept
+
+
+
+def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dataset, tmp_path, workdir, capsys):
+    """The set-up (scan, torch imported by the probe and the measuring process) is said as it starts; a folder
+    that fails the scan gives its error alone."""
+    assert main(["run", "--dataset", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "1", "--batch-size", "8", "--confirm-top", "0",
+                 "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report"]) == 0  # not --quiet
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith(f"setting up: 24 images in {tiny_dataset}, starting the measuring process")
