@@ -425,8 +425,8 @@ def check_dataset(path: str | os.PathLike[str], scanned: Any = None) -> list[Che
         except (BadImageError, OSError) as e:
             bad.append((f, str(e).removeprefix(f"{f}: ")))
     seen = ", ".join(f"{k} {v}" for k, v in sorted(formats.items(), key=lambda kv: -kv[1])) or "none decodable"
-    where = "" if len(sample) == len(ds) else f" (of {len(sample)} decoded)"
-    out = [_ok("dataset", f"{len(ds)} images, {len(ds.classes)} classes, {seen}{where}, mean {ds.mean_bytes / 1024:,.1f} KiB")]
+    where = "" if len(sample) == len(ds) else f" (a sample of {len(sample)} decoded)"
+    out = [_ok("dataset", f"{len(ds)} images, {len(ds.classes)} classes, {seen if not where else f'{seen} in a decoded sample of {len(sample)}'}, mean {ds.mean_bytes / 1024:,.1f} KiB")]
     if not bad:
         out.append(_ok("unreadable", f"none (all {len(ds)} opened, {len(sample)} decoded)"))
     else:

@@ -21,15 +21,17 @@ import optuna
 
 from autotune.config import fingerprint
 from autotune.config.files import save_config, write_problem
+from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.result import config_from_study, mark_written, no_completion_message
-from autotune.study.space import load_space
+from autotune.study.space import SearchSpace, load_space, resolve_path
 from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
 from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.guard import OtherLoad, too_busy
 from autotune.trials.logs import trial_log
 from autotune.trials.runner import deferred_signals
 from autotune.trials.zygote import Zygote
@@ -44,6 +46,36 @@ DEFAULT_MODEL_BUDGET_S = 120.0
 UNWRITTEN = "config_unwritten"
 #: the trial cap under --budget without --n-trials: the budget stops the study long before it
 BUDGET_MAX_TRIALS = 500
+
+
+
+def budget_header(budget: TimeBudget) -> str:
+    """The first line's account of the budget; setup that already took it all says so (not "-11 s left")."""
+    left = budget.remaining()
+    if left > 0:
+        return f"trials until the {budget.total_s:.0f} s budget ({left:.0f} s left)"
+    return f"the {budget.total_s:.0f} s budget went on setting up ({budget.elapsed():.0f} s): one trial, then the YAML"
+
+
+def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None) -> list[str]:
+    """What a run too short for this machine left out, each with its fix (printed after the summary)."""
+    out = []
+    longer = f"--budget {max(60, int(2 * budget.elapsed()) // 10 * 10)}" if budget is not None else "more --trials"
+    if budget is not None and budget.elapsed() > budget.total_s + 5:
+        out.append(f"the run took {budget.elapsed():.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
+                   f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
+    if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
+        out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
+                   f"(autotune.build_loader works); for both, pass {longer}")
+    return out
+
+def busy_warnings(load: dict[str, Any] | None) -> list[str]:
+    """A warning when other processes kept a fair share of the cores busy during the run (study attr ``other_load``)."""
+    if not too_busy(load):
+        return []
+    assert load is not None
+    return [f"other processes kept about {float(load['cores']):.1f} of the {float(load['usable_cores']):.0f} cores busy during the run: "
+            "every figure, the speedups above all, moved with them; tune again when the machine is idle"]
 
 
 def _default_device(fp: dict[str, Any]) -> str:
@@ -159,6 +191,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if problem is not None:
         raise UserError(f"--out {str(out_path)!r} {problem}")
     fp = fingerprint.collect()
+    others = OtherLoad()  # other jobs' CPU use over the run: on a busy machine the figures are not to be trusted
 
     if args.if_stale:
         from autotune.config.staleness import is_stale
@@ -194,6 +227,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
+    resolve_path(args.space)  # a --space that names nothing is a lone error line, before the scan and its set-up line
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
 
@@ -276,7 +310,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             print(f"study {study_name} in {mask_url(args.storage)} chose its config, which was not written: writing it without tuning again", file=sys.stderr)
         else:
             print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, "
-                  + (f"{args.n_trials} trials" if budget is None else f"trials until the {budget.total_s:.0f} s budget ({budget.remaining():.0f} s left)")
+                  + (f"{args.n_trials} trials" if budget is None else budget_header(budget))
                   + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
 
     remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
@@ -313,6 +347,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         tuner.close()
         if budget is not None:
             tuner.study.set_user_attr("time", budget.to_dict())
+        load = others.to_dict()
+        if load is not None:
+            tuner.study.set_user_attr("other_load", load)
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():
@@ -376,6 +413,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if budget is not None:
             t = summary["time"]
             print(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()), file=sys.stderr)
+        for warning in short_run_warnings(cfg, space, budget) + busy_warnings(tuner.study.user_attrs.get("other_load")):
+            print(f"warning: {warning}", file=sys.stderr)
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
         how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"

@@ -248,7 +248,7 @@ def test_the_headline_does_not_count_a_repeat_as_not_complete():
     from autotune.report._render import headline
 
     rows = dict(headline({"winner": None, "outcomes": {"complete": 3, "repeat": 1, "pruned": 1}, "speedups": {}, "trials": 5}))
-    assert rows["trials"] == "5 (1 not complete)"
+    assert rows["trials"] == "5 (3 completed, 1 repeating an earlier config, 1 not complete)"
 
 
 def test_the_time_row_says_when_its_figure_was_taken():

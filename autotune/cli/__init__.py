@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=getattr(mod, "EXAMPLES", None),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (details of each step, e.g. each trial) to stderr")
+        p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (details of each step) to stderr")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 
 from autotune.cli._types import positive_float
@@ -57,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
             if str((cfg.result or {}).get("tuned_by", "")).startswith("AutoLoader"):  # written by training: training re-tunes it
                 fix = "run the training again: AutoLoader explores again and rewrites it"
             else:
-                fix = f"re-tune with: autotune run --dataset {args.dataset or cfg.dataset.get('path') or 'DIR'} --warm-start {args.file}"
+                data = args.dataset or cfg.dataset.get("path")
+                q = shlex.quote(args.file)
+                fix = f"re-tune with: autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {q} --out {q}"
             print(f"{args.file}: STALE: {n} difference(s) that matter; {fix}")
         else:
             print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} difference(s) that do not matter)" if diffs else ""))

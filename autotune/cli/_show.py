@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from autotune.config.fingerprint import gpu_text
 
 NAME = "show"
 HELP = "print an autotune.yaml or a stored study"
@@ -23,7 +26,7 @@ exit codes: 0 shown; 2 bad input (no such file, storage or study)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?", default=None, metavar="FILE", help="an autotune.yaml")
+    p.add_argument("file", nargs="?", default=None, metavar="FILE", help="an autotune.yaml (default: autotune.yaml, what autotune run writes)")
     p.add_argument("--storage", default=None, metavar="URL", help="show a study from this storage instead (default with --study: sqlite:///autotune.db)")
     p.add_argument("--study", default=None, metavar="NAME", help="the study to show")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -45,7 +48,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("peak memory", f"gpu {r.get('peak_gpu_mib') or '-'} MiB, host {r.get('peak_host_mib') or '-'} MiB"),
         ("pipeline", f"{cfg.pipeline} on {cfg.device}"),
         ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)"),
-        ("hardware", f"{cfg.hardware.get('gpu') or 'no GPU'} x{cfg.hardware.get('gpus') or 0}, {cfg.hardware.get('cpus')} cpus, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
+        ("hardware", f"{gpu_text(cfg.hardware)}, {cfg.hardware.get('cpus')} cpus, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
         ("study", f"{cfg.study.get('name')} ({_trial_count(cfg.study)}) in {cfg.study.get('storage')}"),
         ("created", cfg.created),
     ]
@@ -77,7 +80,7 @@ def _show_study(args: argparse.Namespace) -> int:
     from autotune.cli._text import cell
     from autotune.errors import UserError
     from autotune.report import load, overview, trial_rows
-    from autotune.report._render import TRIAL_COLUMNS, trial_cells
+    from autotune.report._render import TRIAL_COLUMNS, outcome_text, trial_cells
     from autotune.study.result import config_from_study
 
     storage = args.storage or "sqlite:///autotune.db"
@@ -99,7 +102,7 @@ def _show_study(args: argparse.Namespace) -> int:
     else:
         console.print(cell(f"no config: {why}"))
     with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
-    trials = Table(title=cell(f"{len(rows)} trials: " + ", ".join(f"{k} {v}" for k, v in ov["outcomes"].items())))
+    trials = Table(title=cell(f"{len(rows)} trials: " + ", ".join(f"{outcome_text(k)} {v}" for k, v in ov["outcomes"].items())))
     for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     best = ov["winner"]["trial"] if ov["winner"] else None
@@ -124,10 +127,11 @@ def run(args: argparse.Namespace) -> int:
         return _show_study(args)
     if args.storage:
         raise UserError("showing a study needs --study NAME; list the studies with 'autotune studies --storage URL'")
-    if args.file:
-        cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
-    else:
-        raise UserError("nothing to show; pass an autotune.yaml, or --storage URL --study NAME")
+    if not args.file:
+        if not Path("autotune.yaml").exists():
+            raise UserError("nothing to show: no autotune.yaml in this folder; pass an autotune.yaml, or --storage URL --study NAME")
+        args.file = "autotune.yaml"
+    cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     if args.json:
         json.dump(cfg.to_dict(), sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -138,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _trial_count(study: dict) -> str:
     """``N trials`` run, and those queued that the budget left unrun, apart."""
-    total, queued = study.get("trials"), study.get("queued_not_run") or 0
-    if not isinstance(total, int) or not isinstance(queued, int):
+    total, queued, repeats = study.get("trials"), study.get("queued_not_run") or 0, study.get("repeats") or 0
+    if not isinstance(total, int) or not isinstance(queued, int) or not isinstance(repeats, int):
         return f"{total} trials"
-    return f"{total - queued} trials run" + (f", {queued} queued and not run" if queued else "")
+    run = total - queued
+    return (f"{run} {'trial' if run == 1 else 'trials'} run" + (f" ({repeats} repeating an earlier config, not measured again)" if repeats else "")
+            + (f", {queued} queued and not run" if queued else ""))

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.dataset.synth import synthesize
+    from autotune.dataset.synth import image_paths, synthesize
     from autotune.errors import UserError
 
     if args.min_side > args.max_side:
@@ -36,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
+    kept = sum(p.exists() for p in image_paths(args.dir, args.images, args.classes)) if args.classes <= args.images else 0
     root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
-    print(f"wrote {args.images} images in {args.classes} classes under {root}", file=sys.stderr)
+    if kept == args.images:
+        print(f"wrote nothing: all {args.images} images were already under {root} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)
+    else:
+        print(f"wrote {args.images - kept} images in {args.classes} classes under {root}" + (f" ({kept} already there, kept)" if kept else ""), file=sys.stderr)
     return 0

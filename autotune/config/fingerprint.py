@@ -38,7 +38,7 @@ INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
 #: keys every config's hardware section has: one without any of them describes no machine
 RECORDED = ("cpus", "python", "torch")
 #: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
-DATASET_MATTERS = ("samples", "mean_bytes", "signature")
+DATASET_MATTERS = ("samples", "classes", "mean_bytes", "signature")
 
 
 def cgroup_cpu_limit() -> float | None:
@@ -232,3 +232,11 @@ def compare(
     elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
         out.append(Difference("dataset.signature", cfg.dataset.get("signature"), dataset_signature, True))
     return out
+
+
+def gpu_text(hardware: dict[str, Any]) -> str:
+    """The GPUs of a fingerprint's hardware section for a person: ``2 x NVIDIA H200``, or ``no GPU``."""
+    gpu, n = hardware.get("gpu"), hardware.get("gpus") or 0
+    if not gpu or not n:
+        return "no GPU"
+    return f"{n} x {gpu}" if n != 1 else str(gpu)

@@ -295,7 +295,7 @@ class Config:
         if loader is None:
             raise ConfigError(
                 f"this config's backend is {self.loader.backend.value} and its study measured no torch DataLoader, so it has "
-                "no DataLoader keywords; use autotune.build_loader(path, cfg), or tune a space with the torch backend"
+                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a longer --budget and a space with the torch backend"
             )
         t = loader.torch
         assert t is not None

@@ -57,6 +57,11 @@ def _write(args: tuple[str, int, int, int, int]) -> int:
     return os.path.getsize(path)
 
 
+def image_paths(root: str | os.PathLike[str], images: int, classes: int) -> list[Path]:
+    """Where :func:`synthesize` writes image ``i`` of ``images``: ``class_<i mod classes>/img_<i>.jpg`` under ``root``."""
+    return [Path(root) / f"class_{i % classes:04d}" / f"img_{i:06d}.jpg" for i in range(images)]
+
+
 def synthesize(
     root: str | os.PathLike[str],
     *,
@@ -83,11 +88,8 @@ def synthesize(
     if root.exists() and not root.is_dir():
         raise UserError(f"{str(root)!r} is a file; pass a folder to write the dataset into")
     jobs = []
-    for i in range(images):
-        c = i % classes
-        d = root / f"class_{c:04d}"
-        d.mkdir(parents=True, exist_ok=True)
-        p = d / f"img_{i:06d}.jpg"
+    for i, p in enumerate(image_paths(root, images, classes)):
+        p.parent.mkdir(parents=True, exist_ok=True)
         if not p.exists():
             jobs.append((str(p), seed * 1_000_003 + i, min_side, max_side, quality))
     if jobs:

@@ -175,6 +175,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "model_ceiling_ranks": ceiling.get("ranks") if ceiling else None,
         "confirmation": conf,
         "time": a.get("time") if isinstance(a.get("time"), dict) else None,
+        "other_load": a.get("other_load") if isinstance(a.get("other_load"), dict) else None,
         "trials": len(rows),
         "outcomes": outcome_counts(study),
         "winner": win,
@@ -187,7 +188,8 @@ def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, fl
     """Importances of the knobs that vary among ``trials`` (fANOVA, then PED-ANOVA); or None and why not."""
     from optuna.importance import get_param_importances
 
-    complete = [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat"]
+    # a trial without params (AutoLoader records its starting points so) would leave no knob shared by all
+    complete = [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat" and t.params]
     if len(complete) < 3:
         return None, f"needs at least 3 completed trials, has {len(complete)}"
     from optuna import importance as oi
@@ -214,7 +216,10 @@ def _first_importance(evaluators: list, complete: list[optuna.trial.FrozenTrial]
                 warnings.simplefilter("ignore")
                 imp = get_param_importances(tmp, evaluator=make())
         except Exception as e:  # noqa: BLE001 - optuna raises several kinds for degenerate inputs or a missing sklearn
-            errors.append(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            if isinstance(e, ImportError) or "sklearn" in str(e):
+                errors.append(f"{name}: needs scikit-learn (pip install scikit-learn)")
+            else:
+                errors.append(f"{name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
             continue
         shared = {k for k in set.intersection(*(set(t.params) for t in complete)) if len({repr(t.params[k]) for t in complete}) > 1}
         imp = {k: float(v) for k, v in imp.items() if k in shared}  # conditional knobs only in their own scope

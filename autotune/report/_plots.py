@@ -95,7 +95,9 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     ax.set_title("Throughput per trial over time, with the running best")
     _save(fig, path)
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
-    return f"{n_ok} of {len(rows)} trials completed; best single measurement {best:,.0f} samples/s." if bx else "No trial completed."
+    n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
+    repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
+    return f"{n_ok} of {len(rows)} trials completed{repeats}; best single measurement {best:,.0f} samples/s." if bx else "No trial completed."
 
 
 def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> str:

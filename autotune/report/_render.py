@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autotune.config.fingerprint import gpu_text
+from autotune.trials.guard import too_busy
 from autotune.dataset.paths import display
 
 
@@ -79,7 +81,9 @@ def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
         ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
         ("vs defaults", fmt_speedup(ov["speedups"].get("defaults"))),
         ("vs heuristic", fmt_speedup(ov["speedups"].get("heuristic"))),
-        ("trials", f"{ov['trials']} ({failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
+        ("trials", f"{ov['trials']} ({ov['outcomes'].get('complete', 0)} completed"
+                   + (f", {ov['outcomes']['repeat']} repeating an earlier config" if ov["outcomes"].get("repeat") else "")
+                   + f", {failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
     ]
     if w and w.get("fraction_of_ceiling") is not None:
         out.append(("of model ceiling", f"{float(w['fraction_of_ceiling']):.0%}"))
@@ -93,15 +97,19 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("winner", f"trial #{w['trial']}: {w['config']}" if w else "no completed trial yet"),
         ("winner loader", json.dumps(w["loader"], sort_keys=True) if w else "-"),
-        ("winner evidence", f"scores {w['scores']}, spread {fmt_spread(w.get('spread'))}, host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup {_num(w.get('startup_s'), 2)} s" if w else "-"),
+        ("winner evidence", f"scores {w['scores']}, spread {fmt_spread(w.get('spread'))}, host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup " + (f"{_num(w['startup_s'], 2)} s" if w.get("startup_s") is not None else "-") if w else "-"),
         ("dataset", f"{d.get('path', '-')} ({_num(d.get('samples'))} images, {_num(d.get('classes'))} classes, mean {_num(d.get('mean_bytes'))} bytes)"),
         ("pipeline", f"{ov.get('pipeline') or '-'} on {ov.get('device') or '-'}" + (f", {ov['ranks']} ranks" if (ov.get("ranks") or 1) > 1 else "")),
-        ("hardware", f"{h.get('gpu') or 'no GPU'} x{h.get('gpus') or 0}, {h.get('cpus', '-')} CPUs, {h.get('ram_gib', '-')} GiB RAM, torch {h.get('torch', '-')}, DALI {h.get('dali') or '-'}"),
+        ("hardware", f"{gpu_text(h)}, {h.get('cpus', '-')} CPUs, {h.get('ram_gib', '-')} GiB RAM, torch {h.get('torch', '-')}, DALI {h.get('dali') or '-'}"),
         ("measurement", ", ".join(f"{k} {v}" for k, v in m.items()) or "-"),
         ("budgets", ", ".join(f"{k} {_num(v)}" for k, v in ov["budgets"].items()) or "-"),
         ("search", f"space {ov.get('space') or '-'}, sampler {ov.get('sampler') or '-'}, pruner {ov.get('pruner') or '-'}"),
         ("study", f"{ov['study']} in {ov['storage']}, started {ov.get('created') or '-'}"),
     ]
+    load = ov.get("other_load")
+    if load and load.get("cores") is not None:
+        rows.append(("other jobs", f"kept {float(load['cores']):.1f} of {_num(load.get('usable_cores'))} cores busy during the run"
+                     + (" (the figures moved with them)" if too_busy(load) else "")))
     t = ov.get("time")
     if t:
         spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
@@ -118,9 +126,17 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
 TRIAL_COLUMNS = ("trial", "outcome", "role", "config", "samples/s", "spread", "host MiB", "GPU MiB", "startup s", "duration s")
 
 
+#: outcomes as a person reads them where the stored name would mislead ("waiting": queued, then the budget ended)
+OUTCOME_TEXT = {"waiting": "queued, not run"}
+
+
+def outcome_text(outcome: str) -> str:
+    return OUTCOME_TEXT.get(outcome, outcome)
+
+
 def trial_cells(r: dict[str, Any], with_ceiling: bool) -> list[str]:
     cells = [
-        str(r["trial"]), r["outcome"], r["role"] or "", r["config"], _num(r["samples_per_s"]), _spread(r["spread"]),
+        str(r["trial"]), outcome_text(r["outcome"]), r["role"] or "", r["config"], _num(r["samples_per_s"]), _spread(r["spread"]),
         _num(r["peak_host_mib"]), _num(r["peak_gpu_mib"]), _num(r["startup_s"], 2), _num(r["duration_s"], 1),
     ]
     if with_ceiling:

@@ -476,3 +476,71 @@ def sample_cost_ms(pid: int, samples: int = 10) -> float:
         m.sample(pid)
     m.close()
     return (time.perf_counter() - t) / samples * 1000
+
+
+def _affinity() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity masks on this platform: every core
+        return list(range(psutil.cpu_count() or 1))
+
+
+def _busy_cpu_s(cpus: list[int]) -> float:
+    """CPU seconds the cores ``cpus`` have spent busy (steal too: another guest took them)."""
+    per = psutil.cpu_times(percpu=True)
+    return sum(getattr(per[i], f, 0.0) for i in cpus if i < len(per) for f in ("user", "nice", "system", "irq", "softirq", "steal"))
+
+
+def _tree_cpu_s(root: psutil.Process) -> float:
+    """CPU seconds of ``root`` and its process tree: each live process's own and its reaped children's."""
+    total = 0.0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        procs = [root]
+    for p in procs:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:  # it exited meanwhile: its time is in its parent's children_* once reaped
+            continue
+        total += t.user + t.system + t.children_user + t.children_system  # reaped children are no longer in the tree
+    return total
+
+
+class OtherLoad:
+    """How many cores processes outside this one's tree kept busy since it was made: other jobs on the machine.
+
+    The trials compete with them for the CPU, so on a busy machine every figure (the torch defaults' above all:
+    one process decodes) moves with the other jobs, and a speedup can read several times what it is.
+    """
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self.cpus = _affinity()  # the cores this process may run on: others' work elsewhere does not compete
+        self._t0 = time.monotonic()
+        self._busy0 = _busy_cpu_s(self.cpus)
+        self._ours0 = _tree_cpu_s(self._me)
+
+    def cores(self) -> float | None:
+        """Cores (of :attr:`cpus`) busy with other processes on average so far; None before a second has passed."""
+        dt = time.monotonic() - self._t0
+        if dt < 1.0:
+            return None
+        other = (_busy_cpu_s(self.cpus) - self._busy0) - (_tree_cpu_s(self._me) - self._ours0)
+        return min(float(len(self.cpus)), max(0.0, other / dt))
+
+    def to_dict(self) -> dict[str, Any] | None:
+        """The study attr ``other_load``: ``{cores, usable_cores}``, or None before a second has passed."""
+        busy = self.cores()
+        return None if busy is None else {"cores": round(busy, 2), "usable_cores": len(self.cpus)}
+
+
+#: other processes keeping more than this share of the usable cores busy (and half a core) make the figures unreliable
+BUSY_SHARE = 0.25
+
+
+def too_busy(load: dict[str, Any] | None) -> bool:
+    """Whether a study's ``other_load`` (``{cores, usable_cores}``) says other jobs moved its figures."""
+    if not load or load.get("cores") is None or not load.get("usable_cores"):
+        return False
+    return float(load["cores"]) >= max(0.5, BUSY_SHARE * float(load["usable_cores"]))

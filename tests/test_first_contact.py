@@ -1,0 +1,148 @@
+"""What a new user meets first: what the commands say about what they did, and the warnings a short or busy run needs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.cli import main
+from autotune.config import fingerprint
+from autotune.config.files import save_config
+from autotune.config.schema import Config, LoaderConfig
+from autotune.report._data import importances
+from autotune.report._render import headline
+from autotune.study.budget import TimeBudget
+from autotune.study.space import load_space
+from autotune.trials.guard import OtherLoad, too_busy
+from autotune.tune import budget_header, busy_warnings, short_run_warnings
+
+
+def test_synth_says_what_it_wrote(tmp_path, capsys):
+    d = str(tmp_path / "data")
+    assert main(["synth", d, "--images", "6", "--classes", "2", "--min-side", "16", "--max-side", "24"]) == 0
+    assert "wrote 6 images in 2 classes" in capsys.readouterr().err
+    assert main(["synth", d, "--images", "6", "--classes", "2", "--min-side", "16", "--max-side", "24", "--seed", "5"]) == 0
+    assert "wrote nothing: all 6 images were already" in capsys.readouterr().err  # not "wrote 6 images"
+    assert main(["synth", d, "--images", "8", "--classes", "2", "--min-side", "16", "--max-side", "24"]) == 0
+    err = capsys.readouterr().err
+    assert "wrote 2 images in 2 classes" in err and "(6 already there, kept)" in err
+    assert sum(1 for _ in Path(d).rglob("*.jpg")) == 8
+
+
+def _yaml(path: Path, hardware: dict) -> str:
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}), hardware=hardware,
+                 dataset={"path": "/nonexistent/train", "samples": 24})
+    save_config(cfg, path)
+    return str(path)
+
+
+def test_check_suggests_rewriting_the_file_it_checked(tmp_path, capsys):
+    f = _yaml(tmp_path / "other.yaml", fingerprint.collect() | {"cpus": 97})
+    assert main(["check", f]) == 1
+    out = capsys.readouterr().out
+    assert f"--warm-start {f} --out {f}" in out  # without --out the re-tune would write autotune.yaml, leaving this file stale
+
+
+def test_show_reads_autotune_yaml_by_default(workdir, capsys):
+    assert main(["show"]) == 2
+    assert "no autotune.yaml in this folder" in capsys.readouterr().err
+    _yaml(workdir / "autotune.yaml", fingerprint.collect())
+    assert main(["show"]) == 0
+    assert "autotune.yaml" in capsys.readouterr().out
+
+
+def test_the_budget_header_never_shows_a_negative_time_left():
+    spent = TimeBudget(10.0, clock=lambda: 21.0, start=0.0)
+    line = budget_header(spent)
+    assert "-" not in line and "went on setting up (21 s)" in line
+    assert "(7 s left)" in budget_header(TimeBudget(10.0, clock=lambda: 3.0, start=0.0))
+
+
+def test_a_run_that_measured_no_dataloader_says_so_and_how_to_fix_it():
+    space = load_space("default", cores=2, device="cpu", dali=True)
+    dali = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2}))
+    budget = TimeBudget(30.0, clock=lambda: 28.0, start=0.0)
+    warnings = short_run_warnings(dali, space, budget)
+    assert len(warnings) == 1 and "cfg.dataloader_kwargs()" in warnings[0] and "--budget 60" in warnings[0]
+    with_fallback = Config(loader=dali.loader, torch_fallback={"batch_size": 8, "torch": {"num_workers": 1}})
+    assert short_run_warnings(with_fallback, space, budget) == []
+    over = TimeBudget(10.0, clock=lambda: 28.0, start=0.0)
+    over.spent["setup"] = 21.0
+    assert any("over its 10 s budget (setting up alone took 21 s" in w for w in short_run_warnings(with_fallback, space, over))
+
+
+def test_importance_leaves_out_trials_without_params():
+    """AutoLoader records its starting points without params: they must not hide the knobs that vary."""
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=50.0, user_attrs={"outcome": "complete"}))
+    dist = {"num_threads": optuna.distributions.IntDistribution(1, 4), "prefetch_queue_depth": optuna.distributions.IntDistribution(1, 4)}
+    for th, q, v in ((1, 2, 340.0), (1, 1, 290.0), (2, 4, 310.0), (1, 4, 435.0), (2, 1, 442.0)):
+        study.add_trial(optuna.trial.create_trial(params={"num_threads": th, "prefetch_queue_depth": q}, distributions=dist, value=v,
+                                                  user_attrs={"outcome": "complete"}))
+    found, notes = importances(study)
+    assert found and set(found[0]["values"]) == {"num_threads", "prefetch_queue_depth"}, notes
+
+
+def test_the_trial_count_names_repeats_apart():
+    ov = {"winner": None, "speedups": {}, "trials": 7, "outcomes": {"complete": 6, "repeat": 1}}
+    row = dict(headline(ov))["trials"]
+    assert row == "7 (6 completed, 1 repeating an earlier config, 0 not complete)"
+
+
+def test_gpu_text():
+    assert fingerprint.gpu_text({"gpu": None, "gpus": 0}) == "no GPU"  # not "no GPU x0"
+    assert fingerprint.gpu_text({"gpu": "NVIDIA H200", "gpus": 2}) == "2 x NVIDIA H200"
+
+
+def test_check_names_a_change_in_classes(tmp_path):
+    old = {"path": "/d", "samples": 300, "classes": 3, "mean_bytes": 100, "signature": "a"}
+    diffs = fingerprint.diff_dataset(old, old | {"classes": 4})
+    assert [(d.field, d.matters) for d in diffs] == [("dataset.classes", True)]
+
+
+def test_an_unknown_space_fails_before_the_set_up_line(workdir, tiny_dataset, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "bogus", "--budget", "20"]) == 2
+    err = capsys.readouterr().err
+    assert "search space 'bogus' not found" in err and "setting up" not in err
+
+
+def _burn(detach: bool) -> int:
+    """A process that keeps one core busy: our child, or (detach) one that belongs to nobody here."""
+    code = "import time\nt = time.time()\nwhile time.time() - t < 30: pass"
+    if not detach:
+        return subprocess.Popen([sys.executable, "-c", code]).pid
+    out = subprocess.run(["bash", "-c", f"setsid {sys.executable} -c '{code}' >/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
+    return int(out.stdout.strip())
+
+
+@pytest.mark.parametrize("detach", [False, True])
+def test_other_load_counts_other_jobs_not_ours(detach):
+    pid = _burn(detach)
+    try:
+        time.sleep(0.3)
+        load = OtherLoad()
+        time.sleep(2.0)
+        busy = load.cores()
+        assert busy is not None
+        if detach:
+            assert busy >= 0.6  # one core of another job, whatever else runs
+        else:
+            assert busy < 0.6  # our own child's work is not another job's
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        if not detach:
+            os.waitpid(pid, 0)
+
+
+def test_busy_warnings():
+    assert busy_warnings({"cores": 1.7, "usable_cores": 2}) and too_busy({"cores": 1.7, "usable_cores": 2})
+    assert busy_warnings({"cores": 0.2, "usable_cores": 2}) == []
+    assert busy_warnings({"cores": 3.0, "usable_cores": 128}) == []  # 2 % of a large node
+    assert busy_warnings(None) == []
