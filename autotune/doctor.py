@@ -115,9 +115,11 @@ _PROBE = (
     "tv_error = None\n"
     "try:\n    import torchvision; tv = torchvision.__version__\nexcept ModuleNotFoundError:\n    tv = None\n"
     "except Exception as e:\n    tv = None; tv_error = (type(e).__name__ + ': ' + str(e)).splitlines()[0][:200]\n"
+    "models = None\n"
+    "if tv:\n    try:\n        models = torchvision.models.list_models(module=torchvision.models)\n    except Exception:\n        pass\n"
     "ok = torch.cuda.is_available()\n"
     "print(json.dumps({'torch': torch.__version__, 'torchvision': tv, 'torchvision_error': tv_error, 'cuda': torch.version.cuda,"
-    " 'available': ok, 'devices': torch.cuda.device_count() if ok else 0}))\n"
+    " 'available': ok, 'devices': torch.cuda.device_count() if ok else 0, 'models': models}))\n"
 )
 
 
@@ -163,6 +165,20 @@ def _torch_probe() -> dict[str, Any]:
         return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return {"error": f"unexpected probe output {stdout[-200:]!r}"}
+
+
+def check_model_name(name: str) -> None:
+    """Raise a one-line error when ``name`` is not a torchvision classification model (asked of the torch probe,
+    which ``autotune run`` started already: the parent imports no torch). Unknown models pass when the probe could
+    not list them; the ceiling's trial then says so."""
+    known = _torch_probe().get("models")
+    if not known or name in known:
+        return
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3)
+    raise UserError(f"--model {name!r} is not a torchvision classification model; pass one such as "
+                    + ", ".join(close or ["resnet18", "resnet50", "vit_b_16"]))
 
 
 def _cuda_available() -> bool:

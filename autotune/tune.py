@@ -29,7 +29,7 @@ from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space, resolve_path
-from autotune.study.storage import closing_storages, mask_log_secrets, mask_url, open_storage
+from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, mask_url, open_storage, storage_failure
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, too_busy
 from autotune.trials.logs import trial_log
@@ -60,7 +60,7 @@ def budget_header(budget: TimeBudget) -> str:
 def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None) -> list[str]:
     """What a run too short for this machine left out, each with its fix (printed after the summary)."""
     out = []
-    longer = f"--budget {max(60, int(2 * budget.elapsed()) // 10 * 10)}" if budget is not None else "more --trials"
+    longer = f"--budget {max(60, int(2 * budget.elapsed()) // 10 * 10)}" if budget is not None else "a larger --n-trials"
     if budget is not None and budget.elapsed() > budget.total_s + 5:
         out.append(f"the run took {budget.elapsed():.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
@@ -101,6 +101,8 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
     ranks = args.gpus if args.gpus is not None else (max(1, fp.get("gpus") or 1) if device.startswith("cuda") else 1)
     if device.startswith("cuda") and ranks > (fp.get("gpus") or 0):
         raise UserError(f"--gpus {ranks} asks for more GPUs than the {fp.get('gpus') or 0} visible here; pass --gpus {fp.get('gpus') or 1} or fewer")
+    if (getattr(args, "amp", False) or getattr(args, "channels_last", False)) and not args.model:
+        raise UserError("--amp and --channels-last apply to the model's steps; add --model NAME (e.g. resnet50), or drop them")
     model = None
     if args.model or args.step_ms:
         from autotune.trials.model import ModelSpec
@@ -114,6 +116,10 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
         m = Plan(args.window if args.window is not None else 1.0, args.windows if args.windows is not None else 5,
                  args.confirm_top if args.confirm_top is not None else 3, args.confirm_repeats if args.confirm_repeats is not None else 2)
     trial_timeout = args.trial_timeout if budget_s is None else min(args.trial_timeout, max(15.0, budget_s / 2))
+    if m.window_s * m.windows >= trial_timeout:  # every trial would run out of time measuring
+        limit = "--trial-timeout" if budget_s is None or trial_timeout == args.trial_timeout else f"set by the {budget_s:g} s --budget"
+        raise UserError(f"--window {m.window_s:g} s x {m.windows} windows is {m.window_s * m.windows:g} s of measuring per trial, "
+                        f"more than the {trial_timeout:g} s a trial may take ({limit}); pass a shorter --window or fewer --windows")
     return TuneSettings(
         pipeline=args.pipeline, device=device, n_trials=args.n_trials, timeout=args.timeout, seed=args.seed,
         warmup_batches=args.warmup_batches, window_s=m.window_s, windows=m.windows, trial_timeout=trial_timeout,
@@ -125,21 +131,24 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
 class _Silent:
     """The progress hooks :func:`tune` calls (the CLI passes ``autotune.cli._output.Reporter``): here, none."""
 
-    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None) -> None: ...
+    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None,
+              best: float | None = None) -> None: ...
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None: ...
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: Any) -> None: ...
     def note(self, text: str) -> None: ...
     def stop(self) -> None: ...
 
 
-def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool):
+def _fit_batch_sizes(space, samples_per_rank: int, drop_last: bool, ranks: int = 1):
     """Leave out batch sizes that give no full batch (train presets drop the last partial one)."""
     p = space["batch_size"]
     if not drop_last or p.kind != "choices":
         return space
     fitting = tuple(b for b in p.choices if b <= samples_per_rank)
     if not fitting:
-        raise UserError(f"every batch size in the space ({', '.join(map(str, p.choices))}) is larger than the {samples_per_rank} images per rank; pass a smaller --batch-size or use more images")
+        fix = "pass fewer --gpus, a smaller --batch-size, or use more images" if ranks > 1 else "pass a smaller --batch-size or use more images"
+        raise UserError(f"every batch size in the space ({', '.join(map(str, p.choices))}) is larger than the {samples_per_rank} images per rank"
+                        + (f" (the images split over {ranks} ranks)" if ranks > 1 else "") + f"; {fix}")
     if len(fitting) < len(p.choices):
         logger.warning("leaving out batch sizes larger than the dataset's %d images: %s", samples_per_rank, [b for b in p.choices if b not in fitting])
     return space.restrict("batch_size", fitting)
@@ -152,8 +161,15 @@ def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
     the CLI passes its reporter, and None prints nothing. Every storage it opens is closed when it returns, so
     scripts can call it again and again.
     """
-    with closing_storages(), contextlib.ExitStack() as early:
-        return _tune(args, progress or _Silent(), early)
+    try:
+        with closing_storages(), contextlib.ExitStack() as early:
+            return _tune(args, progress or _Silent(), early)
+    except UserError:
+        raise
+    except Exception as e:  # the database failed (a full disk mid-run): one line; the trials stored so far stay
+        if is_storage_error(e):
+            raise storage_failure(args.storage, e) from None
+        raise
 
 
 def _launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
@@ -227,6 +243,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
+    settings = settings_from_args(args, fp, device)  # bad flags are a lone error line, before the scan
     resolve_path(args.space)  # a --space that names nothing is a lone error line, before the scan and its set-up line
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
@@ -236,16 +253,17 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
         print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
-    settings = settings_from_args(args, fp, device)
     if budget is not None:
         spend = budget
         settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
     space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     nw = space["num_workers"] if "num_workers" in space else None
     doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
+    if args.model:
+        doctor.check_model_name(args.model)  # before the ceiling's trial (seconds), from the probe that ran meanwhile
     if args.batch_size is not None:
         space = space.fix("batch_size", args.batch_size)
-    space = _fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(args.pipeline).train)
+    space = _fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(args.pipeline).train, settings.ranks)
     sig = dataset.signature()
     key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None), device)
 
@@ -310,12 +328,16 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             print(f"study {study_name} in {mask_url(args.storage)} chose its config, which was not written: writing it without tuning again", file=sys.stderr)
         else:
             print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, "
-                  + (f"{args.n_trials} trials" if budget is None else budget_header(budget))
-                  + (f" (resuming after {done_before})" if done_before else ""), file=sys.stderr)
+                  + (f"{args.n_trials} {'trial' if args.n_trials == 1 else 'trials'}" if budget is None else budget_header(budget))
+                  + (f" (resuming after {done_before})" if done_before else "")
+                  + (" (--resume: no such study yet, so it starts here)" if args.resume and tuner.created else ""), file=sys.stderr)
 
     remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
     if not unwritten:
-        progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None)
+        rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in tuner.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                 if t.value is not None]  # a resumed study's best so far: the progress line's "best" starts there
+        progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None,
+                       best=max(rates) if rates else None)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI
     t0 = time.monotonic()
     stage = budget.stage if budget is not None else (lambda name: contextlib.nullcontext())

@@ -276,7 +276,7 @@ def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_datase
     capsys.readouterr()
     assert main([*args, "--n-trials", "1", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert "choices differ from those study 's' began with" in err and len(err.strip().splitlines()) == 1, err
+    assert "--resume: study 's' sampled num_workers from {0, 1}, this run from {0, 2}" in err and len(err.strip().splitlines()) == 1, err
     assert [t.state for t in _trials("sqlite:///autotune.db")][0] == optuna.trial.TrialState.COMPLETE  # the first trial is kept
 
 

@@ -35,6 +35,20 @@ def test_shipped_spaces_load(name):
         ({"params": {"batch_size": {"choices": [8]}, "prefetch_factor": {"choices": [0]}}}, "params.prefetch_factor", "from 1"),
         ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [2, 5]}}}, "params.hw_decoder_load", "a number from 0 to 1"),
         ({"params": {"batch_size": {"choices": [8]}, "pin_memory": {"choices": ["yes"]}}}, "params.pin_memory", "true or false"),
+        # each of these passed the reading and failed as a traceback at the first trial that drew it
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4], "step": 0}}}, "params.num_workers.step", "above 0"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4], "step": 0.5}}}, "params.num_workers.step", "whole number"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4], "step": "abc"}}}, "params.num_workers.step", "'abc'"),
+        ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0, 1], "step": -0.1}}}, "params.hw_decoder_load.step", "above 0"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [1, 4], "log": True, "step": 1}}}, "params.num_workers.step", "log"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [1, 4], "log": "no"}}}, "params.num_workers.log", "true or false"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, "cores/0"]}}}, "params.num_workers.int", "by zero"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2]},
+                     "prefetch_factor": {"choices": [2], "when": {"num_workers": {"gt": "abc"}}}}}, "params.prefetch_factor.when.num_workers", "a number"),
+        ({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]},
+                     "num_workers": {"int": [0, 2], "when": {"backend": [["torch"]]}}}}, "params.num_workers.when.backend", "plain values"),
+        ({"params": {"backend": {"int": [0, 1]}, "batch_size": {"choices": [8]}}}, "params.backend", "choices"),
+        ({"params": {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8], "when": {"backend": "dali"}}}}, "params.batch_size.when", "not allowed"),
     ],
 )
 def test_errors_name_file_field_and_rule(data, field, rule):

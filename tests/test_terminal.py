@@ -247,3 +247,11 @@ def test_main_in_process_leaves_the_logging_set_up_as_it_was(workdir):
     before = (root.level, list(root.handlers), logging.getLogger("optuna").propagate)
     assert main(["report", "--storage", f"sqlite:///{workdir}/none.db", "--quiet"]) == 2
     assert (root.level, list(root.handlers), logging.getLogger("optuna").propagate) == before
+
+
+def test_a_resumed_run_starts_from_the_best_it_had():
+    stream = io.StringIO()
+    r = Reporter(stream=stream)
+    r.start(1, 0, TuneSettings(window_s=1.0, windows=5), done=3, best=224.0)
+    r(None, _trial(0, "complete"))  # 100 samples/s, below the 224 a trial before the resume reached
+    assert "best 224 samples/s" in stream.getvalue()

@@ -42,10 +42,14 @@ def run(args: argparse.Namespace) -> int:
     from autotune.config.files import read_yaml
     from autotune.config.schema import Config
     from autotune.config.staleness import assess
+    from autotune.errors import DatasetError
 
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     current = fingerprint.collect()
-    diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
+    try:
+        diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
+    except DatasetError as e:  # the scan's fix names run's --demo, which check has not
+        raise DatasetError(str(e).replace(", or use --demo", "") + ("" if args.dataset else "; or pass --no-dataset")) from None
     stale = any(d.matters for d in diffs)
     if args.json:
         json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs]}, sys.stdout, indent=2, default=str)

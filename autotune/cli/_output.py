@@ -149,20 +149,24 @@ class Reporter:
         self._remeasure_task: Any = None
 
     # -- the run's stages -----------------------------------------------------------------------------
-    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None) -> None:
+    def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None,
+              best: float | None = None) -> None:
         """Trials to run and re-measurements at most; with the settings, the whole run's estimated time is shown.
-        With ``budget_s`` (``--budget``: the seconds left of it), the time decides the number of trials."""
+        With ``budget_s`` (``--budget``: the seconds left of it), the time decides the number of trials; ``best``:
+        the best rate of the trials a resumed study completed before."""
         global _display
         self.total, self.remeasurements = trials, remeasurements
+        self.best = best
         self.start_time = time.monotonic()
         self.deadline = None if budget_s is None else self.start_time + budget_s
         if self.mode == "off":
             return
         if self.deadline is not None:
-            self._print(f"time budget: {_clock(budget_s)} left for the trials, the re-measurement and the YAML")
+            if budget_s > 0:
+                self._print(f"time budget: {_clock(budget_s)} left for the trials, the re-measurement and the YAML")
         elif settings is not None:
             estimate = estimate_s(trials, remeasurements, settings.window_s, settings.windows, settings.timeout)
-            what = f"{trials} trials" + (f" and up to {remeasurements} re-measurements" if remeasurements else "")
+            what = f"{trials} {'trial' if trials == 1 else 'trials'}" + (f" and up to {remeasurements} re-measurements" if remeasurements else "")
             self._print(f"estimated time: about {_clock(estimate)} for {what}" + (f" (resuming after {done} finished)" if done else ""))
         if self.mode == "bar":
             from rich.console import Console

@@ -37,7 +37,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
     kept = sum(p.exists() for p in image_paths(args.dir, args.images, args.classes)) if args.classes <= args.images else 0
-    root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
+    try:
+        root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
+    except OSError as e:  # a full disk, a folder made read-only meanwhile: the images written so far are whole and kept
+        raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); free some space or pass another DIR "
+                        "(the images written so far are kept, and the same command completes them)") from None
     if kept == args.images:
         print(f"wrote nothing: all {args.images} images were already under {root} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)
     else:

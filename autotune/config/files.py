@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from autotune.config.schema import Config
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, UserError
 
 
 def dump_yaml(data: Any) -> str:
@@ -162,6 +162,8 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
 
             raise StaleConfigError(msg)
         warnings.warn(msg, stacklevel=2)
+    if world_size is not None and (not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1):
+        raise UserError(f"world_size must be a whole number of 1 or more (the ranks per node), but got {world_size!r}")
     tuned_ranks = cfg.result.get("ranks")
     if world_size is not None and tuned_ranks is not None and int(tuned_ranks) != int(world_size):
         warnings.warn(f"{path} was tuned for {tuned_ranks} rank(s) per node but world size is {world_size}; re-tune with --gpus {world_size}", stacklevel=2)

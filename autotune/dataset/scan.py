@@ -226,6 +226,10 @@ def _class_dir(entry: os.DirEntry, warn: bool) -> bool:
         return False
 
 
+#: unusable files named one by one as warnings; the rest are counted in one line (all of them at --verbose)
+SKIPPED_SHOWN = 5
+
+
 def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool = True) -> Dataset:
     """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
 
@@ -275,8 +279,13 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
             sig.add(f, size)
-    for f, why in skipped:
+    shown = skipped if not warn or len(skipped) <= SKIPPED_SHOWN + 1 else skipped[:SKIPPED_SHOWN]
+    for f, why in shown:
         logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
+    if len(shown) < len(skipped):  # a folder of broken files is a few lines and a count, not a screenful
+        logger.warning("skipping %d more unusable files under %s (--verbose names each)", len(skipped) - len(shown), root)
+        for f, why in skipped[len(shown):]:
+            logger.info("skipping %s: %s", f, why)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
     if empty and files and warn:
         logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))

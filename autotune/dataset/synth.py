@@ -6,6 +6,7 @@ grain, saved as JPEG at quality 90, sized around 300-500 px like ImageNet's (abo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -53,7 +54,14 @@ def _write(args: tuple[str, int, int, int, int]) -> int:
     from PIL import Image
 
     path, seed, min_side, max_side, quality = args
-    Image.fromarray(_image(seed, min_side, max_side), "RGB").save(path, "JPEG", quality=quality)
+    part = f"{path}.part"  # a full disk leaves no truncated JPEG under the real name (a later run keeps what exists)
+    try:
+        Image.fromarray(_image(seed, min_side, max_side), "RGB").save(part, "JPEG", quality=quality)
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+        raise
     return os.path.getsize(path)
 
 

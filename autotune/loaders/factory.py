@@ -63,6 +63,8 @@ def build_loader(
     if device is None:
         wanted = cfg.device if isinstance(cfg, Config) else None
         device = wanted if wanted == "cpu" else default_device()
+    if not isinstance(num_shards, int) or num_shards < 1:
+        raise UserError(f"num_shards must be a whole number of 1 or more (the number of ranks), but got {num_shards!r}")
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     dataset = scan(path)

@@ -91,6 +91,16 @@ class Param:
         # a stepped float comes back as low + k * step (0.9500000000000001): keep the step's decimals
         return round(value, _decimals(self.step)) if self.step else value
 
+    def distribution(self) -> optuna.distributions.BaseDistribution:
+        """The Optuna distribution :meth:`suggest` samples from (a resumed study's trials must share it)."""
+        import optuna
+
+        if self.kind == "choices":
+            return optuna.distributions.CategoricalDistribution(list(self.choices))
+        if self.kind == "int":
+            return optuna.distributions.IntDistribution(int(self.low), int(self.high), log=self.log, step=int(self.step or 1))
+        return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log, step=self.step)
+
     def contains(self, value: Any) -> bool:
         if self.kind == "choices":
             return value in self.choices
@@ -158,6 +168,8 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
         if m.group(1) == "*":
             n = cores * int(m.group(2))
         elif m.group(1) == "/":
+            if int(m.group(2)) == 0:
+                raise SpaceError(f"{where} divides the cores by zero ({v!r}); use 'cores/2' or another whole number above 0")
             n = max(1, cores // int(m.group(2)))
         return n
     return v
@@ -229,20 +241,28 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             ch = spec["choices"]
             if not isinstance(ch, list) or not ch:
                 raise err(f"{field}.choices", "must be a non-empty list")
-            kw["choices"] = tuple(_cores_value(c, cores, f"{field}.choices") for c in ch)
+            kw["choices"] = tuple(_cores_value(c, cores, f"{source}: {field}.choices") for c in ch)
         else:
             rng = spec[kind]
             if not isinstance(rng, list) or len(rng) != 2:
                 raise err(f"{field}.{kind}", "must be a list [low, high]")
-            low, high = (_cores_value(v, cores, f"{field}.{kind}") for v in rng)
+            low, high = (_cores_value(v, cores, f"{source}: {field}.{kind}") for v in rng)
             num = (int,) if kind == "int" else (int, float)
             if not all(isinstance(v, num) and not isinstance(v, bool) for v in (low, high)):
                 raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'} (or 'cores', 'cores*2', 'cores/2'), but got {rng}")
             if low > high:
                 raise err(f"{field}.{kind}", f"must have low <= high, but got {rng}")
-            if spec.get("log") and low <= 0:
+            log, step = spec.get("log", False), spec.get("step")
+            if not isinstance(log, bool):
+                raise err(f"{field}.log", f"must be true or false, but got {log!r}")
+            if log and low <= 0:
                 raise err(f"{field}.log", f"needs low > 0, but got {low}")
-            kw.update(low=low, high=high, log=bool(spec.get("log", False)), step=spec.get("step"))
+            if step is not None:
+                if not isinstance(step, num) or isinstance(step, bool) or step <= 0:
+                    raise err(f"{field}.step", f"must be {'a whole number' if kind == 'int' else 'a number'} above 0, but got {step!r}")
+                if log:
+                    raise err(f"{field}.step", "cannot go with log: true (Optuna samples a log range without a step); drop one")
+            kw.update(low=low, high=high, log=log, step=step)
         when = spec.get("when", {})
         if not isinstance(when, dict):
             raise err(f"{field}.when", "must be a mapping of parameter to required value")
@@ -251,6 +271,14 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 raise err(f"{field}.when.{k}", f"must name an earlier parameter ({', '.join(seen) or 'none yet'}) or one of {', '.join(CONTEXT_KEYS)}")
             if isinstance(cond, dict) and (len(cond) != 1 or next(iter(cond)) not in _OPS):
                 raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
+            if isinstance(cond, dict) and next(iter(cond)) != "ne" and (not isinstance(next(iter(cond.values())), (int, float)) or isinstance(next(iter(cond.values())), bool)):
+                raise err(f"{field}.when.{k}", f"compares with a number, but got {cond!r}")
+            if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
+                raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
+        if name in ("backend", "batch_size") and when:
+            raise err(f"{field}.when", "is not allowed: every config has a backend and a batch size")
+        if name == "backend" and kind != "choices":
+            raise err(field, "must be {choices: [...]} of torch and dali")
         _check_values(name, kw["choices"] if kind == "choices" else (kw["low"], kw["high"]), err)
         params.append(Param(name, kind, when=tuple(when.items()), **kw))
         seen.append(name)

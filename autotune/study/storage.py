@@ -117,14 +117,39 @@ def journal_file(url: str) -> Path | None:
     return None
 
 
+def _chain(e: BaseException) -> list[BaseException]:
+    """``e`` and the exceptions it was raised from or while handling, innermost last."""
+    out: list[BaseException] = []
+    while e is not None and e not in out and len(out) < 20:
+        out.append(e)
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+    return out
+
+
+def _is_db_error(e: BaseException) -> bool:
+    return isinstance(e, optuna.exceptions.StorageInternalError) or any(c.__module__.startswith(("sqlalchemy.", "sqlite3")) for c in type(e).__mro__)
+
+
+def storage_cause(e: BaseException) -> BaseException | None:
+    """The database error behind ``e`` (SQLAlchemy, sqlite3 or Optuna's StorageInternalError), itself or one it
+    was raised from or while handling, innermost first; None when ``e`` is not the database's.
+
+    Optuna hides a failed commit inside a trial behind an ``AssertionError("Should not reach.")`` raised while
+    handling it: the cause is in the chain, not in the exception that arrives.
+    """
+    found = [c for c in _chain(e) if _is_db_error(c)]
+    return found[-1] if found else None
+
+
 def is_storage_error(e: BaseException) -> bool:
-    """Whether ``e`` came from the database (SQLAlchemy) rather than from autotune's own code."""
-    return any(c.__module__.startswith("sqlalchemy.") for c in type(e).__mro__)
+    """Whether ``e`` came from the database rather than from autotune's own code (see :func:`storage_cause`)."""
+    return storage_cause(e) is not None
 
 
 def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> UserError:
     """The one-line :class:`UserError` for ``e``, raised by storage ``url`` while opening, reading or writing it:
     its cause (no such file, full disk, read-only, missing driver) and the fix, the password masked."""
+    e = storage_cause(e) or e
     text = str(e)
     first = mask_url(text.splitlines()[0] if text else type(e).__name__)
     where = sqlite_file(url) or journal_file(url)
@@ -138,6 +163,9 @@ def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> Use
         return UserError(f"cannot open storage file {target} ({first}); check that its folder exists and is writable, or pass another --storage")
     if isinstance(e, ImportError):
         return UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({first}); {_driver_hint(url)}")
+    if opening and journal_file(url) is not None and not isinstance(e, OSError):
+        return UserError(f"storage file {target} is not a readable Optuna journal ({type(e).__name__}: {first}); "
+                         "pass the journal autotune wrote, or another --storage")
     if opening:
         return UserError(f"cannot open storage {mask_url(url)}: {first}; check the URL (e.g. sqlite:///autotune.db)")
     return UserError(f"storage {mask_url(url)} failed: {first}; the trials stored so far are kept: fix the database, then --resume")

@@ -257,6 +257,13 @@ def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+def _range(dist: optuna.distributions.BaseDistribution) -> str:
+    if isinstance(dist, optuna.distributions.CategoricalDistribution):
+        return "{" + ", ".join(map(str, dist.choices)) + "}"
+    low, high = getattr(dist, "low", "?"), getattr(dist, "high", "?")
+    return f"[{low}, {high}]"
+
+
 class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
@@ -278,6 +285,7 @@ class Tuner:
             pruner=make_pruner(settings.pruner),
             load_if_exists=resume,
         )
+        self.created = not exists  # with --resume too: processes sharing --study-name NAME --resume start it together
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._stamp_owner_first()
         if not exists:
@@ -330,6 +338,12 @@ class Tuner:
             if compared and old != new:
                 raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
                                 f"resume with the same, or tune under another --study-name")
+        for t in self.study.get_trials(deepcopy=False):  # the same space name can still give other ranges (see _objective)
+            for param, dist in t.distributions.items():
+                if param in self.space and self.space[param].distribution() != dist:
+                    raise UserError(f"--resume: study {name!r} sampled {param} from {_range(dist)}, this run from {_range(self.space[param].distribution())} "
+                                    "(--batch-size, --gpus, the cores, the dataset's size or the space file changed); resume with the same, "
+                                    "or tune under another --study-name")
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:

@@ -1,0 +1,148 @@
+"""Bad input that used to end in a traceback or a misleading fix: each is now one line, naming the problem and the fix."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+
+import optuna
+import pytest
+
+from autotune.cli import main
+from autotune.config import fingerprint
+from autotune.config.files import load_config, save_config
+from autotune.config.schema import Config, LoaderConfig
+from autotune.errors import UserError
+from autotune.study.storage import is_storage_error, storage_failure
+
+FAST = ["--window", "0.2", "--windows", "1", "--warmup-batches", "1", "--confirm-top", "0", "--no-report", "--batch-size", "8"]
+
+
+def _optuna_commit_failure() -> AssertionError:
+    """What Optuna raises when a trial's commit fails on a full disk: an AssertionError raised while handling it."""
+    try:
+        try:
+            try:
+                raise sqlite3.OperationalError("database or disk is full")
+            except sqlite3.OperationalError as e:
+                raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+        except optuna.exceptions.StorageInternalError:
+            raise AssertionError("Should not reach.")  # noqa: B904 - as Optuna does
+    except AssertionError as e:
+        return e
+
+
+def test_a_storage_failure_hidden_behind_optunas_assertion_is_named():
+    e = _optuna_commit_failure()
+    assert is_storage_error(e) and not is_storage_error(ValueError("x"))
+    msg = str(storage_failure("sqlite:///full/a.db", e))
+    assert "is full" in msg and "free some space" in msg
+
+
+def test_a_full_disk_mid_run_is_one_line(workdir, tiny_dataset, monkeypatch, capsys):
+    from autotune.study import tuner as tuner_mod
+
+    def full(self, callbacks=None):  # noqa: ANN001, ARG001 - Tuner.optimize's signature
+        raise _optuna_commit_failure()
+
+    monkeypatch.setattr(tuner_mod.Tuner, "optimize", full)
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "is full" in err
+
+
+def test_resume_with_another_batch_size_fails_before_any_trial(workdir, tiny_dataset, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--no-baselines", "--study-name", "s", "--space", "cpu", *FAST]) == 0
+    before = len(optuna.load_study(study_name="s", storage="sqlite:///autotune.db").trials)
+    argv = ["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--no-baselines", "--study-name", "s", "--resume", "--space", "cpu", *FAST]
+    argv[argv.index("--batch-size") + 1] = "16"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--resume: study 's' sampled batch_size from {8}, this run from {16}" in err and "Traceback" not in err
+    assert len(optuna.load_study(study_name="s", storage="sqlite:///autotune.db").trials) == before  # no failed trial added
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "15", "--window", "30"], "of measuring per trial, more than the 15 s a trial may take"),
+    (["--amp"], "add --model NAME"),
+    (["--channels-last"], "add --model NAME"),
+])
+def test_flags_that_cannot_work_fail_before_the_scan(workdir, tiny_dataset, capsys, argv, message):
+    assert main(["run", "--dataset", str(tiny_dataset), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "setting up" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_too_many_ranks_for_the_images_names_gpus(workdir, tiny_dataset, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--gpus", "4", "--n-trials", "1", *FAST]) == 2
+    assert "pass fewer --gpus" in capsys.readouterr().err
+
+
+def test_an_unknown_model_fails_before_the_ceiling(workdir, tiny_dataset, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--model", "resnet5O", "--n-trials", "1", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "--model 'resnet5O' is not a torchvision classification model" in err and "resnet50" in err
+    assert "ceiling" not in err and "ValueError" not in err
+
+
+def test_world_size_and_num_shards_below_one_are_errors(tmp_path, tiny_dataset):
+    from autotune import build_loader
+
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect()), f)
+    for bad in (0, -1):
+        with pytest.raises(UserError, match="world_size must be a whole number of 1 or more"):
+            load_config(f, world_size=bad)
+    with pytest.raises(UserError, match="num_shards must be a whole number of 1 or more"):
+        build_loader(tiny_dataset, load_config(f), num_shards=0, device="cpu")
+
+
+def test_check_with_a_missing_dataset_does_not_offer_demo(tmp_path, capsys):
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect()), f)
+    assert main(["check", str(f), "--dataset", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "--demo" not in err
+
+
+def test_a_damaged_journal_is_named(tmp_path, capsys):
+    j = tmp_path / "half.jsonl"
+    j.write_text('{"op_code": 0, "worker_id": "x"}\n')
+    assert main(["studies", "--storage", str(j)]) == 2
+    assert "is not a readable Optuna journal" in capsys.readouterr().err
+
+
+def test_many_broken_files_are_a_few_lines_and_a_count(tmp_path, caplog):
+    from autotune.dataset.scan import SKIPPED_SHOWN, scan
+    from autotune.dataset.synth import synthesize
+
+    root = synthesize(tmp_path / "d", images=4, classes=2, min_side=16, max_side=24, workers=1)
+    for i in range(20):
+        (root / "class_0000" / f"bad_{i:02d}.jpg").write_bytes(b"not a jpeg at all")
+    with caplog.at_level(logging.WARNING, logger="autotune.dataset.scan"):
+        ds = scan(root)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(ds.skipped) == 20 and len(lines) == SKIPPED_SHOWN + 1
+    assert "skipping 15 more unusable files" in lines[-1]
+
+
+def test_synth_on_a_full_disk_is_one_line_and_leaves_no_partial_image(tmp_path, monkeypatch, capsys):
+    from PIL import Image
+
+    real_save, calls = Image.Image.save, []
+
+    def save(self, fp, *a, **k):  # noqa: ANN001 - PIL's signature: the third image fills the disk, half written
+        calls.append(fp)
+        if len(calls) == 3:
+            with open(fp, "wb") as f:
+                f.write(b"\xff\xd8\xff")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(self, fp, *a, **k)
+
+    monkeypatch.setattr(Image.Image, "save", save)
+    d = tmp_path / "s"
+    assert main(["synth", str(d), "--images", "5", "--classes", "1", "--min-side", "16", "--max-side", "24"]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err
+    assert sorted(p.name for p in d.rglob("*") if p.is_file()) == ["img_000000.jpg", "img_000001.jpg"]  # whole ones only
