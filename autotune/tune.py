@@ -431,6 +431,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if r.get("fraction_of_ceiling"):
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)
+        repeats = (cfg.study or {}).get("repeats") or 0
+        if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
+            print(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "
+                  f"{'was' if repeats == 1 else 'were'} not measured again", file=sys.stderr)
         print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
         if budget is not None:
             t = summary["time"]

@@ -146,3 +146,12 @@ def test_busy_warnings():
     assert busy_warnings({"cores": 0.2, "usable_cores": 2}) == []
     assert busy_warnings({"cores": 3.0, "usable_cores": 128}) == []  # 2 % of a large node
     assert busy_warnings(None) == []
+
+
+def test_the_run_says_where_repeated_trials_went(workdir, tiny_dataset, capsys):
+    (workdir / "one.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0]}\n")
+    argv = ["run", "--dataset", str(tiny_dataset), "--space", "one.yaml", "--n-trials", "2", "--no-baselines", "--window", "0.2", "--windows", "1",
+            "--warmup-batches", "1", "--confirm-top", "0", "--no-report"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "repeated one already measured and" in err and "not measured again" in err
