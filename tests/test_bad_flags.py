@@ -146,3 +146,12 @@ def test_synth_on_a_full_disk_is_one_line_and_leaves_no_partial_image(tmp_path, 
     err = capsys.readouterr().err
     assert "No space left on device" in err and "Traceback" not in err
     assert sorted(p.name for p in d.rglob("*") if p.is_file()) == ["img_000000.jpg", "img_000001.jpg"]  # whole ones only
+
+
+def test_an_error_with_json_answers_on_stdout_too(workdir, capsys):
+    import json
+
+    assert main(["run", "--dataset", "missing-folder", "--json"]) == 2
+    out, err = capsys.readouterr()
+    data = json.loads(out)
+    assert data["exit_code"] == 2 and "does not exist" in data["error"] and "does not exist" in err

@@ -76,6 +76,11 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         return int(args._run(args) or 0)
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
+        if getattr(args, "json", False):  # a script reading stdout gets an answer too, as `doctor --json` gives
+            import json
+
+            json.dump({"error": str(e), "exit_code": e.exit_code}, sys.stdout)
+            sys.stdout.write("\n")
         return e.exit_code
     except BrokenPipeError as e:  # `autotune studies --json | head`: the reader has gone, as it may
         if not _stdout_gone():  # another pipe broke (a trial process's): that is an error, and says so
