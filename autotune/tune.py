@@ -28,10 +28,10 @@ from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.result import config_from_study, mark_written, no_completion_message
-from autotune.study.space import SearchSpace, load_space, resolve_path
+from autotune.study.space import SearchSpace, load_space
 from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, mask_url, open_storage, storage_failure
 from autotune.study.tuner import Tuner, TuneSettings
-from autotune.trials.guard import OtherLoad, too_busy
+from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log
 from autotune.trials.runner import deferred_signals
 from autotune.trials.zygote import Zygote
@@ -57,7 +57,7 @@ def budget_header(budget: TimeBudget) -> str:
     return f"the {budget.total_s:.0f} s budget went on setting up ({budget.elapsed():.0f} s): one trial, then the YAML"
 
 
-def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None) -> list[str]:
+def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None, study: optuna.Study | None = None) -> list[str]:
     """What a run too short for this machine left out, each with its fix (printed after the summary)."""
     out = []
     longer = f"--budget {max(60, int(2 * budget.elapsed()) // 10 * 10)}" if budget is not None else "a larger --n-trials"
@@ -65,17 +65,32 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         out.append(f"the run took {budget.elapsed():.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
     if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
-        out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
-                   f"(autotune.build_loader works); for both, pass {longer}")
+        ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (t.user_attrs.get("loader") or {}).get("backend") == "torch"] if study else []
+        if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
+            out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
+                       f"(autotune.build_loader works); for both, pass {longer}")
     return out
 
+
 def busy_warnings(load: dict[str, Any] | None) -> list[str]:
-    """A warning when other processes kept a fair share of the cores busy during the run (study attr ``other_load``)."""
+    """A warning when other processes took a fair share of the cores the run may use (study attr ``other_load``)."""
     if not too_busy(load):
         return []
     assert load is not None
-    return [f"other processes kept about {float(load['cores']):.1f} of the {float(load['usable_cores']):.0f} cores busy during the run: "
+    of = int(load.get("cpus") or load["usable_cores"])
+    quota = f", {cores_taken(load):.1f} of the {float(load['usable_cores']):g} it may use" if of != load["usable_cores"] else ""
+    return [f"other processes kept about {float(load['cores']):.1f} of the {of} cores busy during the run{quota}: "
             "every figure, the speedups above all, moved with them; tune again when the machine is idle"]
+
+
+def _keep_busier(study: optuna.Study, load: dict[str, Any] | None) -> None:
+    """Store this session's ``other_load``; a resumed study keeps the busier of its sessions (its trials saw both)."""
+    if load is None:
+        return
+    before = study.user_attrs.get("other_load")
+    if isinstance(before, dict) and cores_taken(before) > cores_taken(load):
+        return
+    study.set_user_attr("other_load", load)
 
 
 def _default_device(fp: dict[str, Any]) -> str:
@@ -101,7 +116,7 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
     ranks = args.gpus if args.gpus is not None else (max(1, fp.get("gpus") or 1) if device.startswith("cuda") else 1)
     if device.startswith("cuda") and ranks > (fp.get("gpus") or 0):
         raise UserError(f"--gpus {ranks} asks for more GPUs than the {fp.get('gpus') or 0} visible here; pass --gpus {fp.get('gpus') or 1} or fewer")
-    if (getattr(args, "amp", False) or getattr(args, "channels_last", False)) and not args.model:
+    if (getattr(args, "amp", False) or getattr(args, "channels_last", False)) and not args.model and not args.step_ms:  # ModelSpec: --step-ms
         raise UserError("--amp and --channels-last apply to the model's steps; add --model NAME (e.g. resnet50), or drop them")
     model = None
     if args.model or args.step_ms:
@@ -207,7 +222,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if problem is not None:
         raise UserError(f"--out {str(out_path)!r} {problem}")
     fp = fingerprint.collect()
-    others = OtherLoad()  # other jobs' CPU use over the run: on a busy machine the figures are not to be trusted
+    others = OtherLoad(usable=fp.get("cpus"))  # other jobs' CPU use over the run: on a busy machine the figures are not to be trusted
 
     if args.if_stale:
         from autotune.config.staleness import is_stale
@@ -244,19 +259,19 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
     settings = settings_from_args(args, fp, device)  # bad flags are a lone error line, before the scan
-    resolve_path(args.space)  # a --space that names nothing is a lone error line, before the scan and its set-up line
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
 
     doctor.start_probe()
     zygote, zygote_log = _launch_zygote(early)
+    # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
+    space = load_space(args.space, cores=settings.cores, device=device)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
         print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
     if budget is not None:
         spend = budget
         settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
-    space = load_space(args.space, cores=settings.cores, device=device)  # 'cores' in a space: each rank's share
     nw = space["num_workers"] if "num_workers" in space else None
     doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     if args.model:
@@ -369,9 +384,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         tuner.close()
         if budget is not None:
             tuner.study.set_user_attr("time", budget.to_dict())
-        load = others.to_dict()
-        if load is not None:
-            tuner.study.set_user_attr("other_load", load)
+        if not unwritten:  # a session that only writes the YAML measured nothing
+            _keep_busier(tuner.study, others.to_dict())
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():
@@ -423,6 +437,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()
         tuner.study.set_user_attr("time", summary["time"])
+    summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
     if not args.quiet:
         r = cfg.result
         line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"
@@ -439,7 +454,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if budget is not None:
             t = summary["time"]
             print(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()), file=sys.stderr)
-        for warning in short_run_warnings(cfg, space, budget) + busy_warnings(tuner.study.user_attrs.get("other_load")):
+        for warning in summary["warnings"]:
             print(f"warning: {warning}", file=sys.stderr)
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)

@@ -91,9 +91,13 @@ def test_world_size_and_num_shards_below_one_are_errors(tmp_path, tiny_dataset):
 
     f = tmp_path / "a.yaml"
     save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect()), f)
-    for bad in (0, -1):
+    for bad in (0, -1, "two", True):
         with pytest.raises(UserError, match="world_size must be a whole number of 1 or more"):
             load_config(f, world_size=bad)
+    import numpy as np
+
+    load_config(f, world_size="2")  # as os.environ["LOCAL_WORLD_SIZE"] gives it
+    load_config(f, world_size=np.int64(2))
     with pytest.raises(UserError, match="num_shards must be a whole number of 1 or more"):
         build_loader(tiny_dataset, load_config(f), num_shards=0, device="cpu")
 

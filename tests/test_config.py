@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -92,7 +93,7 @@ def _bomb(levels: int = 9) -> str:
 
 
 def test_yaml_aliases_are_refused_before_they_expand(tmp_path, capsys):
-    """1.6 KB that would expand to 9**9 strings: one line, exit 2, nothing written to stdout."""
+    """1.6 KB that would expand to 9**9 strings: one line, exit 2, and on stdout (--json) only the error."""
     from autotune.cli import main
 
     path = tmp_path / "bomb.yaml"
@@ -102,7 +103,7 @@ def test_yaml_aliases_are_refused_before_they_expand(tmp_path, capsys):
         load_config(path)
     assert main(["show", str(path), "--json"]) == 2
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and "alias" in err
+    assert json.loads(out)["exit_code"] == 2 and err.count("\n") == 1 and "alias" in err
     space = tmp_path / "space.yaml"
     space.write_text("params:\n  batch_size: &b {choices: [8, 16]}\n  num_workers: *b\n")
     from autotune.errors import SpaceError

@@ -40,7 +40,7 @@ def test_shipped_spaces_load(name):
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4], "step": 0.5}}}, "params.num_workers.step", "whole number"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 4], "step": "abc"}}}, "params.num_workers.step", "'abc'"),
         ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0, 1], "step": -0.1}}}, "params.hw_decoder_load.step", "above 0"),
-        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [1, 4], "log": True, "step": 1}}}, "params.num_workers.step", "log"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [1, 4], "log": True, "step": 2}}}, "params.num_workers.step", "log"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [1, 4], "log": "no"}}}, "params.num_workers.log", "true or false"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, "cores/0"]}}}, "params.num_workers.int", "by zero"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2]},

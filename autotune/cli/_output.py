@@ -198,7 +198,7 @@ class Reporter:
                 TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
                 console=Console(file=self.stream), transient=False, redirect_stdout=False, redirect_stderr=False, expand=True,
             )
-            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best="-", stage="trial", left=self._left() if self.deadline is not None else "")
+            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best=f"{self.best:,.0f}" if self.best else "-", stage="trial", left=self._left() if self.deadline is not None else "")
             self._bar.start()
             _display = self
 

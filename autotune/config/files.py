@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import shlex
 import tempfile
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 from autotune.config.schema import Config
-from autotune.errors import ConfigError, UserError
+from autotune.errors import ConfigError
 
 
 def dump_yaml(data: Any) -> str:
@@ -136,6 +137,21 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None
 
 
+def whole_number(value: Any, name: str, what: str) -> int:
+    """``value`` as an int of 1 or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
+
+    Raises:
+        ConfigError: one line naming ``name``, what it counts, and the value.
+    """
+    try:
+        n = int(value.strip()) if isinstance(value, str) else operator.index(value)
+    except (TypeError, ValueError):
+        n = 0
+    if isinstance(value, bool) or n < 1:
+        raise ConfigError(f"{name} must be a whole number of 1 or more ({what}), but got {value!r}")
+    return n
+
+
 def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool = False, world_size: int | None = None) -> Config:
     """Read an ``autotune.yaml``.
 
@@ -149,6 +165,8 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
     Returns:
         The typed :class:`Config`.
     """
+    if world_size is not None:
+        world_size = whole_number(world_size, "world_size", "the ranks per node")
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
     from autotune.config import fingerprint
 
@@ -162,8 +180,6 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
 
             raise StaleConfigError(msg)
         warnings.warn(msg, stacklevel=2)
-    if world_size is not None and (not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1):
-        raise UserError(f"world_size must be a whole number of 1 or more (the ranks per node), but got {world_size!r}")
     tuned_ranks = cfg.result.get("ranks")
     if world_size is not None and tuned_ranks is not None and int(tuned_ranks) != int(world_size):
         warnings.warn(f"{path} was tuned for {tuned_ranks} rank(s) per node but world size is {world_size}; re-tune with --gpus {world_size}", stacklevel=2)

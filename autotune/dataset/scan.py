@@ -283,7 +283,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     for f, why in shown:
         logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
     if len(shown) < len(skipped):  # a folder of broken files is a few lines and a count, not a screenful
-        logger.warning("skipping %d more unusable files under %s (--verbose names each)", len(skipped) - len(shown), root)
+        logger.warning("skipping %d more unusable files under %s (each is logged at level INFO: autotune --verbose shows them)", len(skipped) - len(shown), root)
         for f, why in skipped[len(shown):]:
             logger.info("skipping %s: %s", f, why)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})

@@ -47,6 +47,7 @@ def build_loader(
         An iterable of ``(images, labels)`` batches on ``device``; each ``iter()`` is one epoch and ``len()``
         counts batches. Train presets drop the last partial batch; eval presets keep it.
     """
+    from autotune.config.files import whole_number
     from autotune.config.schema import Config, LoaderConfig
     from autotune.dataset.scan import scan
     from autotune.errors import UserError
@@ -63,8 +64,7 @@ def build_loader(
     if device is None:
         wanted = cfg.device if isinstance(cfg, Config) else None
         device = wanted if wanted == "cpu" else default_device()
-    if not isinstance(num_shards, int) or num_shards < 1:
-        raise UserError(f"num_shards must be a whole number of 1 or more (the number of ranks), but got {num_shards!r}")
+    num_shards = whole_number(num_shards, "num_shards", "the number of ranks")
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     dataset = scan(path)

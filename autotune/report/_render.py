@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.config.fingerprint import gpu_text
-from autotune.trials.guard import too_busy
+from autotune.trials.guard import cores_taken, too_busy
 from autotune.dataset.paths import display
 
 
@@ -108,7 +108,9 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     load = ov.get("other_load")
     if load and load.get("cores") is not None:
-        rows.append(("other jobs", f"kept {float(load['cores']):.1f} of {_num(load.get('usable_cores'))} cores busy during the run"
+        of = load.get("cpus") or load.get("usable_cores")
+        quota = f", {cores_taken(load):.1f} of the {_num(load.get('usable_cores'))} the run may use" if of != load.get("usable_cores") else ""
+        rows.append(("other jobs", f"kept {float(load['cores']):.1f} of {_num(of)} cores busy during the run{quota}"
                      + (" (the figures moved with them)" if too_busy(load) else "")))
     t = ov.get("time")
     if t:

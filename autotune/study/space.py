@@ -258,10 +258,13 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             if log and low <= 0:
                 raise err(f"{field}.log", f"needs low > 0, but got {low}")
             if step is not None:
-                if not isinstance(step, num) or isinstance(step, bool) or step <= 0:
+                whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())
+                if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0 or (kind == "int" and not whole):
                     raise err(f"{field}.step", f"must be {'a whole number' if kind == 'int' else 'a number'} above 0, but got {step!r}")
-                if log:
-                    raise err(f"{field}.step", "cannot go with log: true (Optuna samples a log range without a step); drop one")
+                if kind == "int":
+                    step = int(step)
+                if log and step != 1:
+                    raise err(f"{field}.step", f"cannot be {step!r} with log: true (Optuna samples a log range in steps of 1 or none); drop one")
             kw.update(low=low, high=high, log=log, step=step)
         when = spec.get("when", {})
         if not isinstance(when, dict):

@@ -122,7 +122,8 @@ def _chain(e: BaseException) -> list[BaseException]:
     out: list[BaseException] = []
     while e is not None and e not in out and len(out) < 20:
         out.append(e)
-        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+        # `raise X from None` says that X is not about what was being handled: the chain ends there
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)  # type: ignore[assignment]
     return out
 
 

@@ -515,6 +515,8 @@ class Tuner:
             with deferred_signals():  # a second Ctrl-C waits until the study is consistent
                 self._fail_own_running(running_before)
             raise
+        except UserError:
+            raise
         except Exception as e:
             stop = _interrupt_behind(e)
             if stop is not None:  # Optuna's _run_trial turns a Ctrl-C while it stores a result into an UnboundLocalError
