@@ -38,3 +38,11 @@ for name, lc in cfgs.items():
         print(f"{name}: epoch {rep}: {n / (time.perf_counter() - t0):,.0f} images/s over {n} images")
     del loader
 PY
+
+# after-review-log.txt: a second lease, after the process-tree accounting of killed trials' workers
+at synth /tmp/s8k --images 8000 --classes 100
+python3 -m pytest -m cuda -q -p no:cacheprovider 2>&1 | tail -1
+at run --dataset /tmp/s8k --space torch --budget 90 --out $OUT/torch.yaml --reports-dir $OUT/reports
+at run --dataset /tmp/s8k --budget 60 --out $OUT/default.yaml --reports-dir $OUT/reports --json > $OUT/default.json
+python3 -c "import json; d=json.load(open('$OUT/default.json')); print('json warnings:', d['warnings'])"
+grep -h "other jobs\|^| trials" $OUT/reports/*/report.md
