@@ -146,5 +146,5 @@ def _trial_count(study: dict) -> str:
     if not isinstance(total, int) or not isinstance(queued, int) or not isinstance(repeats, int):
         return f"{total} trials"
     run = total - queued
-    return (f"{run} {'trial' if run == 1 else 'trials'} run" + (f" ({repeats} repeating an earlier config, not measured again)" if repeats else "")
+    return (f"{run} {'trial' if run == 1 else 'trials'} run" + (f", {repeats} of them repeats, not measured again" if repeats else "")
             + (f", {queued} queued and not run" if queued else ""))
