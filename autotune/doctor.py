@@ -64,6 +64,7 @@ class Check:
     status: Status
     value: str
     fix: str | None = None
+    files: tuple[str, ...] = ()  # the unreadable check: the dataset's files its decode sample could not decode
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "status": self.status.value, "value": self.value, "fix": self.fix}
@@ -433,6 +434,7 @@ def check_dataset(path: str | os.PathLike[str], scanned: Any = None) -> list[Che
     sample = ds.files[:: max(1, len(ds) // DECODE_SAMPLE)][:DECODE_SAMPLE]
     formats: dict[str, int] = {}
     bad = list(ds.skipped)
+    undecodable = []
     for f in sample:
         try:
             open_rgb(f)
@@ -440,6 +442,7 @@ def check_dataset(path: str | os.PathLike[str], scanned: Any = None) -> list[Che
                 formats[im.format or "?"] = formats.get(im.format or "?", 0) + 1
         except (BadImageError, OSError) as e:
             bad.append((f, str(e).removeprefix(f"{f}: ")))
+            undecodable.append(f)
     seen = ", ".join(f"{k} {v}" for k, v in sorted(formats.items(), key=lambda kv: -kv[1])) or "none decodable"
     where = "" if len(sample) == len(ds) else f" (a sample of {len(sample)} decoded)"
     out = [_ok("dataset", f"{len(ds)} images, {len(ds.classes)} classes, {seen if not where else f'{seen} in a decoded sample of {len(sample)}'}, mean {ds.mean_bytes / 1024:,.1f} KiB")]
@@ -450,7 +453,7 @@ def check_dataset(path: str | os.PathLike[str], scanned: Any = None) -> list[Che
         status = Status.FAIL if not formats else Status.WARN
         out.append(Check(
             "unreadable", status, f"{len(bad)} unreadable{where}, first {first}: {why}",
-            f"remove or re-encode them (first: {first}); trials that read one fail as bad-data",
+            f"remove or re-encode them (first: {first}); trials that read one fail as bad-data", files=tuple(undecodable),
         ))
     avail = _memory_available()
     if pagecache.fits_in_ram(ds):  # the rule autotune run uses to warm the cache or measure as is

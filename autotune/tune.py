@@ -273,7 +273,12 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         spend = budget
         settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
     nw = space["num_workers"] if "num_workers" in space else None
-    doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
+    checks = doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
+    undecodable = [f for c in checks if c.name == "unreadable" for f in c.files]
+    if undecodable:  # the headers were fine, the pixels are not (a truncated JPEG): found now, not one trial at a time
+        logger.warning("%d of the files decoded before the trials cannot be decoded (first %s): left out of the trials; "
+                       "fix or remove them before training", len(undecodable), printable(undecodable[0]))
+        dataset = dataset.without([dataset.name_of(f) for f in undecodable], "cannot be decoded")
     if args.model:
         doctor.check_model_name(args.model)  # before the ceiling's trial (seconds), from the probe that ran meanwhile
     if args.batch_size is not None:

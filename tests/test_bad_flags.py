@@ -159,3 +159,20 @@ def test_an_error_with_json_answers_on_stdout_too(workdir, capsys):
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert data["exit_code"] == 2 and "does not exist" in data["error"] and "does not exist" in err
+
+
+def test_truncated_jpegs_found_before_the_trials_are_left_out(workdir, tmp_path, capsys):
+    """The scan reads headers only; the preflight's decode sample finds truncated files once, not a trial each."""
+    import yaml
+
+    from autotune.dataset.synth import synthesize
+
+    root = synthesize(tmp_path / "d", images=12, classes=2, min_side=32, max_side=48, workers=1)
+    cut = sorted(root.rglob("*.jpg"))[:3]
+    for p in cut:
+        p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
+    assert main(["run", "--dataset", str(root), "--n-trials", "1", "--no-baselines", "--space", "torch", *FAST]) == 0
+    err = capsys.readouterr().err
+    assert "3 of the files decoded before the trials cannot be decoded" in err
+    data = yaml.safe_load((workdir / "autotune.yaml").read_text())
+    assert sorted(data["dataset"]["excluded"]) == sorted(str(p.relative_to(root)) for p in cut) and data["dataset"]["samples"] == 9
