@@ -238,10 +238,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             args.warm_start = args.if_stale
 
     if args.demo:
-        from autotune.dataset.synth import demo_dataset
+        from autotune.dataset.synth import DEMO_COMPLETE, demo_dataset, demo_root
 
-        if not args.quiet:
-            print("preparing the demo dataset ...", file=sys.stderr)
+        if not args.quiet and not (demo_root() / DEMO_COMPLETE).exists():
+            print(f"making the demo dataset in {printable(str(demo_root()))} (once) ...", file=sys.stderr)
         dataset_path = str(demo_dataset())
         if budget is not None:  # making the demo set once is not tuning time
             budget = TimeBudget(budget.total_s)
@@ -349,7 +349,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         else:
             print(f"study {study_name} in {mask_url(args.storage)}: {len(dataset)} images, {settings.device}, space {space.name}, "
                   + (f"{args.n_trials} {'trial' if args.n_trials == 1 else 'trials'}" if budget is None else budget_header(budget))
-                  + (f" (resuming after {done_before})" if done_before else "")
+                  + (f", resuming after {done_before}" if done_before else "")
                   + (" (--resume: no such study yet, so it starts here)" if args.resume and tuner.created else ""), file=sys.stderr)
 
     remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0

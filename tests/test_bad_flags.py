@@ -176,3 +176,12 @@ def test_truncated_jpegs_found_before_the_trials_are_left_out(workdir, tmp_path,
     assert "3 of the files decoded before the trials cannot be decoded" in err
     data = yaml.safe_load((workdir / "autotune.yaml").read_text())
     assert sorted(data["dataset"]["excluded"]) == sorted(str(p.relative_to(root)) for p in cut) and data["dataset"]["samples"] == 9
+
+
+def test_an_argument_error_with_json_answers_on_stdout_too(capsys):
+    import json
+
+    assert main(["run", "--dataset", "D", "--budget", "-5", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"error": "argument --budget: must be greater than 0, but got -5.0 (see 'autotune run --help')", "exit_code": 2}
+    assert "must be greater than 0" in err

@@ -259,5 +259,5 @@ def test_the_time_row_says_when_its_figure_was_taken():
     base = {"dataset": {}, "hardware": {}, "measurement": {}, "budgets": {}, "study": "s", "storage": "sqlite:///x.db"}
     before = dict(facts({**base, "time": {"budget_s": 60, "elapsed_s": 56, "spent_s": {"setup": 6.3, "trials": 35}, "trials_measured": 8}}))
     after = dict(facts({**base, "time": {"budget_s": 60, "elapsed_s": 57, "spent_s": {"setup": 6.3, "trials": 35, "writing": 1.5}, "trials_measured": 8}}))
-    assert "56 s of a 60 s budget until the YAML and this report were written (setup" in before["time"]
+    assert "56 s of a 60 s budget before the YAML and this report were written (setup" in before["time"]
     assert after["time"].startswith("57 s of a 60 s budget (setup")

@@ -9,8 +9,11 @@ failed check (one line on stderr, no traceback); 130 interrupted (Ctrl-C); 143 t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import io
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -61,10 +64,18 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     """The command line; ``started`` (``time.monotonic``) is when the command's process began, for ``--budget``
     (default: when the run begins)."""
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    said = io.StringIO()
     try:
-        args = parser.parse_args(argv)
+        with contextlib.redirect_stderr(said):
+            args = parser.parse_args(words)
     except SystemExit as e:  # --help, --version, or a one-line argument error
+        sys.stderr.write(said.getvalue())
+        if e.code and "--json" in words:  # a script reading stdout gets JSON for these errors too
+            lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
+            _json_error(re.sub(r"^autotune( \S+)?: error: ", "", lines[-1]) if lines else "bad arguments", int(e.code))
         return int(e.code or 0)
+    sys.stderr.write(said.getvalue())
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -77,10 +88,7 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         if getattr(args, "json", False):  # a script reading stdout gets an answer too, as `doctor --json` gives
-            import json
-
-            json.dump({"error": str(e), "exit_code": e.exit_code}, sys.stdout)
-            sys.stdout.write("\n")
+            _json_error(str(e), e.exit_code)
         return e.exit_code
     except BrokenPipeError as e:  # `autotune studies --json | head`: the reader has gone, as it may
         if not _stdout_gone():  # another pipe broke (a trial process's): that is an error, and says so
@@ -98,6 +106,13 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         return code
     finally:
         restore_logging()
+
+
+def _json_error(message: str, code: int) -> None:
+    import json
+
+    json.dump({"error": message, "exit_code": code}, sys.stdout)
+    sys.stdout.write("\n")
 
 
 def _stdout_gone() -> bool:

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
                 data = args.dataset or cfg.dataset.get("path")
                 q = shlex.quote(args.file)
                 fix = f"re-tune with: autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {q} --out {q}"
-            print(f"{args.file}: STALE: {n} difference(s) that matter; {fix}")
+            print(f"{args.file}: STALE: {n} {'difference that matters' if n == 1 else 'differences that matter'}; {fix}")
         else:
-            print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} difference(s) that do not matter)" if diffs else ""))
+            print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else ""))
     return 1 if stale else 0

@@ -295,7 +295,10 @@ def _failure(outcome: str, a: dict[str, Any]) -> str:
     if outcome == "bad-data" and a.get("bad_file"):
         text = f"{outcome}: {a['bad_file']} cannot be decoded: left out of the following trials; fix or remove it before training"
     else:
-        text = f"{outcome}: {_short(a.get('message') or '')}" if a.get("message") else outcome
+        msg = _short(a.get("message") or "")
+        if msg.startswith(f"{outcome} "):  # "pruned: pruned after window 1" says it twice
+            msg = msg[len(outcome) + 1:]
+        text = f"{outcome}: {msg}" if msg else outcome
     return text + (f" (log: {_display_path(a['log'])})" if outcome in LOUD and a.get("log") else "")
 
 

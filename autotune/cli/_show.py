@@ -48,7 +48,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("peak memory", f"gpu {r.get('peak_gpu_mib') or '-'} MiB, host {r.get('peak_host_mib') or '-'} MiB"),
         ("pipeline", f"{cfg.pipeline} on {cfg.device}"),
         ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)"),
-        ("hardware", f"{gpu_text(cfg.hardware)}, {cfg.hardware.get('cpus')} cpus, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
+        ("hardware", f"{gpu_text(cfg.hardware)}, {cfg.hardware.get('cpus')} CPUs, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
         ("study", f"{cfg.study.get('name')} ({_trial_count(cfg.study)}) in {cfg.study.get('storage')}"),
         ("created", cfg.created),
     ]

@@ -74,7 +74,7 @@ def build_loader(
         left_out = [dataset.name_of(f) for f in dataset.files if f not in kept_files]
         if left_out:
             warnings.warn(
-                f"leaving out {len(left_out)} file(s) that the study found undecodable: {', '.join(left_out)}; fix or remove them",
+                f"leaving out {len(left_out)} {'file' if len(left_out) == 1 else 'files'} that the study found undecodable: {', '.join(left_out)}; fix or remove {'it' if len(left_out) == 1 else 'them'}",
                 stacklevel=2,
             )
         dataset = kept

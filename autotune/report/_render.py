@@ -116,7 +116,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     if t:
         spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
         # written by `autotune run` before the YAML and this report: its "took" line adds their writing
-        until = "" if "writing" in (t.get("spent_s") or {}) else " until the YAML and this report were written"
+        until = "" if "writing" in (t.get("spent_s") or {}) else " before the YAML and this report were written"
         rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} trials"
                      + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")))
     if ov.get("model"):
