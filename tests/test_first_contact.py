@@ -203,3 +203,20 @@ def test_the_run_says_where_repeated_trials_went(workdir, tiny_dataset, capsys):
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "repeated one already measured and" in err and "not measured again" in err
+
+
+def test_autoloader_says_when_the_last_batch_drops_much_of_an_epoch(tmp_path, caplog):
+    import logging
+
+    from autotune.autoloader._agree import Agreement
+    from autotune.autoloader._setup import resolve
+    from autotune.dataset.synth import synthesize
+
+    root = synthesize(tmp_path / "d", images=30, classes=2, min_side=16, max_side=24, workers=1)
+    with caplog.at_level(logging.WARNING, logger="autotune.autoloader._setup"):
+        resolve(Agreement(), None, root, device="cpu", batch_size=16, pipeline="imagenet-train", space="cpu", seed=0)
+    assert "batch_size 16 over 30 images per rank drops the last 14 (47 %) of every epoch" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="autotune.autoloader._setup"):
+        resolve(Agreement(), None, root, device="cpu", batch_size=15, pipeline="imagenet-train", space="cpu", seed=0)
+    assert "drops" not in caplog.text

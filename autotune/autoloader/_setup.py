@@ -45,6 +45,10 @@ class Setup:
     space: Any = None
 
 
+#: the share of an epoch that the dropped last batch may take before AutoLoader says so
+DROP_WARN_SHARE = 0.1
+
+
 def _device(device: str | None) -> str:
     import torch
 
@@ -142,6 +146,10 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if preset.train and all(b > per_rank for b in choices):
         raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
     fitting = tuple(b for b in choices if b <= per_rank) if preset.train else choices
+    dropped = per_rank % fitting[0] if preset.train else 0
+    if dropped > DROP_WARN_SHARE * per_rank and comm.rank == 0:  # a small set at the default 256: say what training loses
+        logger.warning("batch_size %d over %d images per rank drops the last %d (%.0f %%) of every epoch; pass a batch_size that "
+                       "divides them more closely", fitting[0], per_rank, dropped, 100 * dropped / per_rank)
     sp = load_space(space, cores=_cores(comm), device=dev)
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
