@@ -274,7 +274,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
     nw = space["num_workers"] if "num_workers" in space else None
     checks = doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
-    undecodable = [f for c in checks if c.name == "unreadable" for f in c.files]
+    undecodable = [f for c in checks or () if c.name == "unreadable" for f in c.files]
     if undecodable:  # the headers were fine, the pixels are not (a truncated JPEG): found now, not one trial at a time
         logger.warning("%d of the files decoded before the trials cannot be decoded (first %s): left out of the trials; "
                        "fix or remove them before training", len(undecodable), printable(undecodable[0]))

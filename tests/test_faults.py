@@ -186,7 +186,7 @@ def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset
         warnings.simplefilter("always")
         loader = autotune.build_loader(root, cfg, pipeline="imagenet-eval")
     (w,) = [w for w in caught if "undecodable" in str(w.message)]
-    assert "corrupt.jpg" in str(w.message) and "truncated.jpg" in str(w.message) and "2 file(s)" in str(w.message)
+    assert "corrupt.jpg" in str(w.message) and "truncated.jpg" in str(w.message) and "2 files" in str(w.message)
     assert sum(len(labels) for _, labels in loader) == 96  # a whole epoch: no decode error
     getattr(loader, "close", lambda: None)()
     assert [d for d in assess(cfg) if d.matters] == []
