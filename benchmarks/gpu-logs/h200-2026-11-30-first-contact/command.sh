@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200 (16 cores), after the five wheel carries (see the GPU notes); run from the repository root.
+# One H200 (16 cores), with DALI and Optuna installed from wheels under /tmp/site; run from the repository root.
 # Writes run-log.txt (below), idle.yaml and busy.yaml; loader_rate.txt came from the second block.
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 at() { python3 -m autotune "$@"; }
@@ -39,7 +39,7 @@ for name, lc in cfgs.items():
     del loader
 PY
 
-# after-review-log.txt: a second lease, after the process-tree accounting of killed trials' workers
+# after-review-log.txt: a second run on a fresh machine, after the process-tree accounting of killed trials' workers
 at synth /tmp/s8k --images 8000 --classes 100
 python3 -m pytest -m cuda -q -p no:cacheprovider 2>&1 | tail -1
 at run --dataset /tmp/s8k --space torch --budget 90 --out $OUT/torch.yaml --reports-dir $OUT/reports
