@@ -27,6 +27,7 @@ from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
+from autotune.study.evidence import measured_complete
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
 from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, mask_url, open_storage, storage_failure
@@ -354,8 +355,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
     remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
     if not unwritten:
-        rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in tuner.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                 if t.value is not None]  # a resumed study's best so far: the progress line's "best" starts there
+        # a resumed study's best so far: the progress line's "best" starts there
+        rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in measured_complete(tuner.study)]
         progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None,
                        best=max(rates) if rates else None)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI

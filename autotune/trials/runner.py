@@ -26,8 +26,7 @@ import psutil
 
 from autotune.outcomes import Outcome
 from autotune.trials import logs
-from autotune.trials import guard
-from autotune.trials.guard import Budgets, Monitor, process_tree
+from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import ForkedTrial, Zygote
 
@@ -50,7 +49,7 @@ def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None =
     procs += [p for p in (also or ()) if p not in procs and p.is_running()]
     # the trial's descendants die with it, unreaped by it: their CPU time leaves this tree (init reaps them);
     # keep it, or the run's own work would read as another job's (guard.OtherLoad)
-    guard.count_orphaned_cpu(sum(guard.cpu_s(p) for p in procs if p.pid != pid))
+    count_orphaned_cpu(sum(cpu_s(p) for p in procs if p.pid != pid))
     for p in reversed(procs):
         try:
             p.terminate()
