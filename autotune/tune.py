@@ -260,6 +260,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
     settings = settings_from_args(args, fp, device)  # bad flags are a lone error line, before the scan
+    warm = None
+    if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
+        from autotune.study.fleet import previous_best
+
+        warm = previous_best(args.warm_start, args.storage)
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
 
@@ -330,11 +335,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"--reports-dir {str(args.reports_dir)!r}: cannot create {settings.log_dir!r} ({e.strerror or e}); pass a folder you can write") from None
-    warm = None
-    if args.warm_start:  # read before the study is created: a bad --warm-start leaves no empty study behind
-        from autotune.study.fleet import previous_best
-
-        warm = previous_best(args.warm_start, args.storage)
     if zygote is not None:
         Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
         shutil.move(zygote_log, trial_log(settings.log_dir, "zygote"))

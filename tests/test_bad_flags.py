@@ -67,6 +67,7 @@ def test_resume_with_another_batch_size_fails_before_any_trial(workdir, tiny_dat
     (["--budget", "15", "--window", "30"], "of measuring per trial, more than the 15 s a trial may take"),
     (["--amp"], "add --model NAME"),
     (["--channels-last"], "add --model NAME"),
+    (["--warm-start", "missing.yaml"], "'missing.yaml' does not exist"),
 ])
 def test_flags_that_cannot_work_fail_before_the_scan(workdir, tiny_dataset, capsys, argv, message):
     assert main(["run", "--dataset", str(tiny_dataset), *argv]) == 2
