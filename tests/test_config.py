@@ -113,6 +113,23 @@ def test_yaml_aliases_are_refused_before_they_expand(tmp_path, capsys):
         load_space(str(space))
 
 
+def test_a_key_given_twice_is_named_not_silently_overwritten(tmp_path):
+    """PyYAML keeps the last of two equal keys: a space with batch_size twice would tune the range below the one read."""
+    from autotune.errors import SpaceError
+    from autotune.study.space import load_space
+
+    space = tmp_path / "space.yaml"
+    space.write_text("name: mine\nparams:\n  batch_size: {choices: [64]}\n  num_workers: {int: [0, 2]}\n  batch_size: {choices: [32, 64]}\n")
+    with pytest.raises(SpaceError, match=r"gives the key 'batch_size' twice \(lines 3 and 5\); keep one of them"):
+        load_space(str(space))
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("schema: 1\nloader: {backend: torch, batch_size: 8, batch_size: 16}\n")
+    with pytest.raises(ConfigError, match=r"gives the key 'batch_size' twice \(on line 2\)"):
+        load_config(cfg)
+    cfg.write_text("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {a: {x: 1}, b: {x: 2}}\n")  # equal keys, other mappings
+    assert load_config(cfg).loader.batch_size == 8
+
+
 def _full_config(dataset) -> Config:
     from autotune.config import fingerprint
 

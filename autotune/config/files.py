@@ -89,9 +89,32 @@ class _AliasFound(yaml.YAMLError):
         self.anchor, self.line = anchor, line
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int, first: int) -> None:
+        super().__init__(str(key))
+        self.key, self.line, self.first = key, line, first
+
+
 class _PlainLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` without aliases: a few lines of ``*alias`` can expand to gigabytes (a "billion
-    laughs" file), and autotune never writes an alias, so a file that holds one is refused."""
+    laughs" file), and autotune never writes an alias, so a file that holds one is refused. A key given twice in
+    one mapping is refused too: PyYAML keeps the last silently, so a space with ``batch_size`` twice would tune
+    a range the user did not read as the one in force."""
+
+    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        first = seen.get(key)
+                    except TypeError:  # an unhashable key: PyYAML's own error follows
+                        continue
+                    if first is not None:
+                        raise _DuplicateKey(key, key_node.start_mark.line + 1, first)
+                    seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
     def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
         if self.check_event(yaml.AliasEvent):
@@ -127,6 +150,9 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         return _plain_load(p.read_text(encoding="utf-8"))
     except (RecursionError, ValueError) as e:  # nesting thousands deep; an integer of thousands of digits
         raise ConfigError(f"{what} {str(p)!r} cannot be read as an autotune file ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}); pass an autotune YAML") from None
+    except _DuplicateKey as e:
+        where = f"on line {e.line}" if e.first == e.line else f"lines {e.first} and {e.line}"
+        raise ConfigError(f"{what} {str(p)!r} gives the key {e.key!r} twice ({where}); keep one of them") from None
     except _AliasFound as e:
         raise ConfigError(f"{what} {str(p)!r} uses a YAML alias (*{e.anchor}) at line {e.line}; autotune files hold no aliases: write the value out") from None
     except yaml.YAMLError as e:
