@@ -186,3 +186,11 @@ def test_an_argument_error_with_json_answers_on_stdout_too(capsys):
     out, err = capsys.readouterr()
     assert json.loads(out) == {"error": "argument --budget: must be greater than 0, but got -5.0 (see 'autotune run --help')", "exit_code": 2}
     assert "must be greater than 0" in err
+
+
+def test_quiet_and_verbose_together_are_refused(capsys):
+    import json
+
+    assert main(["run", "--demo", "--quiet", "-v", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["exit_code"] == 2 and err.count("\n") == 1 and "pass one of them" in err

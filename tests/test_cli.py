@@ -128,6 +128,8 @@ def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
     html = workdir / "reports" / summary["study"] / "report.html"
     assert html.is_file() and summary["report"] == str(Path("reports") / summary["study"] / "report.html")
     assert (workdir / "autotune.yaml").is_file()
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text()
+    assert [k for k in summary if f"`{k}`" not in documented] == []  # every key of the summary is described there
     assert main(["studies", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)] == [summary["study"]]
 
