@@ -442,6 +442,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if budget is not None:
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()
+        before = tuner.study.user_attrs.get("time") if not tuner.created else None
+        if isinstance(before, dict) and isinstance(before.get("elapsed_s"), (int, float)):  # a resumed study: its earlier runs
+            summary["time"]["runs"] = int(before.get("runs") or 1) + 1
+            summary["time"]["earlier_s"] = round(float(before.get("earlier_s") or 0.0) + float(before["elapsed_s"]), 1)
         tuner.study.set_user_attr("time", summary["time"])
     summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
     if not args.quiet:

@@ -199,3 +199,32 @@ def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, 
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     conf = study.user_attrs["confirmation"]
     assert conf["attempted"] < 6 and "until the time budget ran out" in conf["method"]
+
+
+def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdir, monkeypatch):
+    """The study attr ``time`` is the latest run's; a resumed study's says how many runs and their earlier seconds,
+    and the report's time row names them (the trial table holds every run's trials)."""
+    from autotune.report._render import facts
+
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+
+    def fake_run_trial(spec, **kw):
+        clock.now += 3.0
+        rate = 100.0 + spec.loader.batch_size
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=3.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-report", "--quiet", "--study-name", "twice"]
+    assert main(args) == 0
+    first = optuna.load_study(study_name="twice", storage="sqlite:///autotune.db").user_attrs["time"]
+    assert "runs" not in first
+    assert main([*args, "--resume"]) == 0
+    study = optuna.load_study(study_name="twice", storage="sqlite:///autotune.db")
+    second = study.user_attrs["time"]
+    assert second["runs"] == 2 and second["earlier_s"] == first["elapsed_s"]
+    base = {"dataset": {}, "hardware": {}, "measurement": {}, "budgets": {}, "study": "s", "storage": "sqlite:///x.db"}
+    row = dict(facts({**base, "time": second}))["time"]
+    assert f"the latest of 2 runs of this study, after {first['elapsed_s']:.0f} s in the earlier ones" in row

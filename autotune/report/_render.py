@@ -118,7 +118,8 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         # written by `autotune run` before the YAML and this report: its "took" line adds their writing
         until = "" if "writing" in (t.get("spent_s") or {}) else " before the YAML and this report were written"
         rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} trials"
-                     + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")))
+                     + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")
+                     + (f"; the latest of {_num(t['runs'])} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if (t.get("runs") or 1) > 1 else "")))
     if ov.get("model"):
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
                      + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else "")))
