@@ -95,6 +95,31 @@ def test_close_removes_the_link_folder_and_stops_iteration(tiny_dataset: Path, t
 
 
 @needs_dali
+def test_a_ctrl_c_while_the_pipeline_shuts_down_reaches_the_caller(dataset: Dataset, monkeypatch) -> None:
+    """Left to Pipeline.__del__, a KeyboardInterrupt raised while DALI's threads stop is printed and dropped
+    ("Exception ignored in ... __del__"), and a training loop that was switching loaders (AutoLoader) went on."""
+    from nvidia.dali.pipeline import Pipeline
+
+    loader = get_backend("dali").build(dataset, get_preset("imagenet-eval"), _dali(), "cpu")
+    next(iter(loader))
+    real = Pipeline._shutdown
+    calls = []  # counts only: a pipeline kept here would be freed while the patch is undone, inside the class dict
+
+    def interrupted(self):  # the signal arrives while the C++ Shutdown runs: Python raises it right after
+        calls.append(1)
+        real(self)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Pipeline, "_shutdown", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loader.close()
+    assert loader.pipeline is None and loader.iterator is None and calls
+    with pytest.raises(UserError, match="closed"):
+        iter(loader).__next__()
+
+
+@needs_dali
 @pytest.mark.parametrize("preset", ["imagenet-train", "imagenet-eval"])
 def test_uneven_shards_have_no_empty_batches_and_len_holds(dataset: Dataset, preset: str) -> None:
     ds = dataclasses.replace(dataset, files=dataset.files[:23], labels=tuple(range(23)))  # shards of 11 and 12

@@ -238,9 +238,20 @@ class DaliLoader(BatchLoader):
         self._unfinished = False
 
     def close(self) -> None:
-        """Release the pipeline (its threads and device memory) and the temporary link folder."""
-        self.iterator = None
-        self.pipeline = None
+        """Release the pipeline (its threads and device memory) and the temporary link folder.
+
+        The pipeline is shut down here, not left to its ``__del__``: a Ctrl-C that arrives while its threads stop
+        would be raised inside ``__del__``, where Python prints it and drops it, and training would go on.
+        """
+        pipe, self.pipeline, self.iterator = self.pipeline, None, None
+        shutdown = getattr(pipe, "_shutdown", None)  # DALI's own teardown, which __del__ calls
+        if shutdown is not None:
+            try:
+                shutdown()
+            finally:
+                if self._cleanup is not None:
+                    self._cleanup()
+            return
         if self._cleanup is not None:
             self._cleanup()
 
