@@ -52,6 +52,20 @@ def test_check_passes_when_only_the_hostname_changed(tmp_path, capsys):
     assert "OK" in out
 
 
+def test_a_dataset_that_is_not_here_is_said_to_be_unchecked(tmp_path, capsys):
+    """The recorded folder moved: the machine matches, and the output says the images were not compared."""
+    f = _write(tmp_path / "a.yaml", fingerprint.collect())  # dataset at /nonexistent/train
+    assert main(["check", f]) == 0
+    out = capsys.readouterr().out
+    assert "OK: this machine matches" in out
+    assert "dataset not compared: /nonexistent/train is not here; pass --dataset DIR" in out
+    assert main(["check", f, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dataset_compared"] is False and data["dataset_note"].startswith("dataset not compared: /nonexistent/train")
+    assert main(["check", f, "--no-dataset"]) == 0
+    assert "not compared" not in capsys.readouterr().out  # asked for: nothing to say
+
+
 def test_check_reads_autotune_yaml_by_default(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _write(tmp_path / "autotune.yaml", {**fingerprint.collect(), "hostname": "the-old-node"})

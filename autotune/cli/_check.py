@@ -6,6 +6,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 
 from autotune.cli._types import positive_float
 
@@ -51,8 +52,16 @@ def run(args: argparse.Namespace) -> int:
     except DatasetError as e:  # the scan's fix names run's --demo, which check has not
         raise DatasetError(str(e).replace(", or use --demo", "") + ("" if args.dataset else "; or pass --no-dataset")) from None
     stale = any(d.matters for d in diffs)
+    recorded = cfg.dataset.get("path")
+    unchecked = None  # why the dataset was not compared, when the user did not ask for that
+    if not args.no_dataset and args.dataset is None:
+        if not recorded:
+            unchecked = "the YAML records no dataset folder; pass --dataset DIR to compare one"
+        elif not Path(recorded).is_dir():
+            unchecked = f"{recorded} is not here; pass --dataset DIR to compare the images where they are now"
     if args.json:
-        json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs]}, sys.stdout, indent=2, default=str)
+        json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs], "dataset_compared": unchecked is None and not args.no_dataset,
+                   **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {})}, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     elif not args.quiet:
         for d in sorted(diffs, key=lambda d: not d.matters):
@@ -68,4 +77,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"{args.file}: STALE: {n} {'difference that matters' if n == 1 else 'differences that matter'}; {fix}")
         else:
             print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else ""))
+        if unchecked:
+            print(f"dataset not compared: {unchecked}")
     return 1 if stale else 0
