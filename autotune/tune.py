@@ -70,6 +70,11 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")
+    if study is not None and not (cfg.result or {}).get("defaults_samples_per_s"):
+        defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == "defaults"]
+        if defaults and not any(t.state.is_finished() for t in defaults):  # queued, never run (one that failed says why in the report)
+            out.append(f"the budget ran out before the torch DataLoader defaults were measured, so there is no speedup over "
+                       f"them; pass {longer}")
     return out
 
 

@@ -189,6 +189,20 @@ def test_no_budget_advice_when_torch_trials_ran_and_failed():
     assert short_run_warnings(dali, space, TimeBudget(30.0, clock=lambda: 28.0, start=0.0), study) == []  # /dev/shm, not the budget
 
 
+def test_defaults_left_queued_by_the_budget_are_named_with_the_fix():
+    """A 30 s run on two cores measured the heuristics, then re-measured: the defaults stayed queued and the
+    run printed no speedup, silently. It now says so, with the budget that measures them."""
+    space = load_space("default", cores=2, device="cpu", dali=True)
+    best = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 2}), result={"samples_per_s": 500.0})
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
+    budget = TimeBudget(30.0, clock=lambda: 28.0, start=0.0)
+    (warning,) = short_run_warnings(best, space, budget, study)
+    assert "before the torch DataLoader defaults were measured, so there is no speedup over them; pass --budget 60" in warning
+    measured = Config(loader=best.loader, result={"samples_per_s": 500.0, "defaults_samples_per_s": 90.0})
+    assert short_run_warnings(measured, space, budget, study) == []
+
+
 def test_busy_warnings():
     assert busy_warnings({"cores": 1.7, "usable_cores": 2}) and too_busy({"cores": 1.7, "usable_cores": 2})
     assert busy_warnings({"cores": 0.2, "usable_cores": 2}) == []
