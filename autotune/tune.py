@@ -304,7 +304,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         reused = reuse(args.storage, key, out_path, max_age_days=args.max_age)
         if reused is not None:
             if not args.quiet:
-                print(f"reused study {reused['study']} for this fingerprint: wrote {out_path} without tuning", file=sys.stderr)
+                n = reused.get("fresh_studies", 1)
+                why = f" (the best of {n} finished studies for this machine and dataset)" if n > 1 else ""
+                print(f"reused study {reused['study']}{why}: {reused['result'].get('samples_per_s', 0):,.0f} samples/s; "
+                      f"wrote {out_path} without tuning", file=sys.stderr)
             return reused
 
     study_name = args.study_name

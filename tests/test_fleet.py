@@ -32,14 +32,14 @@ def _key(dataset) -> str:
     return _study_key(fingerprint.collect(), scan(dataset).signature(), "imagenet-train", "cpu", 1, None)
 
 
-def _finished_study(storage: str, name: str, key: str, *, created: str | None = None, finished: bool = True) -> None:
+def _finished_study(storage: str, name: str, key: str, *, created: str | None = None, finished: bool = True, rate: float = 123.0) -> None:
     study = optuna.create_study(storage=open_storage(storage), study_name=name, direction="maximize")
     created = created or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for k, v in {"fingerprint_key": key, "hardware": fingerprint.collect(), "device": "cpu", "ranks": 1, "created": created}.items():
         study.set_user_attr(k, v)
-    study.add_trial(optuna.trial.create_trial(value=123.0, user_attrs={"loader": WINNER, "samples_per_s": 123.0, "outcome": "complete"}))
+    study.add_trial(optuna.trial.create_trial(value=rate, user_attrs={"loader": WINNER, "samples_per_s": rate, "outcome": "complete"}))
     if finished:
-        study.set_user_attr("confirmation", {"method": "best single trial", "winner_trial": 0, "candidates": [{"trial": 0, "config": "x", "scores": [123.0], "median": 123.0}]})
+        study.set_user_attr("confirmation", {"method": "best single trial", "winner_trial": 0, "candidates": [{"trial": 0, "config": "x", "scores": [rate], "median": rate}]})
 
 
 def _storages(tmp_path):
@@ -87,6 +87,27 @@ def test_reuse_skips_unfinished_and_old_studies(workdir, tiny_dataset):
     assert reuse(storage, "another-key", workdir / "x.yaml") is None
     assert not (workdir / "x.yaml").exists()
     assert reuse(storage, key, workdir / "x.yaml")["study"] == "old"
+
+
+def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, capsys):
+    """A thin study run after a thorough one must not replace its better config; the run says which it took."""
+    storage = f"sqlite:///{workdir}/fleet.db"
+    key = _key(tiny_dataset)
+
+    def ago(days: int) -> str:
+        return (_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    _finished_study(storage, "thorough", key, created=ago(3), rate=512.0)
+    _finished_study(storage, "thin", key, created=ago(2), rate=242.0)
+    _finished_study(storage, "too-old", key, created=ago(400), rate=999.0)
+    assert fresh_study(storage, key, max_age_days=30).study_name == "thorough"
+    _finished_study(storage, "tie", key, created=ago(1), rate=512.0)
+    assert fresh_study(storage, key, max_age_days=30).study_name == "tie"  # the newest of equals
+    summary = reuse(storage, key, workdir / "x.yaml", max_age_days=30)
+    assert summary["study"] == "tie" and summary["fresh_studies"] == 3
+    capsys.readouterr()
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--reuse", "--batch-size", "4", "--no-report", "--max-age", "30"]) == 0
+    assert "reused study tie (the best of 3 finished studies for this machine and dataset): 512 samples/s" in capsys.readouterr().err
 
 
 def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):

@@ -39,24 +39,44 @@ def _created(s: optuna.study.StudySummary) -> _dt.datetime | None:
 def studies_for(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
     """Studies in the storage whose ``fingerprint_key`` is ``key``, oldest first."""
     storage = open_storage(storage_url)
-    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
+    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=True) if s.user_attrs.get("fingerprint_key") == key]
     epoch = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     return sorted(found, key=lambda s: _created(s) or epoch)
 
 
-def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.study.StudySummary | None:
-    """The newest finished study for ``key`` no older than ``max_age_days`` (any age when None), or None."""
+def winner_rate(s: optuna.study.StudySummary) -> float:
+    """The samples/s of a finished study's chosen config: its re-measured median, else its best trial's value."""
+    conf = s.user_attrs.get("confirmation") or {}
+    for c in conf.get("candidates") or []:
+        if isinstance(c, dict) and c.get("trial") == conf.get("winner_trial") and isinstance(c.get("median"), (int, float)):
+            return float(c["median"])
+    best = s.best_trial
+    return float(best.value) if best is not None and best.value is not None else 0.0
+
+
+def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> list[optuna.study.StudySummary]:
+    """The finished studies for ``key`` no older than ``max_age_days`` (any age when None), oldest first."""
     now = now or _dt.datetime.now(_dt.timezone.utc)
-    for s in reversed(studies_for(storage_url, key)):
+    fresh = []
+    for s in studies_for(storage_url, key):
         if "confirmation" not in s.user_attrs:
             logger.info("study %s for this fingerprint is not finished: not reused", s.study_name)
             continue
         created = _created(s)
         if max_age_days is not None and created is not None and (now - created).total_seconds() > max_age_days * 86400:
             logger.info("study %s is older than %g days: not reused", s.study_name, max_age_days)
-            return None  # the newest finished one is too old: so are the others
-        return s
-    return None
+            continue
+        fresh.append(s)
+    return fresh
+
+
+def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.study.StudySummary | None:
+    """Of :func:`fresh_studies`, the one whose chosen config delivered the most samples/s (the newest of equals), or None.
+
+    Not simply the newest: a 20-second study with one trial, run after a thorough one, would replace its better config.
+    """
+    fresh = fresh_studies(storage_url, key, max_age_days=max_age_days, now=now)
+    return max(reversed(fresh), key=winner_rate) if fresh else None  # reversed: max keeps the first of equals, the newest
 
 
 def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_age_days: float | None = None) -> dict[str, Any] | None:
@@ -68,9 +88,10 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
     from autotune.config.files import save_config
     from autotune.study.result import config_from_study
 
-    found = fresh_study(storage_url, key, max_age_days=max_age_days)
-    if found is None:
+    fresh = fresh_studies(storage_url, key, max_age_days=max_age_days)
+    if not fresh:
         return None
+    found = max(reversed(fresh), key=winner_rate)
     study = optuna.load_study(study_name=found.study_name, storage=open_storage(storage_url))
     cfg = config_from_study(study, storage_url)
     save_config(cfg, out_path)
@@ -84,6 +105,7 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
         "study_section": cfg.study,
         "interrupted": False,
         "tuning_s": 0.0,
+        "fresh_studies": len(fresh),
     }
 
 
