@@ -156,6 +156,23 @@ def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder
     assert asked[0].loader.describe() == "dali-gpu b=256 threads=4 queue=2 hw_load=1"
 
 
+def test_a_repeated_proposal_names_the_trial_that_measured_it():
+    """Like `autotune run`'s repeats, an AutoLoader repeat carries repeat_of (the docs say so; it was null)."""
+    from autotune.autoloader._explore import DONE
+    from autotune.autoloader._source import CandidateSource
+    from autotune.study.space import load_space
+
+    space = load_space("torch", cores=1, device="cpu").fix("batch_size", 8).fix("num_workers", 0).fix("pin_memory", False)
+    source = CandidateSource(space, storage=None, study_name="repeats", attrs={}, seed=0, device="cpu", cores=1, first=[])
+    told = {}
+    while (cand := source.ask()) is not None:  # the baselines, then what the sampler finds, until it only repeats
+        source.tell(cand, DONE, per_sample=0.01, wait_fraction=0.5, measured=10)
+        told[cand.loader.describe()] = cand.number
+        assert len(told) < 10
+    repeats = [t for t in source.study.trials if t.user_attrs.get("outcome") == "repeat"]
+    assert repeats and all(t.user_attrs["repeat_of"] == told[t.user_attrs["config"]] for t in repeats)
+
+
 def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
     with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
         make(tiny_dataset, space, max_slowdown=0.5)

@@ -78,6 +78,7 @@ class CandidateSource:
             self.study.set_user_attr(k, v)
         self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
         self.measured: dict[str, float | None] = {}  # config description -> samples/s (None: failed or abandoned)
+        self.measured_by: dict[str, int] = {}  # config description -> the trial that measured it
         for params in first:
             self._enqueue(params, "user")
         base = baseline_configs(space, TuneSettings(device=device, cores=cores))
@@ -111,6 +112,7 @@ class CandidateSource:
             if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
                 value = self.measured[desc]
                 trial.set_user_attr("outcome", "repeat")
+                trial.set_user_attr("repeat_of", self.measured_by.get(desc))
                 if value is None:
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 else:
@@ -135,6 +137,7 @@ class CandidateSource:
             attrs["message"] = message[:500]
         for k, v in attrs.items():
             trial.set_user_attr(k, v)
+        self.measured_by.setdefault(desc, trial.number)
         if verdict in (DONE, BUDGET) and rate is not None:
             trial.set_user_attr("outcome", Outcome.COMPLETE.value)
             self.study.tell(trial, rate)
