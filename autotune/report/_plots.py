@@ -124,7 +124,7 @@ def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) ->
         ax.set_ylim(0, max(max(v) for v in groups.values()) * 1.25)
     ax.set_title("Throughput by backend (completed trials)")
     _save(fig, path)
-    return ", ".join(f"{n}: best {max(groups[n]):,.0f}/s over {len(groups[n])} trials" for n in names) or "No completed trial."
+    return ", ".join(f"{n}: best {max(groups[n]):,.0f}/s over {len(groups[n])} {'trial' if len(groups[n]) == 1 else 'trials'}" for n in names) or "No completed trial."
 
 
 def _knob_order(rows: list[dict[str, Any]], imps: list[dict[str, Any]]) -> list[str]:

@@ -117,7 +117,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
         # written by `autotune run` before the YAML and this report: its "took" line adds their writing
         until = "" if "writing" in (t.get("spent_s") or {}) else " before the YAML and this report were written"
-        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} trials"
+        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
                      + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")
                      + (f"; the latest of {_num(t['runs'])} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if (t.get("runs") or 1) > 1 else "")))
     if ov.get("model"):
