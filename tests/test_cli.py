@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,16 @@ def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
     assert (workdir / "autotune.yaml").is_file()
     documented = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text()
     assert [k for k in summary if f"`{k}`" not in documented] == []  # every key of the summary is described there
+    from autotune import load_config
+
+    stored = load_config("autotune.yaml").study["storage"]  # the YAML names a storage that opens from any folder
+    assert stored == f"sqlite:///{(workdir / 'autotune.db').resolve()}" and summary["storage"] == "sqlite:///autotune.db"
+    elsewhere = workdir / "elsewhere"
+    elsewhere.mkdir()
+    os.chdir(elsewhere)  # the workdir fixture restores the folder
+    assert main(["show", "--storage", stored, "--study", summary["study"]]) == 0
+    assert summary["study"] in capsys.readouterr().out
+    os.chdir(workdir)
     assert main(["studies", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)] == [summary["study"]]
 

@@ -12,7 +12,7 @@ from autotune.dataset.paths import printable
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
-from autotune.study.storage import mask_url
+from autotune.study.storage import absolute_url, mask_url
 
 #: the baseline roles the YAML compares the winner with
 BASELINE_ROLES = ("defaults", "heuristic")
@@ -206,7 +206,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     counts = outcome_counts(study)
     study_section = {
         "name": study.study_name,
-        "storage": mask_url(storage_url),
+        "storage": mask_url(absolute_url(storage_url)),  # opens from any folder: show --storage, report --storage
         "trials": len(states),
         "complete": counts.get("complete", 0),
         "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value, "waiting")},

@@ -117,6 +117,21 @@ def journal_file(url: str) -> Path | None:
     return None
 
 
+def absolute_url(url: str) -> str:
+    """``url`` with a relative SQLite or journal file made absolute (``sqlite:///autotune.db`` ->
+    ``sqlite:////srv/train/autotune.db``), so that a YAML names a storage that opens from any folder; others as given."""
+    db = sqlite_file(url)
+    if db is not None and not db.is_absolute():
+        import sqlalchemy
+
+        u = sqlalchemy.engine.make_url(url)
+        return u.set(database=str(db.resolve())).render_as_string(hide_password=False)
+    path = journal_file(url)
+    if path is not None and not path.is_absolute():
+        return ("journal:" if url.startswith("journal:") else "") + str(path.resolve())
+    return url
+
+
 def _chain(e: BaseException) -> list[BaseException]:
     """``e`` and the exceptions it was raised from or while handling, innermost last."""
     out: list[BaseException] = []
