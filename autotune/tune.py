@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_BUDGET_S = 60.0
 #: the same with a model in the loop (--model or --step-ms): each trial also starts the model
 DEFAULT_MODEL_BUDGET_S = 120.0
+#: study attribute: the latest run was stopped by Ctrl-C or SIGTERM (--resume continues it)
+INTERRUPTED = "interrupted"
 #: study attribute: the winner was chosen but the YAML could not be written; --resume writes it without tuning
 UNWRITTEN = "config_unwritten"
 #: the trial cap under --budget without --n-trials: the budget stops the study long before it
@@ -400,6 +402,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             tuner.study.set_user_attr("time", budget.to_dict())
         if not unwritten:  # a session that only writes the YAML measured nothing
             _keep_busier(tuner.study, others.to_dict())
+        if interrupted is not None or tuner.study.user_attrs.get(INTERRUPTED):  # `autotune studies` names it; --resume clears it
+            tuner.study.set_user_attr(INTERRUPTED, interrupted is not None)
     tuning_s = time.monotonic() - t0
 
     if settings.model is not None and tuner.complete_trials():

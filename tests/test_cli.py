@@ -160,3 +160,34 @@ def test_a_reader_that_goes_away_is_no_traceback(monkeypatch, capsys):
     monkeypatch.setattr("autotune.cli._stdout_gone", lambda: False)  # another pipe broke: an error, said in one line
     assert main(["studies"]) == 1
     assert "a pipe broke" in capsys.readouterr().err
+
+
+def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_dataset, monkeypatch, capsys):
+    from autotune.outcomes import Outcome
+    from autotune.trials.spec import TrialResult
+
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    calls = []
+
+    def trial(spec, **kw):
+        calls.append(1)
+        if len(calls) == 3 and stop_at_third:
+            raise KeyboardInterrupt
+        rate = 100.0 + spec.loader.batch_size
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=0.1)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", trial)
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--confirm-top", "0", "--no-report", "--quiet", "--study-name", "cut"]
+    stop_at_third = True
+    assert main(args) == 130
+    capsys.readouterr()
+    assert main(["studies", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["interrupted"] is True
+    assert main(["studies"]) == 0
+    assert "interrupted" in capsys.readouterr().out  # in the trials column (wrapped to its width)
+    stop_at_third = False
+    assert main([*args, "--resume"]) == 0
+    capsys.readouterr()
+    assert main(["studies", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["interrupted"] is False

@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         table.add_row(
             cell(r["name"]),
-            f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else ""),
+            f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")
+            + (", interrupted (--resume)" if r.get("interrupted") else ""),
             _number(r["best_samples_per_s"], "{:,.0f}"),
             _number(r["speedup_vs_defaults"], "{:.1f}x"),
             cell(r["best_config"] or "-"),

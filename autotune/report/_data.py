@@ -268,6 +268,7 @@ def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummar
         "device": o["device"],
         "dataset": dataset.get("path"),
         "created": o["created"] or (s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None),
+        "interrupted": study.user_attrs.get("interrupted") is True,  # the latest run was stopped: --resume continues it
     }
 
 
