@@ -371,6 +371,38 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
     assert (cfg.measurement["warmup_batches"], cfg.measurement["measure_batches"]) == (0, 6)  # not the 5 and 30 asked
 
 
+def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, monkeypatch):
+    """What a loader does after the last batch of an epoch (DALI decodes the dropped partial batch; workers stop)
+    is paid every epoch by the loader training keeps: scored over whole short epochs, a candidate pays it too."""
+    real = loader_module.build_from_dataset
+    END_S = 0.3
+
+    class SlowEnd:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __iter__(self):
+            yield from self.inner
+            time.sleep(END_S)  # the epoch's end, after its last batch
+
+        def __len__(self):
+            return len(self.inner)
+
+        def close(self):
+            self.inner.close()
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", lambda *a, **k: SlowEnd(real(*a, **k)))
+    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
+    try:
+        for _ in range(4):
+            assert_exactly_once(al.dataset, *run_epoch(al))
+    finally:
+        al.close()
+    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
+
+
 def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidates(tiny_dataset, space):
     """A loop that takes 3 of each epoch's 6 batches never reaches an epoch's end: a candidate is judged once it has
     run an epoch's worth of batches, so exploration still ends."""

@@ -269,6 +269,8 @@ class AutoLoader:
                 if short:
                     self._epoch_batches = plan.expected_batches(b)
                     whole = act.tally.measured >= self._epoch_batches  # an epoch's worth measured, in one or several epochs
+                    if act.tally.measured and plan.done(b):
+                        act.tally.loop_s += self._finish_epoch(act)
                     if act.tally.measured and (plan.done(b) or whole):  # judged at the epoch's end, or once a loop that
                         self._check(plan, epoch_end=whole)  # leaves each epoch early has run an epoch's worth of batches
                 elif self.exploring and act.tally.check_due(self.rules):
@@ -298,6 +300,26 @@ class AutoLoader:
                     self._close_loader(act)
                 if not self.exploring:
                     self._active = None  # the next epoch runs the winner, built once
+
+    @staticmethod
+    def _finish_epoch(act: _Active) -> float:
+        """Let the candidate's loader end its epoch, and return the seconds it took.
+
+        A short epoch is scored whole, and its end belongs to it: DALI's reader still decodes the last partial batch
+        that is dropped (on 300 images at batch 256, as long as the batch delivered: benchmarks/dali_tail.py), and a
+        torch loader without persistent workers stops them. A loader built once pays that every epoch; the candidate,
+        closed right after its last batch, would not, and its score would read up to twice what training then gets.
+        """
+        if act.it is None:
+            return 0.0
+        t0 = time.perf_counter()
+        try:
+            next(act.it)  # the epoch's batches are all delivered: this ends it (a batch here would only be dropped)
+        except StopIteration:
+            pass
+        except Exception as e:  # noqa: BLE001 - a failure past the last batch: the epoch was delivered; the close reports nothing either
+            logger.debug("the end of the epoch failed: %s", _one_line(e))
+        return time.perf_counter() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
         """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, start included.
