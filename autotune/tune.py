@@ -349,6 +349,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
         shutil.move(zygote_log, trial_log(settings.log_dir, "zygote"))
     tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs, zygote=zygote)
+    if budget is not None and not tuner.created:  # a resumed study: the time attr counts its earlier runs
+        budget.follow(tuner.study.user_attrs.get("time"))
     # a finished study whose YAML could not be written: --resume writes it, without tuning again
     unwritten = bool(args.resume and tuner.study.user_attrs.get(UNWRITTEN) and "confirmation" in tuner.study.user_attrs)
     if warm is not None and not unwritten:
@@ -454,10 +456,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if budget is not None:
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()
-        before = tuner.study.user_attrs.get("time") if not tuner.created else None
-        if isinstance(before, dict) and isinstance(before.get("elapsed_s"), (int, float)):  # a resumed study: its earlier runs
-            summary["time"]["runs"] = int(before.get("runs") or 1) + 1
-            summary["time"]["earlier_s"] = round(float(before.get("earlier_s") or 0.0) + float(before["elapsed_s"]), 1)
         tuner.study.set_user_attr("time", summary["time"])
     summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
     if not args.quiet:

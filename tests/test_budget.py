@@ -217,14 +217,19 @@ def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdi
         return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=3.0)
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
-    args = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-report", "--quiet", "--study-name", "twice"]
-    assert main(args) == 0
-    first = optuna.load_study(study_name="twice", storage="sqlite:///autotune.db").user_attrs["time"]
+    def run(budget: str, *extra: str) -> dict:
+        assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", budget, "--seed", "1", "--no-report", "--quiet",
+                     "--study-name", "thrice", *extra]) == 0
+        study = optuna.load_study(study_name="thrice", storage="sqlite:///autotune.db")
+        assert len(study.trials) < 100  # a small space, exhausted: not hundreds of repeats up to the trial cap
+        return study.user_attrs["time"]
+
+    first = run("30")
     assert "runs" not in first
-    assert main([*args, "--resume"]) == 0
-    study = optuna.load_study(study_name="twice", storage="sqlite:///autotune.db")
-    second = study.user_attrs["time"]
+    second = run("36", "--resume")
     assert second["runs"] == 2 and second["earlier_s"] == first["elapsed_s"]
+    third = run("24", "--resume")  # budgets apart, so that each run's own time cannot pass for the earlier ones'
+    assert third["runs"] == 3 and third["earlier_s"] == pytest.approx(first["elapsed_s"] + second["elapsed_s"], abs=0.11)
     base = {"dataset": {}, "hardware": {}, "measurement": {}, "budgets": {}, "study": "s", "storage": "sqlite:///x.db"}
-    row = dict(facts({**base, "time": second}))["time"]
-    assert f"the latest of 2 runs of this study, after {first['elapsed_s']:.0f} s in the earlier ones" in row
+    row = dict(facts({**base, "time": third}))["time"]
+    assert f"the latest of 3 runs of this study, after {third['earlier_s']:.0f} s in the earlier ones" in row

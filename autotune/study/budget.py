@@ -93,6 +93,14 @@ class TimeBudget:
         self.trials_measured = 0  # every trial, priced or not
         self.stopped_sampling_at: int | None = None
         self.confirm_planned: tuple[int, int] | None = None
+        self.earlier: tuple[int, float] | None = None  # a resumed study: its earlier runs and their seconds
+
+    def follow(self, before: Any) -> None:
+        """Count the earlier runs of a resumed study, from its ``time`` attr as the last run left it."""
+        if isinstance(before, dict) and isinstance(before.get("elapsed_s"), (int, float)):
+            runs = before.get("runs") if isinstance(before.get("runs"), int) else 1
+            earlier = before.get("earlier_s") if isinstance(before.get("earlier_s"), (int, float)) else 0.0
+            self.earlier = (runs, float(earlier) + float(before["elapsed_s"]))
 
     def elapsed(self) -> float:
         return self.clock() - self.start
@@ -202,4 +210,6 @@ class TimeBudget:
             out["stopped_sampling_after_trial"] = self.stopped_sampling_at
         if self.confirm_planned is not None:
             out["remeasured"] = {"top": self.confirm_planned[0], "repeats": self.confirm_planned[1]}
+        if self.earlier is not None:
+            out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out

@@ -91,20 +91,30 @@ def tell_repeat(trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> float
     raise optuna.TrialPruned(f"same config as trial #{earlier.number}")
 
 
+#: repeats in a row after which the space counts as exhausted: a sampler that still finds new configs rarely
+#: proposes this many measured ones running (a resumed study of a small space otherwise filled itself with
+#: hundreds of repeats up to the trial cap of a --budget run)
+REPEATS_IN_A_ROW = 20
+
+
 class MeasuredTrials:
     """A study callback: stops after ``n`` trials that measured something (repeats are not counted), or after
-    ``max_repeats`` repeats, when the sampler has hardly a config left that was not measured."""
+    ``max_repeats`` repeats, or :data:`REPEATS_IN_A_ROW` in a row, when the sampler has hardly a config left that
+    was not measured."""
 
     def __init__(self, n: int, max_repeats: int) -> None:
         self.left = n
         self.repeats_left = max_repeats
+        self.in_a_row = 0
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if is_repeat(trial):
             self.repeats_left -= 1
+            self.in_a_row += 1
         else:
             self.left -= 1
-        if self.left <= 0 or self.repeats_left <= 0:
+            self.in_a_row = 0
+        if self.left <= 0 or self.repeats_left <= 0 or self.in_a_row >= REPEATS_IN_A_ROW:
             if self.left > 0:
                 logger.info("stopping: the sampler keeps proposing configs that were measured already")
             study.stop()
