@@ -307,7 +307,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if reused is not None:
             if not args.quiet:
                 n = reused.get("fresh_studies", 1)
-                why = f" (the best of {n} finished studies for this machine and dataset)" if n > 1 else ""
+                why = f" (the best of {n} finished studies for this machine and dataset{' within --max-age' if args.max_age is not None else ''})" if n > 1 else ""
                 print(f"reused study {reused['study']}{why}: {reused['result'].get('samples_per_s', 0):,.0f} samples/s; "
                       f"wrote {out_path} without tuning", file=sys.stderr)
             return reused

@@ -9,6 +9,7 @@ import sys
 import textwrap
 import uuid
 import warnings
+from pathlib import Path
 
 import optuna
 import pytest
@@ -105,9 +106,11 @@ def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, 
     assert fresh_study(storage, key, max_age_days=30).study_name == "tie"  # the newest of equals
     summary = reuse(storage, key, workdir / "x.yaml", max_age_days=30)
     assert summary["study"] == "tie" and summary["fresh_studies"] == 3
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text()
+    assert [k for k in summary if f"`{k}`" not in documented] == []
     capsys.readouterr()
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--reuse", "--batch-size", "4", "--no-report", "--max-age", "30"]) == 0
-    assert "reused study tie (the best of 3 finished studies for this machine and dataset): 512 samples/s" in capsys.readouterr().err
+    assert "reused study tie (the best of 3 finished studies for this machine and dataset within --max-age): 512 samples/s" in capsys.readouterr().err
 
 
 def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):

@@ -39,19 +39,26 @@ def _created(s: optuna.study.StudySummary) -> _dt.datetime | None:
 def studies_for(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
     """Studies in the storage whose ``fingerprint_key`` is ``key``, oldest first."""
     storage = open_storage(storage_url)
-    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=True) if s.user_attrs.get("fingerprint_key") == key]
+    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
     epoch = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     return sorted(found, key=lambda s: _created(s) or epoch)
 
 
-def winner_rate(s: optuna.study.StudySummary) -> float:
-    """The samples/s of a finished study's chosen config: its re-measured median, else its best trial's value."""
-    conf = s.user_attrs.get("confirmation") or {}
-    for c in conf.get("candidates") or []:
-        if isinstance(c, dict) and c.get("trial") == conf.get("winner_trial") and isinstance(c.get("median"), (int, float)):
-            return float(c["median"])
-    best = s.best_trial
-    return float(best.value) if best is not None and best.value is not None else 0.0
+def best_of(storage_url: str, studies: list[optuna.study.StudySummary]) -> optuna.study.StudySummary | None:
+    """Of ``studies``, the one whose chosen config states the most samples/s (the figure its YAML would write:
+    re-measured where it was), the newest of equals; None for none."""
+    from autotune.study.result import figures
+
+    storage = open_storage(storage_url)
+
+    def rate(s: optuna.study.StudySummary) -> float:
+        try:
+            return float(figures(optuna.load_study(study_name=s.study_name, storage=storage))["samples_per_s"] or 0.0)
+        except Exception:  # noqa: BLE001 - a study that cannot state a winner is never the best
+            logger.info("study %s states no winner: not reused", s.study_name, exc_info=True)
+            return 0.0
+
+    return max(reversed(studies), key=rate) if studies else None  # reversed: max keeps the first of equals, the newest
 
 
 def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> list[optuna.study.StudySummary]:
@@ -71,12 +78,9 @@ def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = No
 
 
 def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.study.StudySummary | None:
-    """Of :func:`fresh_studies`, the one whose chosen config delivered the most samples/s (the newest of equals), or None.
-
-    Not simply the newest: a 20-second study with one trial, run after a thorough one, would replace its better config.
-    """
-    fresh = fresh_studies(storage_url, key, max_age_days=max_age_days, now=now)
-    return max(reversed(fresh), key=winner_rate) if fresh else None  # reversed: max keeps the first of equals, the newest
+    """Of :func:`fresh_studies`, the :func:`best_of` (not simply the newest: a 20-second study with one trial, run
+    after a thorough one, would replace its better config), or None."""
+    return best_of(storage_url, fresh_studies(storage_url, key, max_age_days=max_age_days, now=now))
 
 
 def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_age_days: float | None = None) -> dict[str, Any] | None:
@@ -89,9 +93,9 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
     from autotune.study.result import config_from_study
 
     fresh = fresh_studies(storage_url, key, max_age_days=max_age_days)
-    if not fresh:
+    found = best_of(storage_url, fresh)
+    if found is None:
         return None
-    found = max(reversed(fresh), key=winner_rate)
     study = optuna.load_study(study_name=found.study_name, storage=open_storage(storage_url))
     cfg = config_from_study(study, storage_url)
     save_config(cfg, out_path)
