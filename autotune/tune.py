@@ -75,8 +75,8 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
     if study is not None and not (cfg.result or {}).get("defaults_samples_per_s"):
         defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == "defaults"]
         if defaults and not any(t.state.is_finished() for t in defaults):  # queued, never run (one that failed says why in the report)
-            out.append(f"the budget ran out before the torch DataLoader defaults were measured, so there is no speedup over "
-                       f"them; pass {longer}")
+            ran_out = "the budget ran out" if budget is not None else "the trials ended"
+            out.append(f"{ran_out} before the torch DataLoader defaults were measured, so there is no speedup over them; pass {longer}")
     return out
 
 

@@ -128,6 +128,8 @@ def test_a_key_given_twice_is_named_not_silently_overwritten(tmp_path):
         load_config(cfg)
     cfg.write_text("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {a: {x: 1}, b: {x: 2}}\n")  # equal keys, other mappings
     assert load_config(cfg).loader.batch_size == 8
+    cfg.write_text("schema: 1\nloader: {<<: {batch_size: 8}, backend: torch}\n")  # a merge key is no duplicate
+    assert load_config(cfg).loader.batch_size == 8
 
 
 def _full_config(dataset) -> Config:

@@ -80,8 +80,8 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         parser.print_help(sys.stderr)
         return 2
     if args.verbose and getattr(args, "quiet", False):
-        msg = "--quiet (errors only) and --verbose (every detail) ask for opposite output; pass one of them"
-        print(f"autotune {args.command}: error: {msg}", file=sys.stderr)
+        msg = "--quiet and --verbose ask for opposite output; pass one of them"
+        print(f"autotune {args.command}: error: {msg} (see 'autotune {args.command} --help')", file=sys.stderr)
         if getattr(args, "json", False):
             _json_error(msg, 2)
         return 2

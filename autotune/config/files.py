@@ -105,7 +105,7 @@ class _PlainLoader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
+                if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":  # `<<:` merges
                     key = self.construct_object(key_node, deep=True)
                     try:
                         first = seen.get(key)

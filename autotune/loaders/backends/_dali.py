@@ -245,15 +245,14 @@ class DaliLoader(BatchLoader):
         """
         pipe, self.pipeline, self.iterator = self.pipeline, None, None
         shutdown = getattr(pipe, "_shutdown", None)  # DALI's own teardown, which __del__ calls
-        if shutdown is not None:
-            try:
+        if pipe is not None and shutdown is None:
+            logger.debug("this DALI has no Pipeline._shutdown: the pipeline stops when it is freed")
+        try:
+            if shutdown is not None:
                 shutdown()
-            finally:
-                if self._cleanup is not None:
-                    self._cleanup()
-            return
-        if self._cleanup is not None:
-            self._cleanup()
+        finally:
+            if self._cleanup is not None:
+                self._cleanup()
 
 
 class DaliBackend(LoaderBackend):
