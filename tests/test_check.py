@@ -64,6 +64,10 @@ def test_a_dataset_that_is_not_here_is_said_to_be_unchecked(tmp_path, capsys):
     assert data["dataset_compared"] is False and data["dataset_note"].startswith("dataset not compared: /nonexistent/train")
     assert main(["check", f, "--no-dataset"]) == 0
     assert "not compared" not in capsys.readouterr().out  # asked for: nothing to say
+    bare = _write(tmp_path / "b.yaml", fingerprint.collect(), dataset={"path": str(tmp_path)})  # a folder, nothing recorded of it
+    assert main(["check", bare, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["dataset_compared"] is False and "records nothing of its dataset" in data["dataset_note"]
 
 
 def test_check_reads_autotune_yaml_by_default(tmp_path, capsys, monkeypatch):

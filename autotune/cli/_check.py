@@ -6,7 +6,6 @@ import argparse
 import json
 import shlex
 import sys
-from pathlib import Path
 
 from autotune.cli._types import positive_float
 
@@ -42,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.config import fingerprint
     from autotune.config.files import read_yaml
     from autotune.config.schema import Config
-    from autotune.config.staleness import assess
+    from autotune.config.staleness import assess, dataset_not_compared
     from autotune.errors import DatasetError
 
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
@@ -52,13 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except DatasetError as e:  # the scan's fix names run's --demo, which check has not
         raise DatasetError(str(e).replace(", or use --demo", "") + ("" if args.dataset else "; or pass --no-dataset")) from None
     stale = any(d.matters for d in diffs)
-    recorded = cfg.dataset.get("path")
-    unchecked = None  # why the dataset was not compared, when the user did not ask for that
-    if not args.no_dataset and args.dataset is None:
-        if not recorded:
-            unchecked = "the YAML records no dataset folder; pass --dataset DIR to compare one"
-        elif not Path(recorded).is_dir():
-            unchecked = f"{recorded} is not here; pass --dataset DIR to compare the images where they are now"
+    unchecked = dataset_not_compared(cfg, args.dataset, compare_dataset=not args.no_dataset)
     if args.json:
         json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs], "dataset_compared": unchecked is None and not args.no_dataset,
                    **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {})}, sys.stdout, indent=2, default=str)

@@ -59,7 +59,7 @@ def assess(
     diffs = fingerprint.compare(cfg, current)
     if compare_dataset:
         folder = dataset if dataset is not None else cfg.dataset.get("path")
-        if folder is not None and (dataset is not None or Path(folder).is_dir()):
+        if folder and (dataset is not None or Path(folder).is_dir()):
             # the files the study left out count the same whether they are still there or removed
             diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
     if max_age_days is not None:
@@ -69,6 +69,22 @@ def assess(
         elif age > max_age_days:
             diffs.append(Difference("age_days", round(age, 1), f"over the {max_age_days:g}-day limit", True))
     return diffs
+
+
+def dataset_not_compared(cfg: Config, dataset: str | os.PathLike[str] | None = None, compare_dataset: bool = True) -> str | None:
+    """Why :func:`assess` leaves the dataset out, with the fix; None when it compares it or was asked not to."""
+    if not compare_dataset:
+        return None
+    if not any(cfg.dataset.get(k) is not None for k in fingerprint.DATASET_MATTERS):
+        return "the YAML records nothing of its dataset to compare against"
+    if dataset is not None:
+        return None
+    folder = cfg.dataset.get("path")
+    if not folder:
+        return "the YAML records no dataset folder; pass --dataset DIR to compare one"
+    if not Path(folder).is_dir():
+        return f"{folder} is not here; pass --dataset DIR to compare the images where they are now"
+    return None
 
 
 def is_stale(
