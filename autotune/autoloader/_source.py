@@ -112,7 +112,9 @@ class CandidateSource:
             if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
                 value = self.measured[desc]
                 trial.set_user_attr("outcome", "repeat")
-                trial.set_user_attr("repeat_of", self.measured_by.get(desc))
+                earlier = self.measured_by.get(desc)
+                trial.set_user_attr("repeat_of", earlier)
+                trial.set_user_attr("message", f"same config as trial #{earlier}: not measured again")
                 if value is None:
                     self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 else:
