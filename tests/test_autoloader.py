@@ -403,6 +403,28 @@ def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, 
     assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
 
 
+def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space, monkeypatch):
+    """Candidates are rebuilt every short epoch, the loader training keeps is built once: a build that takes
+    seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count."""
+    real = loader_module.build_from_dataset
+    BUILD_S = 0.5
+
+    def slow_build(*a, **k):
+        time.sleep(BUILD_S)
+        return real(*a, **k)
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", slow_build)
+    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
+    try:
+        for _ in range(4):
+            assert_exactly_once(al.dataset, *run_epoch(al))
+    finally:
+        al.close()
+    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(done) == 3 and all(t.value > len(al.dataset) / BUILD_S for t in done)  # 24 samples: over 48/s once the build is out
+
+
 def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidates(tiny_dataset, space):
     """A loop that takes 3 of each epoch's 6 batches never reaches an epoch's end: a candidate is judged once it has
     run an epoch's worth of batches, so exploration still ends."""

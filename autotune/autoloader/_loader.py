@@ -255,7 +255,7 @@ class AutoLoader:
         token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
         clock = time.perf_counter
         t_prev: float | None = None
-        last: tuple[int, float] | None = None  # (samples, wait) of the last batch when it is measured
+        last: tuple[int, float, float] | None = None  # (samples, wait, once: seconds left out) of the last batch when it is measured
         ended = False  # the epoch was delivered in full (not left early by the loop)
         try:
             while True:
@@ -263,7 +263,7 @@ class AutoLoader:
                 act = self._active
                 assert act is not None
                 if t_prev is not None and last is not None:
-                    act.tally.add(now - t_prev, last[0], last[1])
+                    act.tally.add(now - t_prev - last[2], last[0], last[1])
                 b = LoaderConfig.from_params(act.params).batch_size
                 short = self.exploring and self._short_epoch(plan, b)
                 if short:
@@ -281,11 +281,13 @@ class AutoLoader:
                 if plan.done(b):
                     ended = True
                     break
-                images, positions, wait = self._fetch(plan)
+                images, positions, wait, once = self._fetch(plan)
                 act = self._active
                 act.tally.since_build += 1
-                measured = self.exploring and (self._short_epoch(plan, b) or act.tally.since_build > self.rules.warmup_batches)
-                last = (int(positions.shape[0]), wait) if measured else None
+                short = self.exploring and self._short_epoch(plan, b)
+                measured = short or (self.exploring and act.tally.since_build > self.rules.warmup_batches)
+                once = once if short else 0.0  # a whole short epoch is scored, less what a loader built once pays once
+                last = (int(positions.shape[0]), wait - once, once) if measured else None
                 plan.advance(int(positions.shape[0]))
                 t_prev = now
                 yield self._out(images, positions)
@@ -322,7 +324,8 @@ class AutoLoader:
         return time.perf_counter() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
-        """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, start included.
+        """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, first batch and
+        end included, the building of the loader left out (see ``_fetch`` and ``_finish_epoch``).
 
         Each candidate's loader is rebuilt at every epoch; when an epoch holds fewer than ``warmup_batches +
         check_batches`` batches, the batches after the warm-up are few and unrepresentative (the loop waits on
@@ -338,7 +341,7 @@ class AutoLoader:
         pipeline, queues) and its warm-up twice. It reads on into the following epochs until it has enough batches
         for a warm-up and a measurement, each epoch's part cut to whole batches, so that no batch holds samples of
         two epochs and each epoch still delivers its own order exactly once. Not when epochs are too short to
-        measure in (each candidate is then scored over a whole epoch, its start included), nor when a batch would
+        measure in (each candidate is then scored over a whole epoch, its first batch included), nor when a batch would
         straddle two epochs (the last, partial batch of an epoch is delivered, not dropped).
         """
         rest = plan.remaining()
@@ -358,8 +361,10 @@ class AutoLoader:
             reads += nxt.indices[: len(nxt.indices) // b * b]
         return reads
 
-    def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float]:
-        """The next batch of the current candidate; a candidate that fails is replaced, the batch is not lost."""
+    def _fetch(self, plan: EpochPlan) -> tuple[Any, Any, float, float]:
+        """The next batch of the current candidate, the seconds waited for it, and of those the seconds spent
+        building its loader (with ``iter()`` where persistent workers start there): what the loader training keeps,
+        built once, pays once, not every epoch. A candidate that fails is replaced, the batch is not lost."""
         attempts = 0
         while True:
             act = self._active
@@ -367,17 +372,24 @@ class AutoLoader:
             t0 = time.perf_counter()
             try:
                 built = act.it is None
+                once = 0.0
                 if built:
+                    cfg = LoaderConfig.from_params(act.params)
                     act.loader = build_from_dataset(
-                        self._positions, LoaderConfig.from_params(act.params), pipeline=self.pipeline, device=self.device, seed=self.seed,
+                        self._positions, cfg, pipeline=self.pipeline, device=self.device, seed=self.seed,
                         indices=self._reads(plan, act),
                     )
-                    act.it = iter(act.loader)
+                    persistent = cfg.torch is not None and cfg.backend.value == "torch" and bool(cfg.torch.persistent_workers)
+                    if persistent:  # its workers start once; without persistent workers, every epoch
+                        act.it = iter(act.loader)
+                    once = time.perf_counter() - t0
+                    if not persistent:
+                        act.it = iter(act.loader)
                 images, positions = next(act.it)
                 wait = time.perf_counter() - t0
                 if built:
                     act.tally.start_s = wait  # the build and its first batch: what switching to it costs
-                return images, positions, wait
+                return images, positions, wait, once
             except StopIteration:
                 error: BaseException = RuntimeError(f"the loader ended with {plan.left()} samples of the epoch left")
             except Exception as e:  # noqa: BLE001 - any failure of a candidate: OOM, a worker crash, a bad option
@@ -550,7 +562,7 @@ class AutoLoader:
             if whole_epochs:  # the YAML's measurement says how the candidates were really scored
                 m = dict(source.study.user_attrs.get("measurement") or {})
                 m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
-                          "statistic": "training-loop seconds per sample over whole epochs, start included, slowest rank"})
+                          "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out), slowest rank"})
                 source.study.set_user_attr("measurement", m)
             try:
                 self.written = source.write_config(self.config_path, extra)

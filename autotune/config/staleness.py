@@ -57,7 +57,8 @@ def assess(
         The differences; empty when this machine matches.
     """
     diffs = fingerprint.compare(cfg, current)
-    if compare_dataset and any(cfg.dataset.get(k) is not None for k in fingerprint.DATASET_MATTERS):  # else nothing to compare against
+    # a folder named by the user is read (a wrong path is an error); the recorded one only when there is something to compare
+    if compare_dataset and (dataset is not None or any(cfg.dataset.get(k) is not None for k in fingerprint.DATASET_MATTERS)):
         folder = dataset if dataset is not None else cfg.dataset.get("path")
         if folder and (dataset is not None or Path(folder).is_dir()):
             # the files the study left out count the same whether they are still there or removed

@@ -327,8 +327,11 @@ class DaliBackend(LoaderBackend):
                 pipe.set_outputs(images, out_labels)
             pipe.build()
             policy = LastBatchPolicy.DROP if preset.train else LastBatchPolicy.PARTIAL
+            # the first batch is decoded when it is asked for, not while building: building is what a loader built
+            # once pays once (AutoLoader leaves it out of a short epoch's score), decoding is every batch's cost
             iterator = DALIGenericIterator(
-                [pipe], ["images", "labels"], reader_name=READER_NAME, auto_reset=True, last_batch_policy=policy
+                [pipe], ["images", "labels"], reader_name=READER_NAME, auto_reset=True, last_batch_policy=policy,
+                prepare_first_batch=False,
             )
         except BaseException:
             if tmpdir:
