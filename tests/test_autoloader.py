@@ -352,17 +352,25 @@ def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_da
     assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
 
 
-def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(tiny_dataset, space):
-    """6 batches an epoch, a warm-up of 5 and checks every 10: each candidate runs a whole epoch, all of it measured,
-    so candidates finish (instead of none completing), scored by what the loop got over the whole epoch."""
-    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
-    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
+#: 6 batches an epoch, a warm-up of 5 and checks every 10: epochs too short to measure after a warm-up
+SHORT = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
+
+
+def short_epochs(tiny_dataset, space, epochs: int = 4) -> tuple[AutoLoader, list[optuna.trial.FrozenTrial]]:
+    """Run ``epochs`` epochs of the first three candidates under :data:`SHORT`; the loader and its completed trials."""
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=SHORT)
     try:
-        for _ in range(4):
+        for _ in range(epochs):
             assert_exactly_once(al.dataset, *run_epoch(al))
     finally:
         al.close()
-    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    return al, [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+
+
+def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(tiny_dataset, space):
+    """6 batches an epoch, a warm-up of 5 and checks every 10: each candidate runs a whole epoch, all of it measured,
+    so candidates finish (instead of none completing), scored by what the loop got over the whole epoch."""
+    al, done = short_epochs(tiny_dataset, space)
     assert [t.number for t in done] == [0, 1, 2] and [t.user_attrs["measured_batches"] for t in done] == [6, 6, 6]
     assert [(h["epoch"], h["batch"]) for h in al.history] == [(0, 0), (0, 6), (1, 6), (2, 6)], "switches at the ends of epochs only"
     assert al.history[-1]["action"] == "settle" and al.short_epochs
@@ -392,14 +400,7 @@ def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, 
             self.inner.close()
 
     monkeypatch.setattr(loader_module, "build_from_dataset", lambda *a, **k: SlowEnd(real(*a, **k)))
-    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
-    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
-    try:
-        for _ in range(4):
-            assert_exactly_once(al.dataset, *run_epoch(al))
-    finally:
-        al.close()
-    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    al, done = short_epochs(tiny_dataset, space)
     assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
 
 
@@ -414,14 +415,7 @@ def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space
         return real(*a, **k)
 
     monkeypatch.setattr(loader_module, "build_from_dataset", slow_build)
-    rules = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
-    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=rules)
-    try:
-        for _ in range(4):
-            assert_exactly_once(al.dataset, *run_epoch(al))
-    finally:
-        al.close()
-    done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    al, done = short_epochs(tiny_dataset, space)
     assert len(done) == 3 and all(t.value > len(al.dataset) / BUILD_S for t in done)  # 24 samples: over 48/s once the build is out
 
 

@@ -201,22 +201,28 @@ def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, 
     assert conf["attempted"] < 6 and "until the time budget ran out" in conf["method"]
 
 
-def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdir, monkeypatch):
-    """The study attr ``time`` is the latest run's; a resumed study's says how many runs and their earlier seconds,
-    and the report's time row names them (the trial table holds every run's trials)."""
-    from autotune.report._render import facts
-
+def fake_trials(monkeypatch, trial_s: float = 3.0) -> FakeClock:
+    """Runs without a measuring process: each trial takes ``trial_s`` on the returned clock and scores 100 + batch."""
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
     monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
     monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
 
     def fake_run_trial(spec, **kw):
-        clock.now += 3.0
+        clock.now += trial_s
         rate = 100.0 + spec.loader.batch_size
-        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=3.0)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=trial_s)
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    return clock
+
+
+def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdir, monkeypatch):
+    """The study attr ``time`` is the latest run's; a resumed study's says how many runs and their earlier seconds,
+    and the report's time row names them (the trial table holds every run's trials)."""
+    from autotune.report._render import facts
+
+    fake_trials(monkeypatch)
     def run(budget: str, *extra: str) -> dict:
         assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", budget, "--seed", "1", "--no-report", "--quiet",
                      "--study-name", "thrice", *extra]) == 0
