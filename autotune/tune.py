@@ -92,7 +92,7 @@ def busy_warnings(load: dict[str, Any] | None) -> list[str]:
 
 
 def _keep_busier(study: optuna.Study, load: dict[str, Any] | None) -> None:
-    """Store this session's ``other_load``; a resumed study keeps the busier of its sessions (its trials saw both)."""
+    """Store this run's ``other_load``; a resumed study keeps the busier of its runs (its trials saw both)."""
     if load is None:
         return
     before = study.user_attrs.get("other_load")
@@ -402,7 +402,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         tuner.close()
         if budget is not None:
             tuner.study.set_user_attr("time", budget.to_dict())
-        if not unwritten:  # a session that only writes the YAML measured nothing
+        if not unwritten:  # a run that only writes the YAML measured nothing
             _keep_busier(tuner.study, others.to_dict())
         if interrupted is not None or tuner.study.user_attrs.get(INTERRUPTED):  # `autotune studies` names it; --resume clears it
             tuner.study.set_user_attr(INTERRUPTED, interrupted is not None)
