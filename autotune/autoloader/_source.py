@@ -77,8 +77,8 @@ class CandidateSource:
         for k, v in attrs.items():
             self.study.set_user_attr(k, v)
         self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
-        self.measured: dict[str, float | None] = {}  # config description -> samples/s (None: failed or abandoned)
-        self.measured_by: dict[str, int] = {}  # config description -> the trial that measured it
+        # config description -> (the trial that measured it, its samples/s; None: failed or abandoned)
+        self.measured: dict[str, tuple[int, float | None]] = {}
         for params in first:
             self._enqueue(params, "user")
         base = baseline_configs(space, TuneSettings(device=device, cores=cores))
@@ -110,9 +110,8 @@ class CandidateSource:
             trial.set_user_attr("loader", loader.to_params())
             trial.set_user_attr("config", desc)
             if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
-                value = self.measured[desc]
+                earlier, value = self.measured[desc]
                 trial.set_user_attr("outcome", "repeat")
-                earlier = self.measured_by.get(desc)
                 trial.set_user_attr("repeat_of", earlier)
                 trial.set_user_attr("message", f"same config as trial #{earlier}: not measured again")
                 if value is None:
@@ -139,21 +138,20 @@ class CandidateSource:
             attrs["message"] = message[:500]
         for k, v in attrs.items():
             trial.set_user_attr(k, v)
-        self.measured_by.setdefault(desc, trial.number)
         if verdict in (DONE, BUDGET) and rate is not None:
             trial.set_user_attr("outcome", Outcome.COMPLETE.value)
             self.study.tell(trial, rate)
-            self.measured[desc] = rate
+            self.measured[desc] = (trial.number, rate)
         elif verdict == FAILED:
             trial.set_user_attr("outcome", Outcome.CRASH.value)
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            self.measured[desc] = None
+            self.measured[desc] = (trial.number, None)
         else:  # too slow against the best so far (or ended before it was measured)
             trial.set_user_attr("outcome", Outcome.PRUNED.value)
             if rate is not None:
                 trial.report(rate, measured)
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-            self.measured[desc] = rate
+            self.measured[desc] = (trial.number, rate)
         logger.info("candidate %d %s: %s%s", cand.number, desc, verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
 
     def write_config(self, path: str | None, extra: dict[str, Any]) -> Config | None:

@@ -57,12 +57,11 @@ def assess(
         The differences; empty when this machine matches.
     """
     diffs = fingerprint.compare(cfg, current)
-    # a folder named by the user is read (a wrong path is an error); the recorded one only when there is something to compare
-    if compare_dataset and (dataset is not None or any(cfg.dataset.get(k) is not None for k in fingerprint.DATASET_MATTERS)):
-        folder = dataset if dataset is not None else cfg.dataset.get("path")
-        if folder and (dataset is not None or Path(folder).is_dir()):
-            # the files the study left out count the same whether they are still there or removed
-            diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
+    # a folder named by the user is read (a wrong path is an error); the recorded one when it can be compared
+    folder = dataset if dataset is not None else cfg.dataset.get("path")
+    if compare_dataset and folder and (dataset is not None or dataset_not_compared(cfg) is None):
+        # the files the study left out count the same whether they are still there or removed
+        diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
     if max_age_days is not None:
         age = age_days(cfg)
         if age is None:  # no date to count from: it cannot be shown to be young enough

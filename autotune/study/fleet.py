@@ -44,21 +44,22 @@ def studies_for(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
     return sorted(found, key=lambda s: _created(s) or epoch)
 
 
-def best_of(storage_url: str, studies: list[optuna.study.StudySummary]) -> optuna.study.StudySummary | None:
-    """Of ``studies``, the one whose chosen config states the most samples/s (the figure its YAML would write:
-    re-measured where it was), the newest of equals; None for none."""
+def best_of(storage_url: str, studies: list[optuna.study.StudySummary]) -> optuna.Study | None:
+    """Of ``studies``, loaded, the one whose chosen config states the most samples/s (the figure its YAML would
+    write: re-measured where it was), the newest of equals; None for none."""
     from autotune.study.result import figures
 
     storage = open_storage(storage_url)
 
-    def rate(s: optuna.study.StudySummary) -> float:
+    def rate(study: optuna.Study) -> float:
         try:
-            return float(figures(optuna.load_study(study_name=s.study_name, storage=storage))["samples_per_s"] or 0.0)
+            return float(figures(study)["samples_per_s"] or 0.0)
         except Exception:  # noqa: BLE001 - a study that cannot state a winner is never the best
-            logger.info("study %s states no winner: not reused", s.study_name, exc_info=True)
+            logger.info("study %s states no winner: not reused", study.study_name, exc_info=True)
             return 0.0
 
-    return max(reversed(studies), key=rate) if studies else None  # reversed: max keeps the first of equals, the newest
+    loaded = [optuna.load_study(study_name=s.study_name, storage=storage) for s in reversed(studies)]  # newest first
+    return max(loaded, key=rate) if loaded else None  # max keeps the first of equals, the newest
 
 
 def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> list[optuna.study.StudySummary]:
@@ -77,7 +78,7 @@ def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = No
     return fresh
 
 
-def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.study.StudySummary | None:
+def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.Study | None:
     """Of :func:`fresh_studies`, the :func:`best_of` (not simply the newest: a 20-second study with one trial, run
     after a thorough one, would replace its better config), or None."""
     return best_of(storage_url, fresh_studies(storage_url, key, max_age_days=max_age_days, now=now))
@@ -93,15 +94,14 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
     from autotune.study.result import config_from_study
 
     fresh = fresh_studies(storage_url, key, max_age_days=max_age_days)
-    found = best_of(storage_url, fresh)
-    if found is None:
+    study = best_of(storage_url, fresh)
+    if study is None:
         return None
-    study = optuna.load_study(study_name=found.study_name, storage=open_storage(storage_url))
     cfg = config_from_study(study, storage_url)
     save_config(cfg, out_path)
     return {
         "action": "reused",
-        "study": found.study_name,
+        "study": study.study_name,
         "storage": mask_url(storage_url),
         "config_path": str(out_path),
         "loader": cfg.loader.to_dict(),
