@@ -95,6 +95,19 @@ def test_close_removes_the_link_folder_and_stops_iteration(tiny_dataset: Path, t
 
 
 @needs_dali
+def test_building_decodes_nothing_the_first_batch_comes_when_asked(dataset: Dataset) -> None:
+    """DALI's iterator would decode its first batch while being built; building is what a loader kept for training
+    pays once (AutoLoader leaves it out of a short epoch's score), so no batch may be decoded in it."""
+    loader = get_backend("dali").build(dataset, get_preset("imagenet-eval"), _dali(), "cpu")
+    try:
+        assert loader.iterator._first_batch is None  # DALIGenericIterator(prepare_first_batch=True) fills it
+        images, labels = next(iter(loader))
+        assert images.shape[0] == 5 and labels.shape == (5,)
+    finally:
+        loader.close()
+
+
+@needs_dali
 def test_a_ctrl_c_while_the_pipeline_shuts_down_reaches_the_caller(dataset: Dataset, monkeypatch) -> None:
     """Left to Pipeline.__del__, a KeyboardInterrupt raised while DALI's threads stop is printed and dropped
     ("Exception ignored in ... __del__"), and a training loop that was switching loaders (AutoLoader) went on."""
