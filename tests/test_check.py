@@ -188,3 +188,23 @@ def test_a_stale_yaml_written_by_autoloader_says_to_run_the_training_again(tmp_p
     assert main(["check", str(tmp_path / "a.yaml")]) == 1
     out = capsys.readouterr().out
     assert "run the training again" in out and "autotune run" not in out
+
+
+@pytest.mark.parametrize(
+    ("params", "device", "field"),
+    [
+        ({"backend": "dali", "batch_size": 8, "dali_device": "gpu"}, "cuda", "device"),
+        ({"backend": "dali", "batch_size": 8, "dali_device": "gpu"}, "cpu", "loader.dali.device"),
+        ({"backend": "torch", "batch_size": 8, "num_workers": 1}, "cuda:0", "device"),
+    ],
+)
+def test_a_config_that_needs_a_gpu_is_stale_on_a_machine_without_one(tmp_path, params, device, field):
+    """A YAML edited by hand to decode on the GPU, checked where there is none: its loader cannot be built here."""
+    cpu_machine = {**fingerprint.collect(), "gpu": None, "gpus": 0}
+    cfg = Config(loader=LoaderConfig.from_params(params), hardware=cpu_machine, device=device)
+    save_config(cfg, tmp_path / "g.yaml")
+    stale, why = is_stale(tmp_path / "g.yaml", current=cpu_machine)
+    assert stale and why == [f"{field}: 'a CUDA GPU' -> 'no GPU on this machine'"]
+    cpu_cfg = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu"}), hardware=cpu_machine)
+    save_config(cpu_cfg, tmp_path / "c.yaml")
+    assert is_stale(tmp_path / "c.yaml", current=cpu_machine) == (False, [])

@@ -200,7 +200,7 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
     if diffs:
         data = cfg.dataset.get("path") if isinstance(cfg.dataset, dict) else None
         redo = f"autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {shlex.quote(str(path))} --out {shlex.quote(str(path))}"
-        msg = f"{path} was tuned on a different machine: " + "; ".join(str(d) for d in diffs) + f"; re-tune with '{redo}'"
+        msg = f"{path} does not fit this machine: " + "; ".join(str(d) for d in diffs) + f"; re-tune with '{redo}'"
         if strict:
             from autotune.errors import StaleConfigError
 

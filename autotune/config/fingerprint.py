@@ -227,11 +227,24 @@ def compare(
     out = diff(cfg.hardware, current)
     if not any(k in (cfg.hardware or {}) for k in RECORDED):  # nothing to compare with: it cannot be shown to match
         out.append(Difference("hardware", "(not recorded)", f"{current.get('cpus')} cpus, torch {current.get('torch')}", True))
+    needs = needs_gpu(cfg)
+    if needs and not current.get("gpus"):  # recorded on a GPU machine or hand-edited: its loader cannot run here
+        out.append(Difference(needs, "a CUDA GPU", "no GPU on this machine", True))
     if dataset is not None:
         out.extend(diff_dataset(cfg.dataset, dataset))
     elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):
         out.append(Difference("dataset.signature", cfg.dataset.get("signature"), dataset_signature, True))
     return out
+
+
+def needs_gpu(cfg: Config) -> str | None:
+    """The config key that needs a CUDA GPU (``device`` or ``loader.dali.device``), or None when it runs on a CPU."""
+    if str(cfg.device).startswith("cuda"):
+        return "device"
+    dali = cfg.loader.dali
+    if dali is not None and cfg.loader.backend.value == "dali" and dali.device == "gpu":
+        return "loader.dali.device"
+    return None
 
 
 def gpu_text(hardware: dict[str, Any]) -> str:
