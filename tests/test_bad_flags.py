@@ -118,6 +118,17 @@ def test_a_damaged_journal_is_named(tmp_path, capsys):
     assert "is not a readable Optuna journal" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["garbage", "garbage\n", '{"op_code": 0'], ids=["no-newline", "one-line", "cut-short"])
+def test_a_file_that_is_no_journal_is_named_not_listed_empty(tmp_path, capsys, text):
+    """Optuna skips an undecodable last line (a write cut short), so a file of one such line read as no study."""
+    j = tmp_path / "notes.log"
+    j.write_text(text)
+    assert main(["studies", "--storage", str(j)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a readable Optuna journal" in err and "first line is not a journal entry" in err and err.count("\n") == 1
+    assert j.read_text() == text
+
+
 def test_many_broken_files_are_a_few_lines_and_a_count(tmp_path, caplog):
     from autotune.dataset.scan import SKIPPED_SHOWN, scan
     from autotune.dataset.synth import synthesize

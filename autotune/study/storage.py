@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -215,6 +216,24 @@ def closing_storages() -> Iterator[None]:
             close_storage(storage)
 
 
+def _check_journal_start(path: Path) -> None:
+    """Raise when ``path`` holds something other than an Optuna journal. Optuna skips an undecodable last line
+    (a write cut short), so a file of one garbage line would read as an empty storage, and a run would append to it."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+    except FileNotFoundError:
+        return
+    if not first.strip():
+        return
+    try:
+        op = json.loads(first)
+    except ValueError:
+        op = None
+    if not (isinstance(op, dict) and "op_code" in op):
+        raise ValueError(f"its first line is not a journal entry: {first[:40].decode(errors='replace').strip()!r}")
+
+
 def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseStorage:
     """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``).
 
@@ -233,6 +252,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
         if journal_file(url) is not None:
             from optuna.storages.journal import JournalFileBackend
 
+            _check_journal_start(journal_file(url))
             storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
         else:
             kwargs: dict[str, Any] = {}
