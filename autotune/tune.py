@@ -428,6 +428,13 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                 logger.warning("no report written: %s", e)
         raise UserError(no_completion_message(tuner.study), exit_code=1)  # the dominant cause and its fix
     cfg = config_from_study(tuner.study, args.storage)
+    kept = None
+    if interrupted is not None:
+        from autotune.config.files import interrupted_path
+
+        target = interrupted_path(out_path, study_name)
+        if target != out_path:
+            kept, out_path = out_path, target
     try:
         with deferred_signals():  # a Ctrl-C or SIGTERM now comes after the file is whole
             save_config(cfg, out_path)
@@ -440,6 +447,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     mark_written(tuner.study, cfg)  # after the file, outside its error handling: a storage error here is not the YAML's
     if tuner.study.user_attrs.get(UNWRITTEN):
         tuner.study.set_user_attr(UNWRITTEN, False)
+    if kept is not None:
+        summary["kept_config"] = str(kept)
     summary.update({"config_path": str(out_path), "loader": cfg.loader.to_dict(), "result": cfg.result, "study_section": cfg.study})
     report_dir = None
     if not args.no_report:
@@ -479,5 +488,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
         how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"
-        print(f"{how}: wrote the best config so far; continue with --resume", file=sys.stderr)
+        where = f"to {out_path} and kept {kept} (an earlier run's)" if kept is not None else f"to {out_path}"
+        print(f"{how}: wrote the best config so far {where}; continue with --resume", file=sys.stderr)
     return summary

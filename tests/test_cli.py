@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune.cli import COMMANDS, build_parser, main
+from autotune.config.files import load_config
 
 
 def _study(tmp_path: Path, name: str = "cli-study") -> str:
@@ -191,3 +192,44 @@ def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_d
     capsys.readouterr()
     assert main(["studies", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["interrupted"] is False
+
+
+def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, monkeypatch, capsys):
+    """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
+    from autotune.outcomes import Outcome
+    from autotune.trials.spec import TrialResult
+
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    calls = []
+
+    def trial(spec, **kw):
+        calls.append(1)
+        if stop_after is not None and len(calls) > stop_after:
+            raise KeyboardInterrupt
+        rate = 100.0 + spec.loader.batch_size
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=0.1)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", trial)
+    common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]
+    stop_after = None
+    assert main([*common, "--quiet", "--study-name", "first"]) == 0
+    finished = (workdir / "autotune.yaml").read_text()
+
+    calls.clear()
+    stop_after = 1
+    assert main([*common, "--study-name", "second"]) == 130
+    err = capsys.readouterr().err
+    assert (workdir / "autotune.yaml").read_text() == finished
+    side = workdir / "autotune.interrupted.yaml"
+    assert load_config(side).study["name"] == "second"
+    assert "wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (an earlier run's)" in err
+
+    calls.clear()  # the interrupted study's own YAML is replaced by its newer best
+    stop_after = 1
+    assert main([*common, "--study-name", "second", "--resume", "--out", str(side), "--quiet"]) == 130
+    assert load_config(side).study["trials"] > 1 and not (workdir / "autotune.interrupted.interrupted.yaml").exists()
+
+    stop_after = None  # resumed to the end, it writes --out as any finished run does
+    assert main([*common, "--study-name", "second", "--resume", "--quiet"]) == 0
+    assert load_config(workdir / "autotune.yaml").study["name"] == "second"

@@ -83,6 +83,22 @@ def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
 
 
+def interrupted_path(out: str | os.PathLike[str], study_name: str) -> Path:
+    """Where an interrupted run writes its best config so far: ``out``, unless ``out`` holds what another run
+    wrote (another study's config, or a file that is not a config); then ``<stem>.interrupted<suffix>`` beside it,
+    so that a Ctrl-C seconds into a second run does not replace a finished run's config with one trial's."""
+    out = Path(out)
+    if not out.exists():
+        return out
+    try:
+        study = (read_yaml(out, "config").get("study") or {}).get("name")
+    except (ConfigError, OSError, AttributeError):
+        study = None
+    if study == study_name:  # this study's own earlier YAML (--resume): the newer best replaces it
+        return out
+    return out.with_name(f"{out.stem}.interrupted{out.suffix or '.yaml'}")
+
+
 class _AliasFound(yaml.YAMLError):
     def __init__(self, anchor: str, line: int) -> None:
         super().__init__(anchor)
