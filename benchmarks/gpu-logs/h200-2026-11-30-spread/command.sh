@@ -23,7 +23,7 @@ for i in 1 2 3 4; do
     for cpus in all "$LOCAL"; do
       extra=(); [ "$cpus" != all ] && extra=(--cpus "$cpus")
       python3 benchmarks/window_ramp.py --dataset /tmp/s8k --device cuda --config "$cfg" --windows 12 --repeats 1 \
-        "${extra[@]}" --out "$OUT/ramp-$i-${cfg%%,q*}-${cpus}.json" | sed "s/^/[$i] /"
+        "${extra[@]}" --out "$OUT/ramp-$i-$(echo "${cfg%%,q*}-$cpus" | tr -c "a-z0-9\n" _).json" | sed "s/^/[$i] /"
       nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader | sed "s/^/[$i]   gpu after: /"
     done
   done
