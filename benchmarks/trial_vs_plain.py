@@ -4,7 +4,11 @@
 - ``trial``: :func:`autotune.trials.runner.run_trial` as ``autotune run`` calls it: forked from the pre-imported
   process (the zygote), its memory sampled ten times a second (host PSS, /dev/shm, GPU memory through NVML);
 - ``trial-spawn``: the same, but a fresh interpreter instead of a fork of the zygote;
-- ``trial-unwatched``: forked from the zygote, with the memory sampling turned off.
+- ``trial-unwatched``: forked from the zygote, with the memory sampling turned off;
+- ``trial-no-pss``, ``trial-no-nvml``: the sampling without its exact host reads (``/proc/PID/smaps_rollup``; RSS
+  instead), or without its GPU reads (NVML's running processes).
+
+The ``trial`` ways print what one memory sample cost the tuner's process (mean and largest, in ms).
 
     python benchmarks/trial_vs_plain.py --dataset /tmp/s8k --device cuda --config dali-gpu:b=128,t=8,q=2,hw=0.65 --rounds 3
     python benchmarks/trial_vs_plain.py --dataset DIR --device cpu --config dali-cpu:b=64,t=2,q=2 --rounds 1 --windows 4
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from window_ramp import params  # noqa: E402
 
 WAYS = ("plain", "trial", "trial-spawn", "trial-unwatched")
+MORE_WAYS = ("trial-no-pss", "trial-no-nvml")
 
 
 def plain(dataset: str, device: str, config: str, window_s: float, windows: int) -> list[float]:
@@ -37,18 +42,29 @@ def plain(dataset: str, device: str, config: str, window_s: float, windows: int)
     return json.loads(p.stdout.strip().splitlines()[-1])["windows"]
 
 
-def trial(spec, way: str, zygote) -> list[float]:  # noqa: ANN001
+def trial(spec, way: str, zygote, costs: list[float]) -> list[float]:  # noqa: ANN001
     from autotune.outcomes import Outcome
     from autotune.trials import guard
     from autotune.trials.runner import run_trial
 
-    sample = guard.Monitor.sample
-    if way == "trial-unwatched":
-        guard.Monitor.sample = lambda self, pid: None
+    sample, pss, nvml = guard.Monitor.sample, guard.read_pss_mib, guard._Nvml.used_mib
+
+    def timed(self, pid):  # noqa: ANN001, ANN202
+        t0 = time.perf_counter()
+        try:
+            return sample(self, pid)
+        finally:
+            costs.append((time.perf_counter() - t0) * 1000)
+
+    guard.Monitor.sample = (lambda self, pid: None) if way == "trial-unwatched" else timed
+    if way == "trial-no-pss":
+        guard.read_pss_mib = lambda pid: None
+    if way == "trial-no-nvml":
+        guard._Nvml.used_mib = lambda self, pids: None
     try:
         r = run_trial(spec, timeout_s=180, zygote=None if way == "trial-spawn" else zygote)
     finally:
-        guard.Monitor.sample = sample
+        guard.Monitor.sample, guard.read_pss_mib, guard._Nvml.used_mib = sample, pss, nvml
     if r.outcome is not Outcome.COMPLETE:
         raise RuntimeError(f"{r.outcome.value}: {r.message}")
     return r.windows
@@ -74,21 +90,25 @@ def main() -> None:
     spec = TrialSpec(dataset=scan(a.dataset, warn=False), loader=LoaderConfig.from_params(params(a.config)), device=a.device,
                      warmup_batches=2, window_s=a.window, windows=a.windows)
     ways = a.ways.split(",")
-    zygote = Zygote.start() if any(w in ("trial", "trial-unwatched") for w in ways) else None
+    zygote = Zygote.start() if any(w.startswith("trial") and w != "trial-spawn" for w in ways) else None
     rows = []
     try:
         for r in range(a.rounds):
             for way in ways:
                 t0 = time.perf_counter()
+                costs: list[float] = []
                 try:
-                    w = plain(a.dataset, a.device, a.config, a.window, a.windows) if way == "plain" else trial(spec, way, zygote)
+                    w = plain(a.dataset, a.device, a.config, a.window, a.windows) if way == "plain" else trial(spec, way, zygote, costs)
                 except RuntimeError as e:
                     print(f"[{r}] {way}: failed: {e}", flush=True)
                     continue
                 row = {"round": r, "way": way, "windows": [round(x, 1) for x in w], "median": round(statistics.median(w), 1),
                        "wall_s": round(time.perf_counter() - t0, 1)}
+                if costs:
+                    row["sample_ms"] = {"n": len(costs), "mean": round(statistics.mean(costs), 2), "max": round(max(costs), 2)}
                 rows.append(row)
-                print(f"[{r}] {way:16s} median {row['median']:>9,.0f}/s over {len(w)} windows ({row['wall_s']} s): "
+                cost = f", a sample {row['sample_ms']['mean']:.1f}/{row['sample_ms']['max']:.1f} ms" if costs else ""
+                print(f"[{r}] {way:16s} median {row['median']:>9,.0f}/s over {len(w)} windows ({row['wall_s']} s{cost}): "
                       + " ".join(f"{x:,.0f}" for x in w), flush=True)
     finally:
         if zygote is not None:
