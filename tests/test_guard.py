@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import os
 import sys
 import time
 
@@ -169,6 +170,29 @@ def test_tree_memory_is_close_to_pss_and_cheap():
     finally:
         p.kill()
         p.wait()
+
+
+def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatch):
+    """Reading a CUDA process's PSS took 25-30 ms while holding its memory-map lock; ten a second slowed a DALI GPU
+    loader by a fifth. A read costing 20 ms comes again only after 1 s (2 % of the time), unless asked for."""
+    reads = []
+
+    def slow_pss(pid):
+        reads.append(pid)
+        time.sleep(0.02)
+        return 100.0
+
+    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
+    now = [0.0]
+    tm = TreeMemory(clock=lambda: now[0])
+    procs = guard.process_tree(os.getpid())[:1]
+    for _ in range(20):  # two seconds of samples, ten a second
+        tm.total_mib(procs)
+        now[0] += 0.1
+    assert 2 <= len(reads) <= 3, reads  # at first sight, then about once a second (each read costs 20 ms or a little more)
+    tm.total_mib(procs, exact=True)  # a budget about to be crossed: read now, whatever it costs
+    assert len(reads) in (3, 4)
+    assert tm.total_mib(procs) >= 100.0
 
 
 # -------------------------------------------------------------------------------- what the sampler learns

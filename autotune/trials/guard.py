@@ -25,6 +25,8 @@ import psutil
 from autotune.outcomes import Outcome
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import Dataset
     from autotune.trials.model import ModelSpec
@@ -317,23 +319,35 @@ def tree_rss_mib(procs: list[psutil.Process]) -> float:
 class TreeMemory:
     """Host memory of a process tree, close to the sum of PSS at about the cost of reading RSS.
 
-    Reading PSS costs ~10 ms a process (the kernel walks its page tables); RSS costs microseconds but counts
-    the pages a forked worker shares with its parent (torch's libraries, copy-on-write heap) once per
-    process. So each process is read exactly when first seen and then in turn, a few a sample, and between
-    exact reads its figure is ``PSS + growth of RSS since``: new pages counted in full, an upper bound.
+    Reading PSS costs ~10 ms a process (the kernel walks its page tables), and 25-30 ms for a process holding a
+    CUDA context and DALI's buffers, while it holds that process's memory-map lock: read ten times a second, it
+    took a fifth off a DALI GPU loader's rate (``benchmarks/trial_vs_plain.py``). RSS costs microseconds but counts
+    the pages a forked worker shares with its parent (torch's libraries, copy-on-write heap) once per process.
+    So each process is read exactly when first seen, then again in turn (a few a sample) once the time since its
+    last exact read is ``EXACT_SHARE``'s inverse times what that read cost (2 %: a 25 ms read once in 1.25 s);
+    between exact reads its figure is ``PSS + growth of RSS since``: new pages counted in full, an upper bound.
+    ``exact=True`` (a budget about to be crossed) reads every process exactly.
     """
 
-    def __init__(self, exact_per_sample: int = 2) -> None:
+    #: the share of the time a process spends with its page tables being read
+    EXACT_SHARE = 0.02
+
+    def __init__(self, exact_per_sample: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
         self.exact_per_sample = exact_per_sample
+        self.clock = clock
         self._last: dict[psutil.Process, tuple[float, float]] = {}  # process -> (pss, rss at that read)
+        self._due: dict[psutil.Process, float] = {}  # process -> when its next exact read may come
         self._turn = 0
+        self.exact_reads = 0
 
     def total_mib(self, procs: list[psutil.Process], exact: bool = False) -> float:
+        now = self.clock()
         known = [p for p in procs if p in self._last]
         refresh = set(procs) if exact else {p for p in procs if p not in self._last}
         if known and not exact:
-            for i in range(min(self.exact_per_sample, len(known))):
-                refresh.add(known[(self._turn + i) % len(known)])
+            due = [p for p in known if self._due.get(p, 0.0) <= now]
+            for i in range(min(self.exact_per_sample, len(due))):
+                refresh.add(due[(self._turn + i) % len(due)])
             self._turn += self.exact_per_sample
         total = 0.0
         for p in procs:
@@ -342,13 +356,18 @@ class TreeMemory:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
             if p in refresh:
+                t0 = time.perf_counter()
                 pss = read_pss_mib(p.pid)
+                cost = time.perf_counter() - t0
+                self.exact_reads += 1
                 self._last[p] = (pss if pss is not None else rss, rss)
+                self._due[p] = now + cost / self.EXACT_SHARE
             pss, rss0 = self._last[p]
             total += pss + max(0.0, rss - rss0)
         alive = set(procs)
         for p in [p for p in self._last if p not in alive]:
             del self._last[p]
+            self._due.pop(p, None)
         return total
 
 
