@@ -487,16 +487,6 @@ class Monitor:
             nv.close()
 
 
-def sample_cost_ms(pid: int, samples: int = 10) -> float:
-    """Mean wall time of one :meth:`Monitor.sample` of ``pid``'s tree (for the docs and the tests)."""
-    m = Monitor(Budgets())
-    t = time.perf_counter()
-    for _ in range(samples):
-        m.sample(pid)
-    m.close()
-    return (time.perf_counter() - t) / samples * 1000
-
-
 def _affinity() -> list[int]:
     try:
         return sorted(os.sched_getaffinity(0))
