@@ -165,3 +165,11 @@ def test_an_in_process_run_closes_its_storage(workdir, tiny_dataset):
     before = fds()
     assert main(["run", "--dataset", str(tiny_dataset), "--study-name", "s1", *FAST]) == 0
     assert fds() <= before  # each run left 2 open (the SQLite connection pool)
+
+
+@pytest.mark.parametrize("url", ["sqlite:///runs/db/autotune.db", "runs/journal/autotune.log"])
+def test_run_makes_the_folder_of_a_storage_file_as_it_does_for_out(workdir, tiny_dataset, url):
+    assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, "--out", "runs/autotune.yaml", *FAST]) == 0
+    assert (workdir / url.removeprefix("sqlite:///")).is_file() and (workdir / "runs" / "autotune.yaml").is_file()
+    assert main(["studies", "--storage", "sqlite:///elsewhere/x.db"]) == 2  # a read command makes nothing
+    assert not (workdir / "elsewhere").exists()

@@ -248,6 +248,11 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
     local = sqlite_file(url) or journal_file(url)
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
+    if local is not None and not must_exist and not local.parent.exists():
+        try:  # as --out does: a storage in a folder not made yet gets its folder
+            local.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # the open below names the cause
     try:
         if journal_file(url) is not None:
             from optuna.storages.journal import JournalFileBackend
