@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import os
+import subprocess
 import sys
 import time
 
 import optuna
+import psutil
 import pytest
 
 from autotune.config.schema import LoaderConfig
@@ -193,6 +194,33 @@ def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatc
     tm.total_mib(procs, exact=True)  # a budget about to be crossed: read now, whatever it costs
     assert len(reads) in (3, 4)
     assert tm.total_mib(procs) >= 100.0
+
+
+def test_exact_reads_come_at_least_once_a_second_and_at_once_when_a_process_leaves(monkeypatch):
+    """Copy-on-write pages show only in an exact read: however costly, one comes every second. And when a process
+    leaves the tree, the pages it shared are the survivors' alone: they are read again at the next sample."""
+    reads = []
+
+    def slow_pss(pid):
+        reads.append(pid)
+        time.sleep(0.05)  # 2.5 s apart by cost alone
+        return 100.0
+
+    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
+    now = [0.0]
+    tm = TreeMemory(clock=lambda: now[0])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        me, other = psutil.Process(), psutil.Process(child.pid)
+        for _ in range(15):  # 1.5 s, ten samples a second
+            tm.total_mib([me, other])
+            now[0] += 0.1
+        assert reads.count(me.pid) == 2 and reads.count(other.pid) == 2, reads  # at first sight and a second later
+        tm.total_mib([me])  # the child left
+        assert reads[-1] == me.pid and reads.count(me.pid) == 3
+    finally:
+        child.kill()
+        child.wait()
 
 
 # -------------------------------------------------------------------------------- what the sampler learns

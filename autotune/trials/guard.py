@@ -323,32 +323,40 @@ class TreeMemory:
     CUDA context and DALI's buffers, while it holds that process's memory-map lock: read ten times a second, it
     took a fifth off a DALI GPU loader's rate (``benchmarks/trial_vs_plain.py``). RSS costs microseconds but counts
     the pages a forked worker shares with its parent (torch's libraries, copy-on-write heap) once per process.
-    So each process is read exactly when first seen, then again in turn (a few a sample) once the time since its
-    last exact read is ``EXACT_SHARE``'s inverse times what that read cost (2 %: a 25 ms read once in 1.25 s);
-    between exact reads its figure is ``PSS + growth of RSS since``: new pages counted in full, an upper bound.
-    ``exact=True`` (a budget about to be crossed) reads every process exactly.
+
+    So each process is read exactly when first seen, then again (the longest waiting first, a few a sample) once
+    the time since its last exact read is ``1 / EXACT_SHARE`` times what that read cost (a 25 ms read once in 1.25 s),
+    but at least every ``MAX_GAP_S``. Between exact reads its figure is ``PSS + growth of RSS since``: new pages
+    count in full, but pages a worker stops sharing with its parent (copy-on-write) show only at its next exact
+    read, so the figure can read low for up to ``MAX_GAP_S``. When a process leaves the tree, the pages it shared
+    fall to the others: every survivor is read again at once. ``exact=True`` (a budget about to be crossed) reads
+    every process exactly.
     """
 
     #: the share of the time a process spends with its page tables being read
     EXACT_SHARE = 0.02
+    #: the longest wait between two exact reads of a process
+    MAX_GAP_S = 1.0
 
     def __init__(self, exact_per_sample: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
         self.exact_per_sample = exact_per_sample
         self.clock = clock
         self._last: dict[psutil.Process, tuple[float, float]] = {}  # process -> (pss, rss at that read)
-        self._due: dict[psutil.Process, float] = {}  # process -> when its next exact read may come
-        self._turn = 0
-        self.exact_reads = 0
+        self._due: dict[psutil.Process, float] = {}  # process -> when its next exact read is due
 
     def total_mib(self, procs: list[psutil.Process], exact: bool = False) -> float:
         now = self.clock()
-        known = [p for p in procs if p in self._last]
+        alive = set(procs)
+        gone = [p for p in self._last if p not in alive]
+        for p in gone:
+            del self._last[p]
+            self._due.pop(p, None)
+        if gone:  # what the leavers shared is now the survivors' alone
+            self._due = dict.fromkeys(self._due, now)
         refresh = set(procs) if exact else {p for p in procs if p not in self._last}
-        if known and not exact:
-            due = [p for p in known if self._due.get(p, 0.0) <= now]
-            for i in range(min(self.exact_per_sample, len(due))):
-                refresh.add(due[(self._turn + i) % len(due)])
-            self._turn += self.exact_per_sample
+        if not exact:
+            due = sorted((p for p in procs if p in self._last and self._due[p] <= now), key=self._due.__getitem__)
+            refresh.update(due[: self.exact_per_sample])
         total = 0.0
         for p in procs:
             try:
@@ -359,15 +367,11 @@ class TreeMemory:
                 t0 = time.perf_counter()
                 pss = read_pss_mib(p.pid)
                 cost = time.perf_counter() - t0
-                self.exact_reads += 1
                 self._last[p] = (pss if pss is not None else rss, rss)
-                self._due[p] = now + cost / self.EXACT_SHARE
-            pss, rss0 = self._last[p]
-            total += pss + max(0.0, rss - rss0)
-        alive = set(procs)
-        for p in [p for p in self._last if p not in alive]:
-            del self._last[p]
-            self._due.pop(p, None)
+                self._due[p] = now + min(cost / self.EXACT_SHARE, self.MAX_GAP_S)
+            if p in self._last:
+                pss, rss0 = self._last[p]
+                total += pss + max(0.0, rss - rss0)
         return total
 
 
