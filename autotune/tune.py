@@ -432,7 +432,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if interrupted is not None:
         from autotune.config.files import interrupted_path
 
-        target = interrupted_path(out_path, study_name)
+        target = interrupted_path(out_path, cfg.study)
         if target != out_path:
             kept, out_path = out_path, target
     try:
@@ -445,6 +445,12 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             "fix that, then run the same command with --resume to write the config without tuning again"
         ) from None
     mark_written(tuner.study, cfg)  # after the file, outside its error handling: a storage error here is not the YAML's
+    if interrupted is None:  # this study's best so far, put aside by an interrupted run, is now --out's
+        from autotune.config.files import holds_study, side_path
+
+        side = side_path(out_path)
+        if side != out_path and holds_study(side, cfg.study):
+            side.unlink(missing_ok=True)
     if tuner.study.user_attrs.get(UNWRITTEN):
         tuner.study.set_user_attr(UNWRITTEN, False)
     if kept is not None:
@@ -488,6 +494,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
         how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"
-        where = f"to {out_path} and kept {kept} (an earlier run's)" if kept is not None else f"to {out_path}"
-        print(f"{how}: wrote the best config so far {where}; continue with --resume", file=sys.stderr)
+        if kept is not None:
+            print(f"{how}: wrote the best config so far to {out_path} and kept {kept} (written before this run); "
+                  f"continue with --resume, which writes {kept} when it finishes", file=sys.stderr)
+        else:
+            print(f"{how}: wrote the best config so far to {out_path}; continue with --resume", file=sys.stderr)
     return summary

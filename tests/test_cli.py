@@ -223,13 +223,20 @@ def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_
     assert (workdir / "autotune.yaml").read_text() == finished
     side = workdir / "autotune.interrupted.yaml"
     assert load_config(side).study["name"] == "second"
-    assert "wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (an earlier run's)" in err
+    assert ("wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (written before this run); "
+            "continue with --resume, which writes autotune.yaml when it finishes") in err
 
     calls.clear()  # the interrupted study's own YAML is replaced by its newer best
     stop_after = 1
     assert main([*common, "--study-name", "second", "--resume", "--out", str(side), "--quiet"]) == 130
     assert load_config(side).study["trials"] > 1 and not (workdir / "autotune.interrupted.interrupted.yaml").exists()
 
-    stop_after = None  # resumed to the end, it writes --out as any finished run does
+    stop_after = None  # resumed to the end, it writes --out as any finished run does, and its side file goes
     assert main([*common, "--study-name", "second", "--resume", "--quiet"]) == 0
-    assert load_config(workdir / "autotune.yaml").study["name"] == "second"
+    assert load_config(workdir / "autotune.yaml").study["name"] == "second" and not side.exists()
+
+    calls.clear()  # the same study name in another storage is another study
+    stop_after = 1
+    finished = (workdir / "autotune.yaml").read_text()
+    assert main([*common, "--study-name", "second", "--storage", "sqlite:///other.db", "--quiet"]) == 130
+    assert (workdir / "autotune.yaml").read_text() == finished and load_config(side).study["storage"].endswith("/other.db")

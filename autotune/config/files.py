@@ -83,20 +83,30 @@ def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
 
 
-def interrupted_path(out: str | os.PathLike[str], study_name: str) -> Path:
-    """Where an interrupted run writes its best config so far: ``out``, unless ``out`` holds what another run
-    wrote (another study's config, or a file that is not a config); then ``<stem>.interrupted<suffix>`` beside it,
-    so that a Ctrl-C seconds into a second run does not replace a finished run's config with one trial's."""
+def side_path(out: str | os.PathLike[str]) -> Path:
+    """``<stem>.interrupted.yaml`` beside ``out``: where an interrupted run puts its best so far (:func:`interrupted_path`)."""
     out = Path(out)
-    if not out.exists():
-        return out
+    return out.with_name(f"{out.stem}.interrupted.yaml")
+
+
+def holds_study(path: str | os.PathLike[str], study: dict[str, Any]) -> bool:
+    """Whether the config at ``path`` was written for ``study`` (a YAML's ``study`` section: the same name in the
+    same storage); False for a missing file or one that is not a config."""
     try:
-        study = (read_yaml(out, "config").get("study") or {}).get("name")
+        held = read_yaml(path, "config").get("study") or {}
     except (ConfigError, OSError, AttributeError):
-        study = None
-    if study == study_name:  # this study's own earlier YAML (--resume): the newer best replaces it
+        return False
+    return isinstance(held, dict) and (held.get("name"), held.get("storage")) == (study.get("name"), study.get("storage"))
+
+
+def interrupted_path(out: str | os.PathLike[str], study: dict[str, Any]) -> Path:
+    """Where an interrupted run writes its best config so far: ``out``, unless ``out`` holds what was written before
+    and not for this study (``study``: its YAML section, name and storage); then :func:`side_path`, so that a Ctrl-C
+    seconds into a second run does not replace a finished run's config with one trial's."""
+    out = Path(out)
+    if not out.exists() or holds_study(out, study):  # nothing there, or this study's own YAML (--resume)
         return out
-    return out.with_name(f"{out.stem}.interrupted{out.suffix or '.yaml'}")
+    return side_path(out)
 
 
 class _AliasFound(yaml.YAMLError):
