@@ -118,7 +118,7 @@ def test_a_damaged_journal_is_named(tmp_path, capsys):
     assert "is not a readable Optuna journal" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("text", ["garbage", "garbage\n", '{"op_code": 0'], ids=["no-newline", "one-line", "cut-short"])
+@pytest.mark.parametrize("text", ["garbage", "garbage\n", "\n", '[{"op_code": 0}]\n'], ids=["no-newline", "one-line", "blank", "no-entry"])
 def test_a_file_that_is_no_journal_is_named_not_listed_empty(tmp_path, capsys, text):
     """Optuna skips an undecodable last line (a write cut short), so a file of one such line read as no study."""
     j = tmp_path / "notes.log"
@@ -127,6 +127,14 @@ def test_a_file_that_is_no_journal_is_named_not_listed_empty(tmp_path, capsys, t
     err = capsys.readouterr().err
     assert "is not a readable Optuna journal" in err and "first line is not a journal entry" in err and err.count("\n") == 1
     assert j.read_text() == text
+
+
+def test_a_journal_whose_first_entry_is_being_written_is_a_journal(tmp_path, capsys):
+    """Another process creating the first study has written part of its line: Optuna waits for the rest."""
+    j = tmp_path / "shared.log"
+    j.write_text('{"op_code": 0, "worker')
+    assert main(["studies", "--storage", str(j)]) == 0
+    assert "no study" in capsys.readouterr().err
 
 
 def test_many_broken_files_are_a_few_lines_and_a_count(tmp_path, caplog):

@@ -218,13 +218,17 @@ def closing_storages() -> Iterator[None]:
 
 def _check_journal_start(path: Path) -> None:
     """Raise when ``path`` holds something other than an Optuna journal. Optuna skips an undecodable last line
-    (a write cut short), so a file of one garbage line would read as an empty storage, and a run would append to it."""
+    (a write cut short), so a file of one garbage line would read as an empty storage, and a run would append to it.
+    Empty (0 bytes) is a new journal; a first line still being written (no newline yet, another process creating
+    the first study) is one."""
     try:
         with open(path, "rb") as f:
             first = f.readline(1 << 20)
     except FileNotFoundError:
         return
-    if not first.strip():
+    if not first:
+        return
+    if not first.endswith(b"\n") and first.lstrip().startswith(b'{"op_code"'):
         return
     try:
         op = json.loads(first)
