@@ -113,7 +113,7 @@ def _study_key(fp: dict[str, Any], dataset_sig: str, pipeline: str, space: str, 
 
 
 def _find_studies(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
-    storage = open_storage(storage_url)
+    storage = open_storage(storage_url, must_exist=True)  # --resume: a storage file not there is an error, not made
     found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
     return sorted(found, key=lambda s: s.datetime_start or _dt.datetime.min)
 

@@ -173,3 +173,17 @@ def test_run_makes_the_folder_of_a_storage_file_as_it_does_for_out(workdir, tiny
     assert (workdir / url.removeprefix("sqlite:///")).is_file() and (workdir / "runs" / "autotune.yaml").is_file()
     assert main(["studies", "--storage", "sqlite:///elsewhere/x.db"]) == 2  # a read command makes nothing
     assert not (workdir / "elsewhere").exists()
+
+
+@pytest.mark.parametrize(("url", "whole"), [("sqlite:///~/runs/a.db", "sqlite:////"), ("journal:~/a.log", "journal:/"), ("~/a.log", "/")])
+def test_a_storage_path_under_a_tilde_is_refused_not_made_here(workdir, tiny_dataset, capsys, url, whole):
+    """A quoted '~' reaches the URL unexpanded: SQLite would open (and run would make) a folder named '~' here."""
+    assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "starts with '~', which is not expanded" in err and f"e.g. {whole}" in err and err.count("\n") == 1
+    assert not (workdir / "~").exists()
+
+
+def test_resume_from_a_storage_file_that_is_not_there_makes_nothing(workdir, tiny_dataset, capsys):
+    assert main(["run", "--dataset", str(tiny_dataset), "--resume", "--storage", "sqlite:///typo/a.db", *FAST]) == 2
+    assert "no storage file 'typo/a.db'" in capsys.readouterr().err and not (workdir / "typo").exists()

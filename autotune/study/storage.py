@@ -250,6 +250,10 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
         UserError: one line, password masked, naming the cause (no such file, full disk, missing driver, ...).
     """
     local = sqlite_file(url) or journal_file(url)
+    if local is not None and local.parts[:1] == ("~",):
+        whole = str(local.expanduser())
+        whole = f"sqlite:///{whole}" if sqlite_file(url) is not None else ("journal:" if url.startswith("journal:") else "") + whole
+        raise UserError(f"storage file {str(local)!r} starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
     if local is not None and not must_exist and not local.parent.exists():
