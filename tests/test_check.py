@@ -200,7 +200,7 @@ def test_a_stale_yaml_written_by_autoloader_says_to_run_the_training_again(tmp_p
 )
 def test_a_config_that_needs_a_gpu_is_stale_on_a_machine_without_one(tmp_path, params, device, field):
     """A YAML edited by hand to decode on the GPU, checked where there is none: its loader cannot be built here."""
-    cpu_machine = {**fingerprint.collect(), "gpu": None, "gpus": 0}
+    cpu_machine = {**fingerprint.collect(), "gpu": None, "gpus": 0, "cuda_usable": False}
     cfg = Config(loader=LoaderConfig.from_params(params), hardware=cpu_machine, device=device)
     save_config(cfg, tmp_path / "g.yaml")
     stale, why = is_stale(tmp_path / "g.yaml", current=cpu_machine)
@@ -208,3 +208,14 @@ def test_a_config_that_needs_a_gpu_is_stale_on_a_machine_without_one(tmp_path, p
     cpu_cfg = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu"}), hardware=cpu_machine)
     save_config(cpu_cfg, tmp_path / "c.yaml")
     assert is_stale(tmp_path / "c.yaml", current=cpu_machine) == (False, [])
+    # CUDA without NVML (Jetson): no GPU counted, but torch runs on one
+    assert is_stale(tmp_path / "g.yaml", current={**cpu_machine, "cuda_usable": True}) == (False, [])
+
+
+def test_a_gpu_machines_config_on_a_cpu_machine_says_so_once(tmp_path):
+    """The recorded GPU count differs already: no second line for the device that needs one."""
+    gpu_machine = {**fingerprint.collect(), "gpu": "NVIDIA H200", "gpus": 1}
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "gpu"}), hardware=gpu_machine, device="cuda")
+    save_config(cfg, tmp_path / "g.yaml")
+    stale, why = is_stale(tmp_path / "g.yaml", current={**gpu_machine, "gpu": None, "gpus": 0, "cuda_usable": False})
+    assert stale and [w.split(":")[0] for w in why] == ["gpu", "gpus"]

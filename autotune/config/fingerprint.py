@@ -228,7 +228,8 @@ def compare(
     if not any(k in (cfg.hardware or {}) for k in RECORDED):  # nothing to compare with: it cannot be shown to match
         out.append(Difference("hardware", "(not recorded)", f"{current.get('cpus')} cpus, torch {current.get('torch')}", True))
     needs = needs_gpu(cfg)
-    if needs and not current.get("gpus"):  # recorded on a GPU machine or hand-edited: its loader cannot run here
+    # recorded without a GPU (a GPU machine's record differs in `gpus` already): edited by hand to need one
+    if needs and not (cfg.hardware or {}).get("gpus") and not current.get("gpus") and not cuda_usable(current):
         out.append(Difference(needs, "a CUDA GPU", "no GPU on this machine", True))
     if dataset is not None:
         out.extend(diff_dataset(cfg.dataset, dataset))
@@ -245,6 +246,19 @@ def needs_gpu(cfg: Config) -> str | None:
     if dali is not None and cfg.loader.backend.value == "dali" and dali.device == "gpu":
         return "loader.dali.device"
     return None
+
+
+def cuda_usable(current: dict[str, Any]) -> bool:
+    """Whether torch can use a CUDA GPU here (``current["cuda_usable"]`` when given): NVML, which counts ``gpus``,
+    is missing on some CUDA machines (Jetson), where a config that needs a GPU still runs."""
+    if "cuda_usable" in current:
+        return bool(current["cuda_usable"])
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # noqa: BLE001 - no torch, or a broken CUDA install: no GPU to run on
+        return False
 
 
 def gpu_text(hardware: dict[str, Any]) -> str:
