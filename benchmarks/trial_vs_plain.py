@@ -90,6 +90,9 @@ def main() -> None:
     spec = TrialSpec(dataset=scan(a.dataset, warn=False), loader=LoaderConfig.from_params(params(a.config)), device=a.device,
                      warmup_batches=2, window_s=a.window, windows=a.windows)
     ways = a.ways.split(",")
+    unknown = [w for w in ways if w not in WAYS + MORE_WAYS]
+    if unknown:
+        ap.error(f"unknown way {unknown[0]!r}; known: {', '.join(WAYS + MORE_WAYS)}")
     zygote = Zygote.start() if any(w.startswith("trial") and w != "trial-spawn" for w in ways) else None
     rows = []
     try:

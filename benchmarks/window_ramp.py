@@ -83,6 +83,15 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.cpus:
+        try:
+            cpus = cpu_list(a.cpus)
+        except ValueError:
+            ap.error(f"--cpus {a.cpus!r} is not a cpulist such as 0-7 or 0,2,4")
+        import os
+
+        if not cpus <= os.sched_getaffinity(0):
+            ap.error(f"--cpus {a.cpus!r} names cores this process may not use: {sorted(cpus - os.sched_getaffinity(0))[:4]}")
     if a.one:
         print(json.dumps(one(a.dataset, a.device, a.one, a.window, a.windows, a.cpus)))
         return
