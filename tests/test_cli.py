@@ -163,61 +163,59 @@ def test_a_reader_that_goes_away_is_no_traceback(monkeypatch, capsys):
     assert "a pipe broke" in capsys.readouterr().err
 
 
-def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_dataset, monkeypatch, capsys):
-    from autotune.outcomes import Outcome
-    from autotune.trials.spec import TrialResult
+class _StoppableTrials:
+    """Trials that complete at once (rate 100 + batch size), and a Ctrl-C once ``stop_after`` have run since ``reset``."""
 
-    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
-    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
-    calls = []
+    def __init__(self) -> None:
+        self.stop_after: int | None = None
+        self.calls = 0
 
-    def trial(spec, **kw):
-        calls.append(1)
-        if len(calls) == 3 and stop_at_third:
+    def reset(self, stop_after: int | None) -> None:
+        self.calls, self.stop_after = 0, stop_after
+
+    def __call__(self, spec, **kw):
+        from autotune.outcomes import Outcome
+        from autotune.trials.spec import TrialResult
+
+        self.calls += 1
+        if self.stop_after is not None and self.calls > self.stop_after:
             raise KeyboardInterrupt
         rate = 100.0 + spec.loader.batch_size
         return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=0.1)
 
-    monkeypatch.setattr("autotune.study.tuner.run_trial", trial)
+
+@pytest.fixture
+def trials(monkeypatch) -> _StoppableTrials:
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    fake = _StoppableTrials()
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake)
+    return fake
+
+
+def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_dataset, trials, capsys):
     args = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--confirm-top", "0", "--no-report", "--quiet", "--study-name", "cut"]
-    stop_at_third = True
+    trials.reset(stop_after=2)
     assert main(args) == 130
     capsys.readouterr()
     assert main(["studies", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["interrupted"] is True
     assert main(["studies"]) == 0
     assert "interrupted" in capsys.readouterr().out  # in the trials column (wrapped to its width)
-    stop_at_third = False
+    trials.reset(stop_after=None)
     assert main([*args, "--resume"]) == 0
     capsys.readouterr()
     assert main(["studies", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["interrupted"] is False
 
 
-def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, monkeypatch, capsys):
+def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, trials, capsys):
     """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
-    from autotune.outcomes import Outcome
-    from autotune.trials.spec import TrialResult
-
-    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
-    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
-    calls = []
-
-    def trial(spec, **kw):
-        calls.append(1)
-        if stop_after is not None and len(calls) > stop_after:
-            raise KeyboardInterrupt
-        rate = 100.0 + spec.loader.batch_size
-        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=0.1)
-
-    monkeypatch.setattr("autotune.study.tuner.run_trial", trial)
     common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]
-    stop_after = None
     assert main([*common, "--quiet", "--study-name", "first"]) == 0
     finished = (workdir / "autotune.yaml").read_text()
 
-    calls.clear()
-    stop_after = 1
+    trials.reset(stop_after=1)
     assert main([*common, "--study-name", "second"]) == 130
     err = capsys.readouterr().err
     assert (workdir / "autotune.yaml").read_text() == finished
@@ -226,17 +224,15 @@ def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_
     assert ("wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (written before this run); "
             "continue with --resume, which writes autotune.yaml when it finishes") in err
 
-    calls.clear()  # the interrupted study's own YAML is replaced by its newer best
-    stop_after = 1
+    trials.reset(stop_after=1)  # the interrupted study's own YAML is replaced by its newer best
     assert main([*common, "--study-name", "second", "--resume", "--out", str(side), "--quiet"]) == 130
     assert load_config(side).study["trials"] > 1 and not (workdir / "autotune.interrupted.interrupted.yaml").exists()
 
-    stop_after = None  # resumed to the end, it writes --out as any finished run does, and its side file goes
+    trials.reset(stop_after=None)  # resumed to the end, it writes --out as any finished run does, and its side file goes
     assert main([*common, "--study-name", "second", "--resume", "--quiet"]) == 0
     assert load_config(workdir / "autotune.yaml").study["name"] == "second" and not side.exists()
 
-    calls.clear()  # the same study name in another storage is another study
-    stop_after = 1
+    trials.reset(stop_after=1)  # the same study name in another storage is another study
     finished = (workdir / "autotune.yaml").read_text()
     assert main([*common, "--study-name", "second", "--storage", "sqlite:///other.db", "--quiet"]) == 130
     assert (workdir / "autotune.yaml").read_text() == finished and load_config(side).study["storage"].endswith("/other.db")
