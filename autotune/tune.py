@@ -449,7 +449,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         from autotune.config.files import holds_study, side_path
 
         side = side_path(out_path)
-        if side != out_path and holds_study(side, cfg.study):
+        if holds_study(side, cfg.study):
             side.unlink(missing_ok=True)
     if tuner.study.user_attrs.get(UNWRITTEN):
         tuner.study.set_user_attr(UNWRITTEN, False)

@@ -19,10 +19,15 @@ from autotune.config import fingerprint
 from autotune.config.files import load_config
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
-from autotune.study.fleet import fresh_study, reuse
+from autotune.study.fleet import best_of, fresh_studies, reuse
 from autotune.study.storage import mask_url, open_storage
 
 PG_URL = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
+
+
+def fresh_study(storage, key, **kw):
+    """The study ``--reuse`` takes: the best of the fresh ones."""
+    return best_of(storage, fresh_studies(storage, key, **kw))
 needs_pg = pytest.mark.skipif(not PG_URL, reason="AUTOTUNE_TEST_POSTGRES_URL not set (.ci/pg.sh start)")
 WINNER = {"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}
 

@@ -78,12 +78,6 @@ def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = No
     return fresh
 
 
-def fresh_study(storage_url: str, key: str, *, max_age_days: float | None = None, now: _dt.datetime | None = None) -> optuna.Study | None:
-    """Of :func:`fresh_studies`, the :func:`best_of` (not simply the newest: a 20-second study with one trial, run
-    after a thorough one, would replace its better config), or None."""
-    return best_of(storage_url, fresh_studies(storage_url, key, max_age_days=max_age_days, now=now))
-
-
 def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_age_days: float | None = None) -> dict[str, Any] | None:
     """Write the config of a fresh study for ``key`` to ``out_path`` without tuning.
 
