@@ -28,6 +28,7 @@ from autotune.errors import UserError, interrupt_exit_code
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.evidence import measured_complete
+from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
 from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, mask_url, open_storage, storage_failure
@@ -110,12 +111,6 @@ def _study_key(fp: dict[str, Any], dataset_sig: str, pipeline: str, space: str, 
     kind of device (a study measured on the CPU says nothing of GPU delivery on the same machine)."""
     kind = "cuda" if device.startswith("cuda") else "cpu"
     return fingerprint.key(fp, f"{dataset_sig}|{pipeline}|{space}|{ranks}|{model or ''}" + ("|cuda" if kind == "cuda" else ""))
-
-
-def _find_studies(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
-    storage = open_storage(storage_url, must_exist=True)  # --resume: a storage file not there is an error, not made
-    found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
-    return sorted(found, key=lambda s: s.datetime_start or _dt.datetime.min)
 
 
 def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str) -> TuneSettings:
@@ -269,8 +264,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     settings = settings_from_args(args, fp, device)  # bad flags are a lone error line, before the scan
     warm = None
     if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
-        from autotune.study.fleet import previous_best
-
         warm = previous_best(args.warm_start, args.storage)
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
@@ -301,8 +294,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     key = _study_key(fp, sig, args.pipeline, space.name, settings.ranks, args.model or (f"step{args.step_ms}" if args.step_ms else None), device)
 
     if args.reuse:
-        from autotune.study.fleet import reuse
-
         reused = reuse(args.storage, key, out_path, max_age_days=args.max_age)
         if reused is not None:
             if not args.quiet:
@@ -314,7 +305,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
     study_name = args.study_name
     if args.resume and not study_name:
-        found = _find_studies(args.storage, key)
+        found = studies_for(args.storage, key, must_exist=True)  # --resume: a storage file not there is an error
         if not found:
             raise UserError(f"--resume: no study for this machine and dataset in {mask_url(args.storage)}; run without --resume to start one")
         study_name = found[-1].study_name

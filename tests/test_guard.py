@@ -196,6 +196,26 @@ def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatc
     assert tm.total_mib(procs) >= 100.0
 
 
+def test_a_trial_sitting_near_its_budget_is_confirmed_a_few_times_a_second_not_at_every_sample(monkeypatch):
+    """Near the budget every sample asks for exact figures before stopping; read in full each time, a 20 ms read ten
+    times a second would slow the trial as before. A read younger than ten times its cost stands instead."""
+    reads = []
+
+    def slow_pss(pid):
+        reads.append(pid)
+        time.sleep(0.02)
+        return 100.0
+
+    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
+    now = [0.0]
+    tm = TreeMemory(clock=lambda: now[0])
+    procs = guard.process_tree(os.getpid())[:1]
+    for _ in range(20):  # two seconds of confirmations, ten a second
+        assert tm.total_mib(procs, exact=True) >= 100.0
+        now[0] += 0.1
+    assert 4 <= len(reads) <= 10, reads  # every 0.2-0.3 s (each read costs 20 ms or a little more), not 20 times
+
+
 def test_exact_reads_come_at_least_once_a_second_and_at_once_when_a_process_leaves(monkeypatch):
     """Copy-on-write pages show only in an exact read: however costly, one comes every second. And when a process
     leaves the tree, the pages it shared are the survivors' alone: they are read again at the next sample."""

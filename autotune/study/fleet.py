@@ -36,9 +36,10 @@ def _created(s: optuna.study.StudySummary) -> _dt.datetime | None:
     return None
 
 
-def studies_for(storage_url: str, key: str) -> list[optuna.study.StudySummary]:
-    """Studies in the storage whose ``fingerprint_key`` is ``key``, oldest first."""
-    storage = open_storage(storage_url)
+def studies_for(storage_url: str, key: str, *, must_exist: bool = False) -> list[optuna.study.StudySummary]:
+    """Studies in the storage whose ``fingerprint_key`` is ``key``, oldest first (``must_exist``: a storage file
+    that is not there is an error, not made)."""
+    storage = open_storage(storage_url, must_exist=must_exist)
     found = [s for s in optuna.get_all_study_summaries(storage, include_best_trial=False) if s.user_attrs.get("fingerprint_key") == key]
     epoch = _dt.datetime.min.replace(tzinfo=_dt.timezone.utc)
     return sorted(found, key=lambda s: _created(s) or epoch)

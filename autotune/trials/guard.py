@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -330,19 +331,23 @@ class TreeMemory:
     count in full, but pages a worker stops sharing with its parent (copy-on-write) show only at its next exact
     read, so the figure can read low for up to ``MAX_GAP_S``. When a process leaves the tree, the pages it shared
     fall to the others: every survivor is read again at once. ``exact=True`` (a budget about to be crossed) reads
-    every process exactly.
+    every process exactly, except one read within ``cost / CONFIRM_SHARE`` (a 25 ms read in the last 0.25 s): a
+    trial that sits near its budget is confirmed a few times a second, not read in full at every sample.
     """
 
     #: the share of the time a process spends with its page tables being read
     EXACT_SHARE = 0.02
     #: the longest wait between two exact reads of a process
     MAX_GAP_S = 1.0
+    #: near a budget, the share of the time a process may spend being read
+    CONFIRM_SHARE = 0.1
 
     def __init__(self, exact_per_sample: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
         self.exact_per_sample = exact_per_sample
         self.clock = clock
         self._last: dict[psutil.Process, tuple[float, float]] = {}  # process -> (pss, rss at that read)
         self._due: dict[psutil.Process, float] = {}  # process -> when its next exact read is due
+        self._read: dict[psutil.Process, tuple[float, float]] = {}  # process -> (when last read exactly, its cost)
 
     def total_mib(self, procs: list[psutil.Process], exact: bool = False) -> float:
         now = self.clock()
@@ -351,10 +356,16 @@ class TreeMemory:
         for p in gone:
             del self._last[p]
             self._due.pop(p, None)
+            self._read.pop(p, None)
         if gone:  # what the leavers shared is now the survivors' alone
             self._due = dict.fromkeys(self._due, now)
-        refresh = set(procs) if exact else {p for p in procs if p not in self._last}
-        if not exact:
+            self._read = {p: (-math.inf, cost) for p, (_, cost) in self._read.items()}
+        refresh = {p for p in procs if p not in self._last}
+        if exact:
+            for p in procs:
+                if p in self._read and now - self._read[p][0] >= self._read[p][1] / self.CONFIRM_SHARE:
+                    refresh.add(p)
+        else:
             due = sorted((p for p in procs if p in self._last and self._due[p] <= now), key=self._due.__getitem__)
             refresh.update(due[: self.exact_per_sample])
         total = 0.0
@@ -369,6 +380,7 @@ class TreeMemory:
                 cost = time.perf_counter() - t0
                 self._last[p] = (pss if pss is not None else rss, rss)
                 self._due[p] = now + min(cost / self.EXACT_SHARE, self.MAX_GAP_S)
+                self._read[p] = (now, cost)
             if p in self._last:
                 pss, rss0 = self._last[p]
                 total += pss + max(0.0, rss - rss0)
