@@ -8,7 +8,7 @@ import pytest
 
 from autotune.cli import main
 from autotune.config import fingerprint
-from autotune.config.files import save_config
+from autotune.config.files import load_config, save_config
 from autotune.config.schema import Config, LoaderConfig
 from autotune.config.staleness import is_stale
 
@@ -42,6 +42,10 @@ def test_a_config_that_records_no_hardware_is_stale(tmp_path, capsys, hardware):
     assert main(["check", f]) == 1
     out = capsys.readouterr().out
     assert "STALE" in out and "matters  hardware: '(not recorded)'" in out
+    with pytest.warns(UserWarning) as caught:  # training is told what is missing, not that the machine differs
+        load_config(f)
+    (msg,) = [str(w.message) for w in caught]
+    assert "records no machine it was tuned on" in msg and "does not fit" not in msg and "autotune run --dataset /nonexistent/train" in msg
 
 
 def test_check_passes_when_only_the_hostname_changed(tmp_path, capsys):

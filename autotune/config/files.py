@@ -226,7 +226,10 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
     if diffs:
         data = cfg.dataset.get("path") if isinstance(cfg.dataset, dict) else None
         redo = f"autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {shlex.quote(str(path))} --out {shlex.quote(str(path))}"
-        msg = f"{path} does not fit this machine: " + "; ".join(str(d) for d in diffs) + f"; re-tune with '{redo}'"
+        if all(d.was == fingerprint.NOT_RECORDED for d in diffs):  # written by hand, or its hardware section removed
+            msg = f"{path} records no machine it was tuned on (no hardware section), so it cannot be shown to fit this one; tune it here with '{redo}'"
+        else:
+            msg = f"{path} does not fit this machine: " + "; ".join(str(d) for d in diffs) + f"; re-tune with '{redo}'"
         if strict:
             from autotune.errors import StaleConfigError
 

@@ -37,6 +37,8 @@ MATTERS = ("gpu", "gpus", "gpu_mib", "driver_major", "cuda", "cpus", "python", "
 INFO = ("hostname", "driver", "ram_gib", "shm_mib", "cpus_online")
 #: keys every config's hardware section has: one without any of them describes no machine
 RECORDED = ("cpus", "python", "torch")
+#: the ``was`` of the difference a config without a hardware record gets (it cannot be shown to match)
+NOT_RECORDED = "(not recorded)"
 #: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
 DATASET_MATTERS = ("samples", "classes", "mean_bytes", "signature")
 
@@ -226,7 +228,7 @@ def compare(
     current = collect() if current is None else current
     out = diff(cfg.hardware, current)
     if not any(k in (cfg.hardware or {}) for k in RECORDED):  # nothing to compare with: it cannot be shown to match
-        out.append(Difference("hardware", "(not recorded)", f"{current.get('cpus')} cpus, torch {current.get('torch')}", True))
+        out.append(Difference("hardware", NOT_RECORDED, f"{current.get('cpus')} cpus, torch {current.get('torch')}", True))
     needs = needs_gpu(cfg)
     # recorded without a GPU (a GPU machine's record differs in `gpus` already): edited by hand to need one
     if needs and not (cfg.hardware or {}).get("gpus") and not current.get("gpus") and not cuda_usable(current):
