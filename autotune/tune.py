@@ -25,6 +25,7 @@ from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code
+from autotune.outcomes import Outcome
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.evidence import measured_complete
@@ -75,9 +76,10 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
                        f"(autotune.build_loader works); for both, pass {longer}")
     if study is not None and not (cfg.result or {}).get("defaults_samples_per_s"):
         defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == "defaults"]
-        if defaults and not any(t.state.is_finished() for t in defaults):  # queued, never run (one that failed says why in the report)
-            ran_out = "the budget ran out" if budget is not None else "the trials ended"
-            out.append(f"{ran_out} before the torch DataLoader defaults were measured, so there is no speedup over them; pass {longer}")
+        # queued and never run, or cut by the budget's end (one that failed otherwise says why in the report)
+        if defaults and all(not t.state.is_finished() or t.user_attrs.get("outcome") == Outcome.INTERRUPTED.value for t in defaults):
+            ran_out = f"the {budget.total_s:.0f} s budget left no time to measure" if budget is not None else "the trials ended before measuring"
+            out.append(f"{ran_out} the torch DataLoader defaults, so there is no speedup over them; pass {longer}")
     return out
 
 
@@ -277,7 +279,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
     if budget is not None:
         spend = budget
-        settings.out_of_time = lambda: spend.remaining() <= WRITE_RESERVE_S  # a trial past it ends at its next window
+        settings.time_left = lambda: spend.remaining() - WRITE_RESERVE_S  # a trial past it ends at its next window, or is cut
     nw = space["num_workers"] if "num_workers" in space else None
     checks = doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     undecodable = [f for c in checks or () if c.name == "unreadable" for f in c.files]

@@ -16,10 +16,13 @@ from autotune.cli import main
 from autotune.config import fingerprint
 from autotune.config.files import save_config
 from autotune.config.schema import Config, LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
 from autotune.report._data import importances
 from autotune.report._render import headline
 from autotune.study.budget import TimeBudget
 from autotune.study.space import load_space
+from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, too_busy
 from autotune.tune import budget_header, busy_warnings, short_run_warnings
 
@@ -198,9 +201,37 @@ def test_defaults_left_queued_by_the_budget_are_named_with_the_fix():
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
     budget = TimeBudget(30.0, clock=lambda: 28.0, start=0.0)
     (warning,) = short_run_warnings(best, space, budget, study)
-    assert "before the torch DataLoader defaults were measured, so there is no speedup over them; pass --budget 60" in warning
+    assert warning == "the 30 s budget left no time to measure the torch DataLoader defaults, so there is no speedup over them; pass --budget 60"
     measured = Config(loader=best.loader, result={"samples_per_s": 500.0, "defaults_samples_per_s": 90.0})
     assert short_run_warnings(measured, space, budget, study) == []
+    cut = optuna.create_study(direction="maximize")  # started, then cut by the budget's end: the same advice
+    cut.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"role": "defaults", "outcome": "interrupted"}))
+    assert short_run_warnings(best, space, budget, cut) == [warning]
+
+
+def test_a_slow_trial_is_cut_where_the_time_budget_ends(workdir, tiny_dataset, monkeypatch):
+    """Under load the torch defaults took 15 s to their first window, started with 15 s of a 30 s budget left:
+    the run took 34 s. Once a trial has completed, the next one's limit is the time left, and a cut trial is
+    told as failed (the budget's end says nothing about the config), not as a timeout the sampler learns from."""
+    from autotune.study import tuner as tuner_mod
+    from autotune.trials.spec import TrialResult
+
+    limits = []
+
+    def measure(self, loader, number=None, on_intermediate=None, log=None, timeout_s=None):
+        limits.append(timeout_s)
+        if len(limits) == 1:
+            return TrialResult(Outcome.COMPLETE, samples_per_s=100.0, duration_s=1.0)
+        return TrialResult(Outcome.TIMEOUT, message="no result within 6 s", duration_s=6.0)
+
+    monkeypatch.setattr(tuner_mod.Tuner, "measure", measure)
+    settings = TuneSettings(cores=2, n_trials=2, baselines=False, trial_timeout=60.0, time_left=lambda: 6.0)
+    tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), settings, storage="sqlite:///cut.db", study_name="cut")
+    tuner.optimize()
+    assert limits == [None, 6.0]  # the first trial runs to its own limit: the YAML needs one
+    cut = tuner.study.trials[1]
+    assert cut.state is optuna.trial.TrialState.FAIL and cut.user_attrs["outcome"] == "interrupted"
+    assert "the time budget ran out 6 s into the trial" in cut.user_attrs["message"]
 
 
 def test_busy_warnings():

@@ -54,6 +54,8 @@ DALI_USUAL_THREADS = 8
 #: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
 DALI_HW_THREADS = 4
 SAMPLERS = ("tpe", "random", "qmc")
+#: the least time a trial gets when the time budget is nearly spent (its first window may still come)
+MIN_TRIAL_S = 3.0
 PRUNERS = ("median", "percentile", "none")
 
 
@@ -85,7 +87,7 @@ class TuneSettings:
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
     fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
     log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
-    out_of_time: Callable[[], bool] | None = None  # True once the time budget is spent: a trial ends at its next window
+    time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: at 0 a trial ends at its next window
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
@@ -393,7 +395,17 @@ class Tuner:
             log=log or (trial_log(s.log_dir, number) if number is not None else None),
         )
 
-    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None) -> TrialResult:
+    def _budget_cut(self) -> float | None:
+        """A trial's time limit where the time budget ends before ``trial_timeout`` does (None otherwise): a slow
+        starter (the torch defaults on a busy machine) no longer runs past the budget. Not before a trial completed:
+        the YAML needs one."""
+        if self.settings.time_left is None or not any(t.value is not None for t in measured_complete(self.study)):
+            return None
+        left = max(MIN_TRIAL_S, self.settings.time_left())
+        return left if left < self.settings.trial_timeout else None
+
+    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None,
+                timeout_s: float | None = None) -> TrialResult:
         from autotune.trials import guard
 
         if self.settings.cache == "cold":
@@ -407,7 +419,8 @@ class Tuner:
         elif self._zygote:
             self._zygote = self._zygote.ready() or False
         zygote = self._zygote or None
-        return run_trial(self.spec(loader, number, log), timeout_s=self.settings.trial_timeout, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
+        timeout_s = self.settings.trial_timeout if timeout_s is None else timeout_s
+        return run_trial(self.spec(loader, number, log), timeout_s=timeout_s, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
 
     def close(self) -> None:
         """End the process that trials are forked from (also one started early and never used)."""
@@ -464,14 +477,17 @@ class Tuner:
         def intermediate(step: int, value: float) -> bool | str:
             trial.report(value, step)
             reported.append(value)
-            if self.settings.out_of_time is not None and self.settings.out_of_time():
+            if self.settings.time_left is not None and self.settings.time_left() <= 0:
                 return ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
             return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
 
         log = trial_log(self.settings.log_dir, trial.number)
         if log is not None:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
-        result = self.measure(loader, trial.number, intermediate)
+        cut = self._budget_cut()
+        result = self.measure(loader, trial.number, intermediate, timeout_s=cut)
+        if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
+            result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before its first window"
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
