@@ -40,6 +40,16 @@ class Terminated(KeyboardInterrupt):
     exit_code = 143
 
 
+def with_detail(e: KeyboardInterrupt, detail: str) -> KeyboardInterrupt:
+    """``e`` carrying what the stop left behind, for the CLI's last line (``autotune: interrupted: DETAIL``)."""
+    e.autotune_detail = detail  # type: ignore[attr-defined]
+    return e
+
+
+def interrupt_detail(e: KeyboardInterrupt) -> str:
+    return str(getattr(e, "autotune_detail", ""))
+
+
 def interrupt_exit_code(e: KeyboardInterrupt) -> int:
     """130 for Ctrl-C (128 + SIGINT), 143 for SIGTERM (:class:`Terminated`)."""
     return Terminated.exit_code if isinstance(e, Terminated) else 130

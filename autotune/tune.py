@@ -24,7 +24,7 @@ from autotune.config.files import save_config, write_problem
 from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
-from autotune.errors import UserError, interrupt_exit_code
+from autotune.errors import UserError, interrupt_exit_code, with_detail
 from autotune.outcomes import Outcome
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
@@ -409,7 +409,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     summary: dict[str, Any] = {"study": study_name, "storage": mask_url(args.storage), "interrupted": interrupted is not None, "tuning_s": round(tuning_s, 1)}
     if not tuner.complete_trials():
         if interrupted is not None:
-            raise interrupted
+            raise with_detail(interrupted, f"no trial had completed, so no config was written; study {study_name} keeps what ran: "
+                                           "continue it with the same command and --resume")
         if not args.no_report:  # the failures by outcome, for the user to read
             try:
                 from autotune.report import write_report

@@ -209,6 +209,16 @@ def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_d
     assert json.loads(capsys.readouterr().out)[0]["interrupted"] is False
 
 
+def test_a_stop_before_any_trial_completed_says_nothing_was_written_and_how_to_go_on(workdir, tiny_dataset, trials, capsys):
+    """Ctrl-C during the first trial printed only "autotune: interrupted": now what is left, and the way on."""
+    trials.reset(stop_after=0)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--no-report", "--study-name", "early"]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == ("autotune: interrupted: no trial had completed, so no config was written; study early keeps what ran: "
+                    "continue it with the same command and --resume")
+    assert not (workdir / "autotune.yaml").exists()
+
+
 def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, trials, capsys):
     """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
     common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]

@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from autotune.errors import UserError, interrupt_exit_code
+from autotune.errors import UserError, interrupt_detail, interrupt_exit_code
 
 COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
 
@@ -108,7 +108,8 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         return 141  # 128 + SIGPIPE, what the shell shows for a command that lost its reader
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
         code = interrupt_exit_code(e)
-        print("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted", file=sys.stderr)
+        detail = interrupt_detail(e)
+        print(("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted") + (f": {detail}" if detail else ""), file=sys.stderr)
         return code
     finally:
         restore_logging()

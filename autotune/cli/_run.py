@@ -33,7 +33,7 @@ EXAMPLES = """examples:
 exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted by
 Ctrl-C, 143 stopped by SIGTERM (docker stop, systemd, Slurm): either way the running trial is marked
 interrupted and the best config so far is still written (to NAME.interrupted.yaml when --out holds an
-earlier run's config, which is kept); continue with --resume
+earlier run's config, which is kept; none before the first trial completes); continue with --resume
 """
 
 
