@@ -213,3 +213,14 @@ def test_quiet_and_verbose_together_are_refused(capsys):
     assert main(["run", "--demo", "--quiet", "-v", "--json"]) == 2
     out, err = capsys.readouterr()
     assert json.loads(out)["exit_code"] == 2 and err.count("\n") == 1 and "pass one of them" in err
+
+
+def test_an_option_of_another_command_is_named_with_its_command(capsys):
+    """`autotune check --if-stale` pointed at 'autotune --help'; the error is check's, and says whose option it is."""
+    assert main(["check", "--if-stale"]) == 2
+    assert capsys.readouterr().err.strip() == ("autotune check: error: unrecognized arguments: --if-stale; --if-stale is an option of "
+                                               "'autotune run' (see 'autotune check --help')")
+    assert main(["show", "a.yaml", "--bogus"]) == 2
+    assert capsys.readouterr().err.strip() == "autotune show: error: unrecognized arguments: --bogus (see 'autotune show --help')"
+    assert main(["--bogus"]) == 2
+    assert capsys.readouterr().err.strip() == "autotune: error: unrecognized arguments: --bogus (see 'autotune --help')"

@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.set_defaults(_commands={})  # name -> its parser, for errors in its words
     for name in COMMANDS:
         try:
             mod = importlib.import_module(f"autotune.cli._{name}")
@@ -57,7 +58,23 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="store_true", help="log diagnostics (details of each step) to stderr")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
+        parser.get_default("_commands")[mod.NAME] = p
     return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> None:
+    """Words no parser took: the error is the command's (``see 'autotune check --help'``), and an option of another
+    command says whose it is (``--if-stale`` belongs to ``run``)."""
+    commands: dict[str, argparse.ArgumentParser] = parser.get_default("_commands")
+    owners = {}
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--"):
+            has = [name for name, p in commands.items() if name != command and flag in p._option_string_actions]
+            if has:
+                owners[flag] = has
+    hint = "".join(f"; {flag} is an option of " + " and ".join(f"'autotune {n}'" for n in names) for flag, names in owners.items())
+    (commands.get(command or "") or parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
 def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
@@ -68,7 +85,9 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            args = parser.parse_args(words)
+            args, extra = parser.parse_known_args(words)
+            if extra:
+                _unrecognized(parser, getattr(args, "command", None), extra)
     except SystemExit as e:  # --help, --version, or a one-line argument error
         sys.stderr.write(said.getvalue())
         if e.code and "--json" in words:  # a script reading stdout gets JSON for these errors too
