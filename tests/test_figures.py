@@ -40,9 +40,11 @@ def _study_with_symptoms(url: str) -> optuna.Study:
         ("heuristic", 2, 380.0, [300.0, 390.0]),
         (None, 1, 400.0, [343.2, 409.2]),
         (None, 3, 150.0, [140.0, 160.0]),
+        ("dali-heuristic", None, 300.0, [290.0, 310.0]),
     ]
     for role, w, score, spread in trials:
-        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
+        params = {"backend": "torch", "num_workers": w} if w is not None else {"backend": "dali", "dali_device": "cpu", "num_threads": 2}
+        loader = LoaderConfig.from_params({**params, "batch_size": 8})
         attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "samples_per_s": score, "spread": spread}
         if role:
             attrs["role"] = role
@@ -76,16 +78,17 @@ def _cross_check(study: optuna.Study, url: str, tmp_path: Path, capsys) -> dict:
     lo, hi = r["spread"]
     assert lo <= r["samples_per_s"] <= hi, "the spread holds the value it describes"
     assert r["samples_per_s"] == round(statistics.median(r["scores"]), 1)
-    for role in ("defaults", "heuristic"):
-        if r[f"{role}_samples_per_s"]:
-            assert r[f"speedup_vs_{role}"] == round(r["samples_per_s"] / r[f"{role}_samples_per_s"], 2)
+    roles = {"defaults": "defaults", "heuristic": "heuristic", **({"dali-heuristic": "dali_heuristic"} if "dali_heuristic_samples_per_s" in r else {})}
+    for key in roles.values():
+        if r[f"{key}_samples_per_s"]:
+            assert r[f"speedup_vs_{key}"] == round(r["samples_per_s"] / r[f"{key}_samples_per_s"], 2)
 
     ov = overview(study, url)
     assert ov["winner"]["samples_per_s"] == r["samples_per_s"] and ov["winner"]["spread"] == r["spread"]
     assert ov["winner"]["scores"] == r["scores"]
-    assert ov["speedups"] == {k: r[f"speedup_vs_{k}"] for k in ("defaults", "heuristic") if r[f"speedup_vs_{k}"] is not None}
-    for role in ("defaults", "heuristic"):
-        assert (ov["baselines"].get(role) or {}).get("samples_per_s") == r[f"{role}_samples_per_s"]
+    assert ov["speedups"] == {role: r[f"speedup_vs_{key}"] for role, key in roles.items() if r[f"speedup_vs_{key}"] is not None}
+    for role, key in roles.items():
+        assert (ov["baselines"].get(role) or {}).get("samples_per_s") == r[f"{key}_samples_per_s"]
     if "confirmed" in r:
         assert ov["confirmation"]["method"] == r["confirmed"]["method"]
 
@@ -93,6 +96,8 @@ def _cross_check(study: optuna.Study, url: str, tmp_path: Path, capsys) -> dict:
     assert f"**best samples/s** {fmt_rate(r['samples_per_s'])}" in md
     assert f"**vs defaults** {fmt_speedup(r['speedup_vs_defaults'])}" in md
     assert f"**vs heuristic** {fmt_speedup(r['speedup_vs_heuristic'])}" in md
+    if "dali-heuristic" in roles:
+        assert f"**vs DALI's usual** {fmt_speedup(r['speedup_vs_dali_heuristic'])}" in md
     assert f"spread {fmt_spread(r['spread'])}" in md
     if "confirmed" in r:
         assert r["confirmed"]["method"] in md
@@ -102,6 +107,8 @@ def _cross_check(study: optuna.Study, url: str, tmp_path: Path, capsys) -> dict:
         assert f"{fmt_rate(r['samples_per_s'])} spread {fmt_spread(r['spread'])}" in text
         assert f"(speedup {fmt_speedup(r['speedup_vs_defaults'])})" in text
         assert f"(speedup {fmt_speedup(r['speedup_vs_heuristic'])})" in text
+        if "dali-heuristic" in roles:
+            assert "DALI's usual" in text and f"{fmt_rate(r['dali_heuristic_samples_per_s'])} (speedup {fmt_speedup(r['speedup_vs_dali_heuristic'])})" in text
     shown = json.loads(_show([str(path), "--json"], capsys))
     stored = json.loads(_show(["--storage", url, "--study", study.study_name, "--json"], capsys))
     assert shown["result"] == r
@@ -114,6 +121,7 @@ def test_the_figures_agree_on_the_shapes_seen_in_the_field(tmp_path, capsys):
     r = _cross_check(_study_with_symptoms(url), url, tmp_path, capsys)
     assert r["samples_per_s"] == 494.4 and r["spread"] == [400.0, 510.0]  # the range of the same three scores
     assert r["heuristic_samples_per_s"] == 276.2 and r["speedup_vs_heuristic"] == 1.79  # like for like, everywhere
+    assert r["dali_heuristic_samples_per_s"] == 300.0 and r["speedup_vs_dali_heuristic"] == 1.65  # DALI's usual start, stated too
     assert "1.79x" in (tmp_path / "reports" / "symptoms" / "report.md").read_text()
 
 

@@ -261,3 +261,26 @@ def test_the_time_row_says_when_its_figure_was_taken():
     after = dict(facts({**base, "time": {"budget_s": 60, "elapsed_s": 57, "spent_s": {"setup": 6.3, "trials": 35, "writing": 1.5}, "trials_measured": 8}}))
     assert "56 s of a 60 s budget before the YAML and this report were written (setup" in before["time"]
     assert after["time"].startswith("57 s of a 60 s budget (setup")
+
+
+def test_the_winners_legend_says_how_many_measurements_its_figure_is(stored, tmp_path, monkeypatch):
+    """The throughput plot called every winner "confirmed median", also where nothing was re-measured."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from autotune.report._plots import plot_throughput
+
+    labels: list[str] = []
+    real = Axes.scatter
+
+    def scatter(self, *a, **kw):
+        labels.append(str(kw.get("label")))
+        return real(self, *a, **kw)
+
+    monkeypatch.setattr(Axes, "scatter", scatter)
+    study, url = stored
+    ov = overview(study, url)
+    plot_throughput(trial_rows(study), {**ov, "winner": {**ov["winner"], "scores": [200.0]}}, tmp_path / "one.png")
+    plot_throughput(trial_rows(study), {**ov, "winner": {**ov["winner"], "scores": [190.0, 200.0, 210.0]}}, tmp_path / "three.png")
+    assert "winner #5 (one measurement)" in labels and "winner #5 (median of 3 measurements)" in labels
+    assert not any("confirmed" in label for label in labels)

@@ -42,6 +42,8 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
         ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
     ]
+    if "dali_heuristic_samples_per_s" in r:
+        rows.append(("DALI's usual", f"{fmt_rate(r.get('dali_heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_dali_heuristic'))})"))
     if isinstance(r.get("confirmed"), dict):
         rows.append(("confirmed", str(r["confirmed"].get("method"))))
     rows += [

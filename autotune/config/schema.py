@@ -63,6 +63,7 @@ def _require(ok: bool, name: str, kind: str, value: Any) -> None:
 #: ``result`` keys that hold a number (or null); ``spread``, ``scores`` and ``per_rank_samples_per_s`` hold lists of numbers.
 RESULT_NUMBERS = (
     "samples_per_s", "defaults_samples_per_s", "heuristic_samples_per_s", "speedup_vs_defaults", "speedup_vs_heuristic",
+    "dali_heuristic_samples_per_s", "speedup_vs_dali_heuristic",
     "startup_s", "peak_gpu_mib", "peak_host_mib", "model_ceiling_samples_per_s", "fraction_of_ceiling",
 )
 

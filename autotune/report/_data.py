@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 #: Knobs drawn as curves first (the ones that matter most for a loader), then the most important others.
 KEY_KNOBS = ("num_workers", "num_threads")
-BASELINE_ROLES = ("defaults", "heuristic", "warm-start")
+BASELINE_ROLES = ("defaults", "heuristic", "dali-heuristic", "warm-start")
 MEMORY_OUTCOMES = ("predicted-oom", "oom-gpu", "oom-host", "shm")
 
 _TS = optuna.trial.TrialState
@@ -126,6 +126,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     from autotune.study.evidence import confirmation_method
     from autotune.study.result import BASELINE_ROLES as COMPARED
     from autotune.study.result import (
+        baseline_key,
         baseline_rates,
         baseline_trials,
         figures,
@@ -150,7 +151,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         if role in BASELINE_ROLES:
             # the rate like for like with the winner's: the median of its re-measurements where it had some
             baselines[role] = {**by_number[t.number], "samples_per_s": rates.get(role)} if rates.get(role) is not None else by_number[t.number]
-    speedups = {role: fig[f"speedup_vs_{role}"] for role in COMPARED if fig and fig[f"speedup_vs_{role}"] is not None}
+    speedups = {role: fig[f"speedup_vs_{baseline_key(role)}"] for role in COMPARED if fig and fig.get(f"speedup_vs_{baseline_key(role)}") is not None}
     conf = a.get("confirmation")
     if conf:
         conf = {**conf, "method": confirmation_method(conf)}

@@ -78,11 +78,11 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     if fails:
         ax.scatter([x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3)
     for r in rows:
-        if r["role"] in ("defaults", "heuristic", "warm-start") and r["samples_per_s"]:
+        if r["role"] in ("defaults", "heuristic", "dali-heuristic", "warm-start") and r["samples_per_s"]:
             ax.annotate(r["role"], (x_of(r), r["samples_per_s"]), textcoords="offset points", xytext=(6, 6), fontsize=8, color="#555555")
     w = ov.get("winner")
     if w and w.get("samples_per_s"):
-        ax.scatter([x_of(w)], [w["samples_per_s"]], marker="*", s=260, color="#f1c40f", edgecolor="#333333", label=f"winner #{w['trial']} (confirmed median)", zorder=4)
+        ax.scatter([x_of(w)], [w["samples_per_s"]], marker="*", s=260, color="#f1c40f", edgecolor="#333333", label=f"winner #{w['trial']} " + (f"(median of {len(w['scores'])} measurements)" if len(w.get("scores") or ()) > 1 else "(one measurement)"), zorder=4)
     if ov.get("model_ceiling"):
         ax.axhline(ov["model_ceiling"], ls="--", color="#8e44ad", lw=1.2, label=f"model ceiling {ov['model_ceiling']:,.0f}/s")
     if not rows:
@@ -212,7 +212,7 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
     ax = fig.add_subplot()
     _style(ax)
     bars: list[tuple[str, float, list[float] | None, str]] = []
-    for role in ("defaults", "heuristic", "warm-start"):
+    for role in ("defaults", "heuristic", "dali-heuristic", "warm-start"):
         b = ov["baselines"].get(role)
         if b and b.get("samples_per_s"):
             bars.append((f"{role}\n#{b['trial']}", b["samples_per_s"], b.get("spread"), GREY))
@@ -255,6 +255,9 @@ def plot_memory(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> s
         colours = [FAIL if r["outcome"] in MEMORY_OUTCOMES else (OTHER if r["outcome"] == "complete" else GREY) for r in rows]
         if not rows:
             _empty(ax, "no trials")
+            continue
+        if not any(ys):  # AutoLoader's candidates run in the training process: no peak of their own
+            _empty(ax, f"no {label} memory peak recorded")
             continue
         ax.bar(xs, ys, color=colours, width=0.7)
         if budget:

@@ -81,6 +81,7 @@ def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
         ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
         ("vs defaults", fmt_speedup(ov["speedups"].get("defaults"))),
         ("vs heuristic", fmt_speedup(ov["speedups"].get("heuristic"))),
+        *([("vs DALI's usual", fmt_speedup(ov["speedups"].get("dali-heuristic")))] if "dali-heuristic" in (ov.get("baselines") or {}) else []),
         ("trials", f"{ov['trials']} ({ov['outcomes'].get('complete', 0)} completed"
                    + (f", {ov['outcomes']['repeat']} repeating an earlier config" if ov["outcomes"].get("repeat") else "")
                    + f", {failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
