@@ -20,7 +20,7 @@ from typing import Any
 import optuna
 
 from autotune.config import fingerprint
-from autotune.config.files import save_config, write_problem
+from autotune.config.files import foreign_problem, save_config, write_problem
 from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
@@ -32,7 +32,7 @@ from autotune.study.evidence import measured_complete
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
-from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, mask_url, open_storage, storage_failure
+from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, open_storage, sqlite_file, storage_failure
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log
@@ -223,7 +223,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)
-    problem = write_problem(out_path)  # before the study, not after it
+    store = sqlite_file(args.storage) or journal_file(args.storage)
+    if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study
+        raise UserError(f"--out {str(out_path)!r} is the study storage (--storage {mask_url(args.storage)}); pass another file name such as autotune.yaml")
+    problem = write_problem(out_path) or foreign_problem(out_path)  # before the study, not after it
     if problem is not None:
         raise UserError(f"--out {str(out_path)!r} {problem}")
     fp = fingerprint.collect()

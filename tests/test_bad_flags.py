@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import logging
 import sqlite3
+from pathlib import Path
 
 import optuna
 import pytest
@@ -224,3 +225,31 @@ def test_an_option_of_another_command_is_named_with_its_command(capsys):
     assert capsys.readouterr().err.strip() == "autotune show: error: unrecognized arguments: --bogus (see 'autotune show --help')"
     assert main(["--bogus"]) == 2
     assert capsys.readouterr().err.strip() == "autotune: error: unrecognized arguments: --bogus (see 'autotune --help')"
+
+
+@pytest.mark.parametrize(("storage", "out"), [(None, "autotune.db"), ("sqlite:///runs.db", "./runs.db"), ("run.log", "run.log")])
+def test_out_naming_the_storage_file_is_refused_before_any_trial(workdir, tiny_dataset, capsys, storage, out):
+    """`--out autotune.db` (tab completion offers it) replaced the database with YAML: every study was lost."""
+    main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--study-name", "kept",
+          *(["--storage", storage] if storage else [])])
+    db = workdir / out
+    before = db.read_bytes()
+    capsys.readouterr()
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--out", out, *(["--storage", storage] if storage else [])]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"--out {str(Path(out))!r} is the study storage" in line and "pass another file name such as autotune.yaml" in line
+    assert db.read_bytes() == before
+
+
+def test_out_holding_another_programs_yaml_is_not_replaced(workdir, tiny_dataset, capsys):
+    train = workdir / "train.yaml"
+    train.write_text("lr: 0.1\nepochs: 90\n")
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--out", "train.yaml"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == ("autotune: error: --out 'train.yaml' exists and is not an autotune config (no loader section), so it is not replaced; "
+                    "pass another file name such as autotune.yaml, or remove it first")
+    assert train.read_text() == "lr: 0.1\nepochs: 90\n"
+    assert not (workdir / "autotune.db").exists()  # refused before the study
+    (workdir / "empty.yaml").write_text("")
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # an empty file is fine
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # so is a config

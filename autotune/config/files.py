@@ -78,6 +78,21 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+def foreign_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why a config must not replace the file at ``path``: it holds something else (a training script's YAML, a
+    database). None for no file, an empty one, or a config of any schema. Reads after the path, as :func:`write_problem`."""
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size == 0:
+        return None
+    try:
+        data = read_yaml(p, "file")
+    except ConfigError:
+        data = None
+    if isinstance(data, dict) and "loader" in data:
+        return None
+    return "exists and is not an autotune config (no loader section), so it is not replaced; pass another file name such as autotune.yaml, or remove it first"
+
+
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     """Write ``cfg`` as YAML, atomically."""
     atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
