@@ -102,6 +102,36 @@ def test_world_size_and_num_shards_below_one_are_errors(tmp_path, tiny_dataset):
     load_config(f, world_size=np.int64(2))
     with pytest.raises(UserError, match="num_shards must be a whole number of 1 or more"):
         build_loader(tiny_dataset, load_config(f), num_shards=0, device="cpu")
+    # shard_id as the environment gives it, like num_shards; anything else one line, not torch's TypeError
+    assert len(build_loader(tiny_dataset, load_config(f), shard_id="1", num_shards="2", device="cpu")) >= 1
+    for bad in (None, 1.5, "one", -1):
+        with pytest.raises(UserError, match="shard_id must be a whole number of 0 or more"):
+            build_loader(tiny_dataset, load_config(f), shard_id=bad, num_shards=2, device="cpu")
+
+
+@pytest.mark.parametrize(("device", "needle"), [("tpu", "device must be 'cpu', 'cuda' or 'cuda:N'"), (["cpu"], "device must be"),
+                                                ("cuda:7", "needs a CUDA GPU" if not __import__("torch").cuda.is_available() else "is not here")])
+def test_a_device_batches_cannot_go_to_is_named_before_the_first_batch(tmp_path, tiny_dataset, device, needle):
+    """The torch backend built a loader for any device and failed in torch at the first batch; DALI's checked."""
+    from autotune import AutoLoader, build_loader
+
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect()), f)
+    with pytest.raises(UserError, match=needle):
+        build_loader(tiny_dataset, load_config(f), device=device)
+    with pytest.raises(UserError, match=needle):
+        AutoLoader(tiny_dataset, batch_size=8, device=device, config=str(tmp_path / "al.yaml"))
+
+
+def test_autoloader_takes_a_numpy_batch_size(tiny_dataset):
+    import numpy as np
+
+    from autotune.autoloader._setup import _batch_choices
+
+    assert _batch_choices(np.int64(8)) == (8,) and _batch_choices([4, np.int32(8)]) == (4, 8)
+    for bad in (8.0, True, [0], "8"):
+        with pytest.raises(UserError, match="batch_size must be a positive integer"):
+            _batch_choices(bad)
 
 
 def test_check_with_a_missing_dataset_does_not_offer_demo(tmp_path, capsys):

@@ -7,6 +7,7 @@ import dataclasses
 import datetime as _dt
 import logging
 import os
+import operator
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from autotune.config.schema import Config
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError
+from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
 from autotune.outcomes import Backend
 
@@ -58,16 +60,20 @@ def _device(device: str | None) -> str:
         if not torch.cuda.is_available():
             raise UserError("device 'cuda' asked for, but torch sees no GPU; pass device='cpu'")
         return f"cuda:{torch.cuda.current_device()}"  # under DDP: the GPU this rank set with torch.cuda.set_device
-    if device != "cpu" and not device.startswith("cuda:"):
+    if not isinstance(device, str) or (device != "cpu" and not device.startswith("cuda:")):
         raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', but got {device!r}")
-    return device
+    return check_device(device)  # cuda:N: that GPU is here
 
 
 def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:
     if batch_size is None:
         return None
-    values = (batch_size,) if isinstance(batch_size, int) else tuple(batch_size)
-    if not values or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in values):
+    try:  # an int or a numpy integer (np.int64 from a config), or a list of them
+        values = (operator.index(batch_size),) if not isinstance(batch_size, (list, tuple, range)) else tuple(operator.index(b) for b in batch_size)
+    except TypeError:
+        values = ()
+    flat = (batch_size,) if not isinstance(batch_size, (list, tuple, range)) else tuple(batch_size)
+    if not values or any(isinstance(b, bool) for b in flat) or not all(b >= 1 for b in values):
         raise UserError(f"batch_size must be a positive integer or a list of them, but got {batch_size!r}")
     return values
 

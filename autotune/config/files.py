@@ -204,8 +204,8 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None
 
 
-def whole_number(value: Any, name: str, what: str) -> int:
-    """``value`` as an int of 1 or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
+def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
+    """``value`` as an int of ``least`` or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
 
     Raises:
         ConfigError: one line naming ``name``, what it counts, and the value.
@@ -213,9 +213,9 @@ def whole_number(value: Any, name: str, what: str) -> int:
     try:
         n = int(value.strip()) if isinstance(value, str) else operator.index(value)
     except (TypeError, ValueError):
-        n = 0
-    if isinstance(value, bool) or n < 1:
-        raise ConfigError(f"{name} must be a whole number of 1 or more ({what}), but got {value!r}")
+        n = least - 1
+    if isinstance(value, bool) or n < least:
+        raise ConfigError(f"{name} must be a whole number of {least} or more ({what}), but got {value!r}")
     return n
 
 

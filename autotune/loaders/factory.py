@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autotune.config.schema import Config, LoaderConfig
@@ -18,6 +18,30 @@ def default_device() -> str:
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(device: Any) -> str:
+    """``device`` when batches can go there on this machine: ``cpu``, or ``cuda[:N]`` with that GPU visible to torch.
+
+    Raises:
+        UserError: one line naming the device and what to pass instead.
+    """
+    import torch
+
+    from autotune.errors import UserError
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
+        raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', but got {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {device!r} needs a CUDA GPU, but torch sees none; pass device='cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UserError(f"device {device!r} is not here: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return str(device)
 
 
 def build_loader(
@@ -64,7 +88,9 @@ def build_loader(
     if device is None:
         wanted = cfg.device if isinstance(cfg, Config) else None
         device = wanted if wanted == "cpu" else default_device()
+    device = check_device(device)
     num_shards = whole_number(num_shards, "num_shards", "the number of ranks")
+    shard_id = whole_number(shard_id, "shard_id", "this rank, from 0", least=0)
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     dataset = scan(path)
