@@ -187,3 +187,21 @@ def test_a_storage_path_under_a_tilde_is_refused_not_made_here(workdir, tiny_dat
 def test_resume_from_a_storage_file_that_is_not_there_makes_nothing(workdir, tiny_dataset, capsys):
     assert main(["run", "--dataset", str(tiny_dataset), "--resume", "--storage", "sqlite:///typo/a.db", *FAST]) == 2
     assert "no storage file 'typo/a.db'" in capsys.readouterr().err and not (workdir / "typo").exists()
+
+
+@pytest.mark.parametrize("command", [["show", "--study", "x"], ["studies"], ["report"]])
+def test_a_reading_command_leaves_a_database_that_is_not_a_storage_as_it_was(tmp_path, capsys, command):
+    """`autotune show --storage sqlite:///app.db` added Optuna's thirteen tables to the application's database."""
+    import hashlib
+    import sqlite3
+
+    db = tmp_path / "app.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.commit()
+    con.close()
+    before = hashlib.md5(db.read_bytes()).hexdigest()
+    assert main([*command, "--storage", f"sqlite:///{db}"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "holds no Optuna study tables, so it is not a storage 'autotune run' wrote" in line
+    assert hashlib.md5(db.read_bytes()).hexdigest() == before

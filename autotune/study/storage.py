@@ -238,6 +238,21 @@ def _check_journal_start(path: Path) -> None:
         raise ValueError(f"its first line is not a journal entry: {first[:40].decode(errors='replace').strip()!r}")
 
 
+def _has_optuna_tables(path: Path) -> bool:
+    """Whether the SQLite file holds Optuna's ``studies`` table, read without writing; True when it cannot be read
+    as a database (opening it then names the cause)."""
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'studies'").fetchone() is not None
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return True
+
+
 def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseStorage:
     """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``).
 
@@ -256,6 +271,9 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
         raise UserError(f"storage file {str(local)!r} starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
+    if must_exist and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
+        raise UserError(f"{str(local)!r} (from {mask_url(url)}) holds no Optuna study tables, so it is not a storage 'autotune run' wrote; "
+                        "pass the --storage a run wrote to")
     if local is not None and not must_exist and not local.parent.exists():
         try:  # as --out does: a storage in a folder not made yet gets its folder
             local.parent.mkdir(parents=True, exist_ok=True)
