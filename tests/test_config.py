@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 import torch
@@ -288,3 +289,20 @@ def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, 
     path.write_text(_yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=rule):
         load_config(path)
+
+
+@pytest.mark.parametrize(("section", "needle"), [
+    ("torch: {num_workers: 1, prefetch_factor: 1000000000000}", "loader.torch.prefetch_factor must be between 1 and 64, but got 1000000000000"),
+    ("torch: {num_workers: 1, prefetch_factor: -2}", "loader.torch.prefetch_factor must be between 1 and 64, but got -2"),
+    ("torch: {num_workers: 100000}", "loader.torch.num_workers must be between 0 and 16384"),
+])
+def test_a_knob_beyond_what_any_space_offers_is_refused_when_read(tmp_path, capsys, section, needle):
+    """A prefetch of 10**12 batches passed `check` and hung the first batch; the YAML is held to the space's bounds."""
+    from autotune.cli import main
+
+    path = tmp_path / "a.yaml"
+    path.write_text(f"schema: 1\nloader: {{backend: torch, batch_size: 8, {section}}}\n")
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_config(path)
+    assert main(["check", str(path)]) == 2
+    assert needle in capsys.readouterr().err

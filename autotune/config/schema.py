@@ -94,6 +94,22 @@ def _from_dict(cls: type, data: Any, where: str):
     return cls(**data)
 
 
+#: the least and the most each loader knob may be, in a YAML and in a search space (a prefetch of 10**12 batches
+#: would hang the first batch; no machine has more workers or threads than this)
+KNOB_BOUNDS: dict[str, tuple[int, int]] = {
+    "num_workers": (0, 16384),
+    "prefetch_factor": (1, 64),
+    "num_threads": (1, 16384),
+    "prefetch_queue_depth": (1, 64),
+}
+
+
+def _within(section: str, name: str, value: int) -> None:
+    lo, hi = KNOB_BOUNDS[name]
+    if not lo <= value <= hi:
+        raise ConfigError(f"loader.{section}.{name} must be between {lo} and {hi}, but got {value}")
+
+
 @dataclasses.dataclass(frozen=True)
 class TorchOptions:
     """``torch.utils.data.DataLoader`` keywords, under their own names."""
@@ -108,8 +124,9 @@ class TorchOptions:
         _require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
         _require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
         _require(self.prefetch_factor is None or _is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
-        if self.num_workers < 0:
-            raise ConfigError(f"loader.torch.num_workers must be >= 0, but got {self.num_workers}")
+        _within("torch", "num_workers", self.num_workers)
+        if self.prefetch_factor is not None and self.num_workers > 0:
+            _within("torch", "prefetch_factor", self.prefetch_factor)
         if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
             # DataLoader rejects these without workers; normalise rather than fail at training time.
             object.__setattr__(self, "prefetch_factor", None)
@@ -135,10 +152,8 @@ class DaliOptions:
         _require(self.hw_decoder_load is None or _is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
         if self.device not in ("gpu", "cpu"):
             raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
-        if self.num_threads < 1:
-            raise ConfigError(f"loader.dali.num_threads must be >= 1, but got {self.num_threads}")
-        if self.prefetch_queue_depth < 1:
-            raise ConfigError(f"loader.dali.prefetch_queue_depth must be >= 1, but got {self.prefetch_queue_depth}")
+        _within("dali", "num_threads", self.num_threads)
+        _within("dali", "prefetch_queue_depth", self.prefetch_queue_depth)
         load = self.hw_decoder_load
         if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0):
             raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {load!r}")

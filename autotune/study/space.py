@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune._imports import is_available
 from autotune.config.files import read_yaml
-from autotune.config.schema import PARAM_NAMES
+from autotune.config.schema import KNOB_BOUNDS, PARAM_NAMES
 from autotune.errors import ConfigError, SpaceError
 
 if TYPE_CHECKING:
@@ -179,10 +179,7 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
 #: bad value is an error that names the file, not a failure at the trial that draws it
 _BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
     "batch_size": ("int", 1, None),
-    "num_workers": ("int", 0, 16384),
-    "prefetch_factor": ("int", 1, 64),
-    "num_threads": ("int", 1, 16384),
-    "prefetch_queue_depth": ("int", 1, 64),
+    **{name: ("int", lo, hi) for name, (lo, hi) in KNOB_BOUNDS.items()},  # a config's own bounds
     "hw_decoder_load": ("number", 0.0, 1.0),
     "pin_memory": ("bool", None, None),
     "persistent_workers": ("bool", None, None),
