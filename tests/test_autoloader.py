@@ -822,3 +822,13 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
     rates = [t.user_attrs["samples_per_s"] for t in study.trials if t.user_attrs.get("outcome") == "complete"]
     assert rates and all(r <= 2 / 0.05 for r in rates)  # rank 1 sleeps 50 ms a batch of 2: at most 40 samples/s
     assert math.isfinite(max(rates))
+
+
+def test_len_follows_the_batch_size_of_the_candidate_in_use(tiny_dataset, space):
+    """len() stayed at the first batch size while the epochs came in candidates of another size."""
+    al = make(tiny_dataset, space, batch_size=[4, 8], candidates=[{"backend": "torch", "num_workers": 0, "batch_size": 8}])
+    try:
+        iter(al)  # exploring: the first candidate is in use
+        assert al.exploring and len(al) == 24 // 8
+    finally:
+        al.close()

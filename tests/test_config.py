@@ -11,7 +11,7 @@ import torch
 
 from autotune.config.files import atomic_write_text, load_config, save_config
 from autotune.config.schema import Config, LoaderConfig, TorchOptions
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, UserError
 
 
 def _cfg(**loader) -> Config:
@@ -306,3 +306,16 @@ def test_a_knob_beyond_what_any_space_offers_is_refused_when_read(tmp_path, caps
         load_config(path)
     assert main(["check", str(path)]) == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["[1]", "{a: 1}", "7"])
+def test_a_pipeline_that_is_no_name_is_refused_when_read(tmp_path, value):
+    """`pipeline: [1]` passed load_config and `check`, then build_loader failed with "unhashable type: 'list'"."""
+    from autotune.loaders.presets import get_preset
+
+    path = tmp_path / "a.yaml"
+    path.write_text(f"schema: 1\nloader: {{backend: torch, batch_size: 8}}\npipeline: {value}\n")
+    with pytest.raises(ConfigError, match="pipeline must be a pipeline's name such as imagenet-train"):
+        load_config(path)
+    with pytest.raises(UserError, match="unknown pipeline"):
+        get_preset(["x"])

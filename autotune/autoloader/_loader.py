@@ -176,8 +176,11 @@ class AutoLoader:
         return self.settled is None
 
     def __len__(self) -> int:
+        """Batches an epoch at the current batch size: while exploring, the candidate in use (a switch mid-epoch to
+        another size changes the count of that epoch)."""
         per_rank = len(self.dataset) // self.comm.world if self.comm.world > 1 else len(self.dataset)
-        return per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+        b = LoaderConfig.from_params(self._active.params).batch_size if self.exploring and self._active is not None else self.batch_size
+        return per_rank // b if self.drop_last else -(-per_rank // b)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         self._epoch += 1

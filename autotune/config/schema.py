@@ -408,6 +408,9 @@ class Config:
         device = kw.get("device")
         if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device)):
             raise ConfigError(f"{where}device must be cpu, cuda or cuda:N, but got {device!r}; re-create the file with 'autotune run'")
+        pipeline = kw.get("pipeline")
+        if pipeline is not None and not (isinstance(pipeline, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", pipeline)):  # a preset's name
+            raise ConfigError(f"{where}pipeline must be a pipeline's name such as imagenet-train, but got {pipeline!r}; re-create the file with 'autotune run'")
         return cls(loader=loader, path=path, **kw)
 
 

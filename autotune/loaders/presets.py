@@ -31,7 +31,6 @@ PRESETS: dict[str, Preset] = {
 
 
 def get_preset(name: str) -> Preset:
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise UserError(f"unknown pipeline {name!r}; use one of: {', '.join(PRESETS)}") from None
+    if not isinstance(name, str) or name not in PRESETS:  # a list from a hand-edited YAML is no name either
+        raise UserError(f"unknown pipeline {name!r}; use one of: {', '.join(PRESETS)}")
+    return PRESETS[name]
