@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 import warnings
 
@@ -263,3 +264,25 @@ def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
     with pytest.raises(Stop):
         tune.tune(args)
     assert seen == {"high": 2, "cores": 2}
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"LOCAL_WORLD_SIZE": "0"}, "local_world_size must be a whole number of 1 or more (LOCAL_WORLD_SIZE"),
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, "rank must be a whole number of 0 or more (RANK"),
+    ({"WORLD_SIZE": ""}, "world_size must be a whole number of 1 or more (WORLD_SIZE"),
+    ({"LOCAL_RANK": "x"}, "local_rank must be a whole number of 0 or more (LOCAL_RANK"),
+])
+def test_for_rank_names_a_bad_torchrun_variable(monkeypatch, env, needle):
+    """LOCAL_WORLD_SIZE=0 raised ZeroDivisionError, RANK=abc a bare ValueError; 1.7 was cut to 1."""
+    from autotune.config.schema import Config, LoaderConfig
+    from autotune.errors import ConfigError
+
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}))
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        cfg.for_rank()
+    with pytest.raises(ConfigError, match="rank must be a whole number"):
+        cfg.for_rank(1.7, 2)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import operator
 import os
 import shlex
 import tempfile
@@ -13,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from autotune.config.schema import Config
+from autotune.config.schema import Config, whole_number
 from autotune.errors import ConfigError
 
 
@@ -202,21 +201,6 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         raise ConfigError(f"{what} {str(p)!r} is not valid YAML{at}: {getattr(e, 'problem', e)}; fix the syntax") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None
-
-
-def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
-    """``value`` as an int of ``least`` or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
-
-    Raises:
-        ConfigError: one line naming ``name``, what it counts, and the value.
-    """
-    try:
-        n = int(value.strip()) if isinstance(value, str) else operator.index(value)
-    except (TypeError, ValueError):
-        n = least - 1
-    if isinstance(value, bool) or n < least:
-        raise ConfigError(f"{name} must be a whole number of {least} or more ({what}), but got {value!r}")
-    return n
 
 
 def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool = False, world_size: int | None = None) -> Config:

@@ -20,6 +20,7 @@ import dataclasses
 import datetime as _dt
 import logging
 import math
+import operator
 import os
 import re
 import warnings
@@ -255,6 +256,21 @@ class LoaderConfig:
         return cls(backend, data["batch_size"], torch=torch_opts, dali=dali_opts)
 
 
+def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
+    """``value`` as an int of ``least`` or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
+
+    Raises:
+        ConfigError: one line naming ``name``, what it counts, and the value.
+    """
+    try:
+        n = int(value.strip()) if isinstance(value, str) else operator.index(value)
+    except (TypeError, ValueError):
+        n = least - 1
+    if isinstance(value, bool) or n < least:
+        raise ConfigError(f"{name} must be a whole number of {least} or more ({what}), but got {value!r}")
+    return n
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """A whole ``autotune.yaml``. Sections other than ``loader`` are kept as plain mappings of evidence."""
@@ -332,13 +348,14 @@ class Config:
         config was tuned for (``result.ranks``).
         """
         env = os.environ
-        rank = int(env.get("RANK", 0)) if rank is None else int(rank)
-        world_size = int(env.get("WORLD_SIZE", 1)) if world_size is None else int(world_size)
+        rank = whole_number(env.get("RANK", 0) if rank is None else rank, "rank", "RANK: this process's rank, from 0", least=0)
+        world_size = whole_number(env.get("WORLD_SIZE", 1) if world_size is None else world_size, "world_size", "WORLD_SIZE: the number of ranks")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
         if local_world_size is None:
-            local_world_size = int(env["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in env else world_size
-        local_rank = int(env.get("LOCAL_RANK", rank % local_world_size))
+            local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
+        local_world_size = whole_number(local_world_size, "local_world_size", "LOCAL_WORLD_SIZE: the ranks on this node")
+        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "LOCAL_RANK: this process's rank on its node", least=0)
         tuned = self.result.get("ranks")
         if tuned is not None and int(tuned) != int(local_world_size):
             warnings.warn(
