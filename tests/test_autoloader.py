@@ -832,3 +832,20 @@ def test_len_follows_the_batch_size_of_the_candidate_in_use(tiny_dataset, space)
         assert al.exploring and len(al) == 24 // 8
     finally:
         al.close()
+
+
+def test_a_switch_line_says_whose_the_reason_is_under_the_packages_logger(tiny_dataset, space, caplog):
+    """"switch to X ... (slow)" read as if X were slow; and the lines came from private module names."""
+    import logging
+
+    rules = Exploration(warmup_batches=1, measure_batches=2, check_batches=2, max_candidates=2, settle_wait=0.0)
+    with caplog.at_level(logging.INFO, logger="autotune.autoloader"):
+        al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=rules)
+        try:
+            epochs_exactly_once(al, tiny_dataset, 2)
+        finally:
+            al.close()
+    switches = [r for r in caplog.records if "autoloader: switch to" in r.getMessage()]
+    assert "(first candidate)" in switches[0].getMessage()
+    assert switches[1:] and all("(after the previous candidate: " in r.getMessage() for r in switches[1:])
+    assert {r.name for r in caplog.records if r.getMessage().startswith("autoloader:")} == {"autotune.autoloader"}

@@ -258,10 +258,10 @@ def test_autoloader_says_when_the_last_batch_drops_much_of_an_epoch(tmp_path, ca
     from autotune.dataset.synth import synthesize
 
     root = synthesize(tmp_path / "d", images=30, classes=2, min_side=16, max_side=24, workers=1)
-    with caplog.at_level(logging.WARNING, logger="autotune.autoloader._setup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.autoloader"):
         resolve(Agreement(), None, root, device="cpu", batch_size=16, pipeline="imagenet-train", space="cpu", seed=0)
     assert "batch_size 16 over 30 images per rank drops the last 14 (47 %) of every epoch" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="autotune.autoloader._setup"):
+    with caplog.at_level(logging.WARNING, logger="autotune.autoloader"):
         resolve(Agreement(), None, root, device="cpu", batch_size=15, pipeline="imagenet-train", space="cpu", seed=0)
     assert "drops" not in caplog.text

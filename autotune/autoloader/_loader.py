@@ -27,7 +27,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.loaders.factory import build_from_dataset
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("autotune.autoloader")  # one name for the package's lines, not its private modules'
 
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
 SAFE = {"backend": "torch", "num_workers": 0}
@@ -502,7 +502,8 @@ class AutoLoader:
         if stay:
             entry["from_next_epoch"] = True  # the current candidate finishes this epoch: cheaper than a second start
         self.history.append(entry)
-        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)%s", entry["action"], entry["config"], entry["epoch"], entry["batch"], entry["reason"],
+        why = f"after the previous candidate: {entry['reason']}" if decision["action"] == "switch" and old is not None and entry["reason"] else entry["reason"]
+        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)%s", entry["action"], entry["config"], entry["epoch"], entry["batch"], why,
                     "; from the next epoch on: finishing this one costs less than starting it twice" if stay else "")
         if decision["action"] == "settle":
             self.settled = LoaderConfig.from_params(decision["params"])

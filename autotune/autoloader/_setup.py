@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from autotune.autoloader._explore import Exploration
     from autotune.autoloader._source import CandidateSource
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("autotune.autoloader")  # one name for the package's lines, not its private modules'
 
 DEFAULT_BATCH = 256
 
