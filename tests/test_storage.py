@@ -205,3 +205,21 @@ def test_a_reading_command_leaves_a_database_that_is_not_a_storage_as_it_was(tmp
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "holds no Optuna study tables, so it is not a storage 'autotune run' wrote" in line
     assert hashlib.md5(db.read_bytes()).hexdigest() == before
+
+
+def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(tmp_path, capsys, monkeypatch):
+    """A multi-objective study made `show` and `report` end in Optuna's RuntimeError; a string where a mapping goes
+    (a `dataset` attribute) made `report` end in AttributeError."""
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    multi = optuna.create_study(storage=url, study_name="multi", directions=["maximize", "minimize"])
+    multi.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=2)
+    odd = optuna.create_study(storage=url, study_name="odd", direction="maximize")
+    odd.set_user_attr("dataset", "a string")
+    odd.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    for command in (["show", "--study", "multi"], ["report", "--study", "multi"]):
+        assert main([*command, "--storage", url]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert "has 2 objectives, so 'autotune run' did not write it" in line
+    assert main(["report", "--study", "odd", "--storage", url]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -36,9 +36,13 @@ def load(url: str, name: str) -> optuna.Study:
     """Load study ``name`` from storage ``url``, or raise a one-line :class:`UserError`."""
     storage = open_existing_storage(url)
     try:
-        return optuna.load_study(study_name=name, storage=storage)
+        study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise UserError(f"no study named {name!r} in {mask_url(url)}; list them with 'autotune studies --storage URL'") from None
+    if len(study.directions) != 1:  # another program's study in a shared storage
+        raise UserError(f"study {name!r} in {mask_url(url)} has {len(study.directions)} objectives, so 'autotune run' did not write it; "
+                        "pick an autotune study with 'autotune studies --storage URL'")
+    return study
 
 
 def latest_study_name(url: str) -> str:
@@ -121,6 +125,11 @@ def _ceiling(value: Any) -> float | None:
     return None
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    """A user attribute that should be a mapping: another program's study may hold anything there."""
+    return value if isinstance(value, dict) else {}
+
+
 def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     """The study's settings, the winner with its evidence, and the baselines it is compared with."""
     from autotune.study.evidence import confirmation_method
@@ -160,12 +169,12 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "study": study.study_name,
         "storage": mask_url(storage_url),
         "created": a.get("created") or (min(starts).strftime("%Y-%m-%d %H:%M:%S") if starts else None),
-        "dataset": a.get("dataset") or {},
+        "dataset": _mapping(a.get("dataset")),
         "pipeline": a.get("pipeline"),
         "device": a.get("device"),
-        "hardware": a.get("hardware") or {},
-        "budgets": a.get("budgets") or {},
-        "measurement": a.get("measurement") or {},
+        "hardware": _mapping(a.get("hardware")),
+        "budgets": _mapping(a.get("budgets")),
+        "measurement": _mapping(a.get("measurement")),
         "space": a.get("space"),
         "sampler": a.get("sampler"),
         "pruner": a.get("pruner"),
