@@ -319,3 +319,26 @@ def test_a_pipeline_that_is_no_name_is_refused_when_read(tmp_path, value):
         load_config(path)
     with pytest.raises(UserError, match="unknown pipeline"):
         get_preset(["x"])
+
+
+def test_a_control_character_in_a_yaml_is_one_line(tmp_path, capsys):
+    from autotune.cli import main
+
+    path = tmp_path / "esc.yaml"
+    path.write_text('schema: 1\nloader: {backend: torch, batch_size: 8}\npipeline: "imagenet-train\x1b[0m"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert "\n" not in str(caught.value) and "not valid YAML" in str(caught.value)
+    assert main(["show", str(path)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_json_output_holds_no_infinity(tmp_path, capsys):
+    """A study of another program may hold inf; `--json` wrote `Infinity`, which strict parsers refuse."""
+    from autotune.cli import main
+
+    path = tmp_path / "a.yaml"
+    path.write_text("schema: 1\nloader: {backend: torch, batch_size: 8}\nhardware: {cpus: .inf, python: '3', torch: '2'}\n")
+    main(["check", str(path), "--json", "--no-dataset"])
+    out = capsys.readouterr().out
+    assert "Infinity" not in out and json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))["stale"] is True

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 
+from autotune.cli._output import write_json
 from autotune.cli._types import positive_float
 
 NAME = "check"
@@ -53,8 +53,8 @@ def run(args: argparse.Namespace) -> int:
     stale = any(d.matters for d in diffs)
     unchecked = dataset_not_compared(cfg, args.dataset, compare_dataset=not args.no_dataset)
     if args.json:
-        json.dump({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs], "dataset_compared": unchecked is None and not args.no_dataset,
-                   **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {})}, sys.stdout, indent=2, default=str)
+        write_json({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs], "dataset_compared": unchecked is None and not args.no_dataset,
+                   **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {})}, indent=2)
         sys.stdout.write("\n")
     elif not args.quiet:
         for d in sorted(diffs, key=lambda d: not d.matters):

@@ -16,6 +16,7 @@ log files (:mod:`autotune.trials.logs`).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -309,3 +310,21 @@ def _display_path(path: str) -> str:
     except ValueError:
         return path
     return path if rel.startswith("..") else rel
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every float that JSON cannot hold (inf, nan: a study of another program may store them) as null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
+def write_json(value: Any, out: IO[str] | None = None, **kwargs: Any) -> None:
+    """``--json`` output that every parser reads: no ``Infinity`` or ``NaN`` (written as null), odd types as text."""
+    import json
+
+    json.dump(_strict(value), out or sys.stdout, allow_nan=False, default=str, **kwargs)

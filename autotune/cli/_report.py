@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from autotune.cli._output import write_json
 
 NAME = "report"
 HELP = "write the Markdown + HTML report of a stored study"
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     images = [f for _, _, f in IMAGES if (folder / f).exists()]
     if args.json:
         out = {"study": name, "report_dir": str(folder), "html": str(folder / "report.html"), "markdown": str(folder / "report.md"), "images": images}
-        json.dump(out, sys.stdout, indent=2)
+        write_json(out, indent=2)
         sys.stdout.write("\n")
     elif not args.quiet:
         print(f"wrote {folder}/report.html, report.md and {len(images)} plots", file=sys.stderr)

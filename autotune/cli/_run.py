@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
 import os
 import signal
 import sys
 
+from autotune.cli._output import write_json
 from autotune.cli._types import nonneg_float, nonneg_int, positive_float, positive_int, seed_int
 
 logger = logging.getLogger(__name__)
@@ -144,6 +144,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.stop()
     if args.json:
-        json.dump(summary, sys.stdout, indent=2, default=str)
+        write_json(summary, indent=2)
         sys.stdout.write("\n")
     return int(summary.get("exit_code", 0))

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from autotune.cli._output import write_json
 from autotune.config.fingerprint import gpu_text
 
 NAME = "show"
@@ -95,7 +96,7 @@ def _show_study(args: argparse.Namespace) -> int:
     ov = overview(study, storage)
     if args.json:
         out = {"study": study.study_name, "storage": ov["storage"], "config": cfg.to_dict() if cfg else None, "outcomes": ov["outcomes"], "trials": rows}
-        json.dump(out, sys.stdout, indent=2, default=str)
+        write_json(out, indent=2)
         sys.stdout.write("\n")
         return 0
     console = Console(width=max(140, Console().width))
@@ -135,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         args.file = "autotune.yaml"
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     if args.json:
-        json.dump(cfg.to_dict(), sys.stdout, indent=2, default=str)
+        write_json(cfg.to_dict(), indent=2)
         sys.stdout.write("\n")
         return 0
     Console().print(_config_table(cfg, args.file))

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from autotune.cli._output import write_json
 
 NAME = "studies"
 HELP = "list the studies in a storage with their best samples/s and config"
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
     rows = list_studies(args.storage)
     if args.json:
-        json.dump(rows, sys.stdout, indent=2, default=str)
+        write_json(rows, indent=2)
         sys.stdout.write("\n")
         return 0
     if not rows:

@@ -198,7 +198,8 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{at}: {getattr(e, 'problem', e)}; fix the syntax") from None
+        problem = str(getattr(e, "problem", None) or e).splitlines()[0]  # a reader's error runs on with "in <unicode string>"
+        raise ConfigError(f"{what} {str(p)!r} is not valid YAML{at}: {problem}; fix the syntax") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None
 
