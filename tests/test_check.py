@@ -111,10 +111,15 @@ def test_check_compares_the_dataset(tiny_dataset, tmp_path, capsys):
     assert main(["check", f]) == 0  # the recorded folder exists here: compared, unchanged
     copy = tmp_path / "other"
     shutil.copytree(tiny_dataset, copy)
-    next(p for p in copy.rglob("*.jpg")).unlink()
+    jpgs = sorted(copy.rglob("*.jpg"))
+    jpgs[0].unlink()
+    assert main(["check", f, "--dataset", str(copy)]) == 0  # one image of 24 fewer: shown, not stale
+    assert "ignored  dataset.samples: 24 -> 23" in capsys.readouterr().out
+    for p in jpgs[1:6]:
+        p.unlink()
     assert main(["check", f, "--dataset", str(copy)]) == 1
     out = capsys.readouterr().out
-    assert "dataset.samples: 24 -> 23" in out and f"autotune run --dataset {copy} --warm-start" in out  # the folder given
+    assert "matters  dataset.samples: 24 -> 18" in out and f"autotune run --dataset {copy} --warm-start" in out  # the folder given
     g = _write(tmp_path / "b.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset) | {"path": str(copy)})
     assert main(["check", g]) == 1  # the recorded folder changed
     assert main(["check", g, "--no-dataset"]) == 0

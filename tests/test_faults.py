@@ -199,7 +199,11 @@ def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset
         warnings.simplefilter("always")
         autotune.build_loader(root, cfg)
     assert not [w for w in caught if "undecodable" in str(w.message)]  # nothing left to leave out
-    (root / "class_0001" / "new.jpg").write_bytes(next(root.rglob("*.jpg")).read_bytes())
+    image = next(root.rglob("*.jpg")).read_bytes()
+    (root / "class_0001" / "new.jpg").write_bytes(image)
+    assert "dataset.samples" in [d.field for d in assess(cfg) if not d.matters]  # one more image: shown, not stale
+    for i in range(20):
+        (root / "class_0001" / f"new{i}.jpg").write_bytes(image)
     assert "dataset.samples" in [d.field for d in assess(cfg) if d.matters]  # a real change still counts
 
 

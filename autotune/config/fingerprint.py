@@ -41,6 +41,9 @@ RECORDED = ("cpus", "python", "torch")
 NOT_RECORDED = "(not recorded)"
 #: dataset summary keys whose change invalidates a tuned config (``path`` alone does not)
 DATASET_MATTERS = ("samples", "classes", "mean_bytes", "signature")
+#: the share by which the image count, the class count or the mean file size may change before the tuned config is
+#: stale: a dataset that grows by a few images a day is not re-tuned every day (the loader's speed does not move)
+DATASET_TOLERANCE = 0.10
 
 
 def cgroup_cpu_limit() -> float | None:
@@ -196,12 +199,25 @@ def dataset_summary(path: str | os.PathLike[str], exclude: Iterable[str] = ()) -
     return scan(path).without(exclude).summary()
 
 
+def _within(was: Any, now: Any) -> bool:
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (was, now))
+    return numbers and was > 0 and abs(now - was) <= DATASET_TOLERANCE * was
+
+
 def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
-    """Differences between two dataset summaries; a new path with the same content does not matter."""
+    """Differences between two dataset summaries. A new path with the same content does not matter; nor does a
+    change of at most ``DATASET_TOLERANCE`` in the image count, the class count or the mean file size. The content
+    signature (every file's path and size) matters only where the record has none of those to judge by."""
     out = []
+    judged = False
     for k in DATASET_MATTERS:
+        if k == "signature":
+            continue
+        judged = judged or old.get(k) is not None
         if old.get(k) is not None and old.get(k) != new.get(k):
-            out.append(Difference(f"dataset.{k}", old.get(k), new.get(k), True))
+            out.append(Difference(f"dataset.{k}", old.get(k), new.get(k), not _within(old.get(k), new.get(k))))
+    if old.get("signature") is not None and old.get("signature") != new.get("signature"):
+        out.append(Difference("dataset.signature", old.get("signature"), new.get("signature"), not judged))
     if old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"]):
         out.append(Difference("dataset.path", old["path"], new["path"], False))
     return out
