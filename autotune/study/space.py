@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,7 +257,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 raise err(f"{field}.log", f"needs low > 0, but got {low}")
             if step is not None:
                 whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())
-                if not isinstance(step, (int, float)) or isinstance(step, bool) or step <= 0 or (kind == "int" and not whole):
+                if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0 or (kind == "int" and not whole):
                     raise err(f"{field}.step", f"must be {'a whole number' if kind == 'int' else 'a number'} above 0, but got {step!r}")
                 if kind == "int":
                     step = int(step)
@@ -273,6 +274,11 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
             if isinstance(cond, dict) and next(iter(cond)) != "ne" and (not isinstance(next(iter(cond.values())), (int, float)) or isinstance(next(iter(cond.values())), bool)):
                 raise err(f"{field}.when.{k}", f"compares with a number, but got {cond!r}")
+            if isinstance(cond, dict) and next(iter(cond)) != "ne":
+                earlier = next((q for q in params if q.name == k), None)
+                numeric = earlier is not None and (earlier.kind != "choices" or all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in earlier.choices))
+                if not numeric:
+                    raise err(f"{field}.when.{k}", f"compares {k} with a number, but {k} takes values that are not numbers; use a value or a list of them")
             if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
                 raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
         if name in ("backend", "batch_size") and when:
