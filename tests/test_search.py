@@ -104,8 +104,9 @@ class Replay:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> Replay:
         replay = self
 
-        def fake_measure(tuner: Tuner, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None) -> TrialResult:
-            return replay(tuner.settings, loader, number, on_intermediate)
+        def fake_measure(tuner: Tuner, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None,
+                         timeout_s: float | None = None) -> TrialResult:
+            return replay(tuner.settings, loader, number, on_intermediate, timeout_s)
 
         monkeypatch.setattr(Tuner, "measure", fake_measure)
         return self
@@ -113,7 +114,8 @@ class Replay:
     def true_rate(self, loader: LoaderConfig) -> float:
         return self.landscape.rate(loader)
 
-    def __call__(self, settings: TuneSettings, loader: LoaderConfig, number: int | None, on_intermediate: Callable[[int, float], bool] | None) -> TrialResult:
+    def __call__(self, settings: TuneSettings, loader: LoaderConfig, number: int | None, on_intermediate: Callable[[int, float], bool] | None,
+                 timeout_s: float | None = None) -> TrialResult:
         key = loader.describe()
         self.configs[key] = loader
         (self.searched if number is not None else self.remeasured)[key] += 1  # re-measurements have no trial number
@@ -136,9 +138,10 @@ class Replay:
             return False
 
         m = measure(stream, warmup_batches=settings.warmup_batches, window_s=settings.window_s, windows=settings.windows, on_window=on_window, clock=self.clock)
-        if self.clock.now - start > settings.trial_timeout:
-            self.clock.now = start + settings.trial_timeout
-            return TrialResult(Outcome.TIMEOUT, message="no result in time", duration_s=settings.trial_timeout)
+        limit = settings.trial_timeout if timeout_s is None else timeout_s  # as run_trial: the tuner may cut it at the budget's end
+        if self.clock.now - start > limit:
+            self.clock.now = start + limit
+            return TrialResult(Outcome.TIMEOUT, message="no result in time", duration_s=limit)
         if enough:
             return TrialResult(Outcome.COMPLETE, samples_per_s=enough[-1], spread=(min(enough), max(enough)), windows=enough, duration_s=self.clock.now - start,
                                message=f"measured {len(enough)} window(s): the time budget ran out")

@@ -36,6 +36,7 @@ from autotune.study.evidence import (
     tell_repeat,
     unless_repeat,
 )
+from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, mask_url, open_storage, storage_failure
 from autotune.trials import guard
@@ -56,6 +57,9 @@ DALI_HW_THREADS = 4
 SAMPLERS = ("tpe", "random", "qmc")
 #: the least time a trial gets when the time budget is nearly spent (its first window may still come)
 MIN_TRIAL_S = 3.0
+#: how far past the time left for trials (``time_left``) a trial may run before it is cut: into the reserve kept for
+#: writing the YAML, so that a window that comes meanwhile ends it complete and the run still ends about on time
+CUT_GRACE_S = WRITE_RESERVE_S
 PRUNERS = ("median", "percentile", "none")
 
 
@@ -401,7 +405,7 @@ class Tuner:
         the YAML needs one."""
         if self.settings.time_left is None or not any(t.value is not None for t in measured_complete(self.study)):
             return None
-        left = max(MIN_TRIAL_S, self.settings.time_left())
+        left = max(MIN_TRIAL_S, self.settings.time_left() + CUT_GRACE_S)
         return left if left < self.settings.trial_timeout else None
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None,
@@ -485,7 +489,7 @@ class Tuner:
         if log is not None:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         cut = self._budget_cut()
-        result = self.measure(loader, trial.number, intermediate, timeout_s=cut)
+        result = self.measure(loader, trial.number, intermediate, **({"timeout_s": cut} if cut is not None else {}))
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before its first window"
         for k, v in result.to_attrs().items():
