@@ -284,3 +284,11 @@ def test_the_winners_legend_says_how_many_measurements_its_figure_is(stored, tmp
     plot_throughput(trial_rows(study), {**ov, "winner": {**ov["winner"], "scores": [190.0, 200.0, 210.0]}}, tmp_path / "three.png")
     assert "winner #5 (one measurement)" in labels and "winner #5 (median of 3 measurements)" in labels
     assert not any("confirmed" in label for label in labels)
+
+
+def test_a_queued_trial_shows_the_config_it_was_queued_with():
+    """Rows `queued, not run` (a warm start's neighbours, the defaults) had an empty config column."""
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"backend": "torch", "batch_size": 64}, user_attrs={"role": "defaults", "loader_params": {"backend": "torch", "batch_size": 64, "num_workers": 0}})
+    (row,) = trial_rows(study)
+    assert row["state"] == "waiting" and row["config"] == "torch b=64 workers=0"

@@ -12,6 +12,7 @@ from typing import Any
 
 import optuna
 
+from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.study.selection import ceiling_attrs, study_ceiling
 from autotune.study.storage import mask_url, open_storage
@@ -57,6 +58,16 @@ def _outcome(t: optuna.trial.FrozenTrial) -> str:
     return t.user_attrs.get("outcome") or ("complete" if t.state == _TS.COMPLETE else t.state.name.lower())
 
 
+def _described(params: Any) -> str:
+    """A queued trial's config (its ``loader_params``, set when it was queued) as trials describe theirs; "" when none."""
+    if not isinstance(params, dict):
+        return ""
+    try:
+        return LoaderConfig.from_params(params).describe()
+    except (UserError, KeyError, TypeError, ValueError):
+        return ""
+
+
 def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     """One plain dict per trial, in trial order (what the per-trial tables and plots show)."""
     ceiling = study_ceiling(study.user_attrs)
@@ -72,7 +83,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
             "state": t.state.name.lower(),
             "outcome": _outcome(t),
             "role": a.get("role"),
-            "config": a.get("config") or ", ".join(f"{k}={v}" for k, v in sorted(t.params.items())),
+            "config": a.get("config") or _described(a.get("loader_params")) or ", ".join(f"{k}={v}" for k, v in sorted(t.params.items())),
             "backend": (loader or {}).get("backend"),
             "loader": loader,
             "samples_per_s": rate,
