@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import optuna
 import psutil
@@ -326,3 +327,33 @@ def test_monitor_watches_each_rank_gpu(monkeypatch):
     assert m.sample(os.getpid()) is Outcome.OOM_GPU and m.over == "gpu"
     assert m.peak_gpu_mib == 2000.0
     assert [nv.index for nv in Monitor(Budgets(), "cuda:1")._nvml] == [1]  # one rank: its own device
+
+
+def test_a_confirmation_reads_again_a_process_that_grew_since_its_read(monkeypatch):
+    """Workers that map shared pages at once grow in RSS by what they share: the estimate counts that in full, so a
+    confirmation that kept a recent read would stop the trial on an over-count."""
+    reads = []
+
+    def pss(pid):
+        reads.append(pid)
+        time.sleep(0.005)  # stands for 0.05 s near a budget
+        return 100.0
+
+    class Proc:
+        def __init__(self, pid, rss_mib):
+            self.pid, self.rss = pid, rss_mib
+
+        def memory_info(self):
+            return types.SimpleNamespace(rss=self.rss * guard.MiB)
+
+    monkeypatch.setattr(guard, "read_pss_mib", pss)
+    now = [0.0]
+    tm = TreeMemory(clock=lambda: now[0])
+    procs = [Proc(pid, 100.0) for pid in range(4)]
+    assert tm.total_mib(procs) == 400.0 and len(reads) == 4
+    now[0] += 0.01
+    assert tm.total_mib(procs, exact=True) == 400.0 and len(reads) == 4  # flat and just read: the reads stand
+    for p in procs:
+        p.rss += 100.0  # shared pages mapped at once
+    assert tm.total_mib(procs, exact=True) == 400.0 and len(reads) == 8  # every grown process read again
+    assert tm.total_mib(procs) == 400.0

@@ -331,8 +331,10 @@ class TreeMemory:
     count in full, but pages a worker stops sharing with its parent (copy-on-write) show only at its next exact
     read, so the figure can read low for up to ``MAX_GAP_S``. When a process leaves the tree, the pages it shared
     fall to the others: every survivor is read again at once. ``exact=True`` (a budget about to be crossed) reads
-    every process exactly, except one read within ``cost / CONFIRM_SHARE`` (a 25 ms read in the last 0.25 s): a
-    trial that sits near its budget is confirmed a few times a second, not read in full at every sample.
+    every process exactly, except one read within ``cost / CONFIRM_SHARE`` (a 25 ms read in the last 0.25 s) whose
+    RSS has not grown since by more than ``GROWTH_SLACK_MIB`` (growth may be shared pages, which the estimate counts in
+    full): a trial that sits near its budget is confirmed a few times a second, not read in full at every sample,
+    and never stopped on an over-count.
     """
 
     #: the share of the time a process spends with its page tables being read
@@ -341,6 +343,8 @@ class TreeMemory:
     MAX_GAP_S = 1.0
     #: near a budget, the share of the time a process may spend being read
     CONFIRM_SHARE = 0.1
+    #: near a budget, RSS growth since a recent exact read up to which that read stands
+    GROWTH_SLACK_MIB = 4.0
 
     def __init__(self, exact_per_sample: int = 2, clock: Callable[[], float] = time.monotonic) -> None:
         self.exact_per_sample = exact_per_sample
@@ -374,6 +378,8 @@ class TreeMemory:
                 rss = p.memory_info().rss / MiB
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
+            if exact and p in self._last and rss - self._last[p][1] > self.GROWTH_SLACK_MIB:
+                refresh.add(p)  # grown since its read: the growth may be shared pages, counted in full until read
             if p in refresh:
                 t0 = time.perf_counter()
                 pss = read_pss_mib(p.pid)
