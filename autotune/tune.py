@@ -70,7 +70,8 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         out.append(f"the run took {budget.elapsed():.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
     if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
-        ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (t.user_attrs.get("loader") or {}).get("backend") == "torch"] if study else []
+        ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (t.user_attrs.get("loader") or {}).get("backend") == "torch"
+               and t.user_attrs.get("outcome") != Outcome.INTERRUPTED.value] if study else []  # one cut by the budget's end did not run
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")

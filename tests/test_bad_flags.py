@@ -276,9 +276,12 @@ def test_out_holding_another_programs_yaml_is_not_replaced(workdir, tiny_dataset
     train.write_text("lr: 0.1\nepochs: 90\n")
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--out", "train.yaml"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line == ("autotune: error: --out 'train.yaml' exists and is not an autotune config (no loader section), so it is not replaced; "
-                    "pass another file name such as autotune.yaml, or remove it first")
+    assert line == ("autotune: error: --out 'train.yaml' exists and is not an autotune config (no schema and loader sections), so it is not "
+                    "replaced; pass another file name such as autotune.yaml, or remove it first")
     assert train.read_text() == "lr: 0.1\nepochs: 90\n"
+    train.write_text("model: resnet50\nloader: {batch_size: 256, workers: 8}\n")  # a training config with a loader of its own
+    assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--out", "train.yaml"]) == 2
+    assert "is not an autotune config" in capsys.readouterr().err
     assert not (workdir / "autotune.db").exists()  # refused before the study
     (workdir / "empty.yaml").write_text("")
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # an empty file is fine

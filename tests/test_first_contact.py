@@ -190,6 +190,9 @@ def test_no_budget_advice_when_torch_trials_ran_and_failed():
     study = optuna.create_study(direction="maximize")
     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "shm"}))
     assert short_run_warnings(dali, space, TimeBudget(30.0, clock=lambda: 28.0, start=0.0), study) == []  # /dev/shm, not the budget
+    cut = optuna.create_study(direction="maximize")  # the budget's end cut the only torch trial: it did not run, the advice stands
+    cut.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "interrupted", "role": "heuristic"}))
+    assert any("no torch DataLoader was measured" in w for w in short_run_warnings(dali, space, TimeBudget(30.0, clock=lambda: 28.0, start=0.0), cut))
 
 
 def test_defaults_left_queued_by_the_budget_are_named_with_the_fix():

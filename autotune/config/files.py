@@ -83,13 +83,14 @@ def foreign_problem(path: str | os.PathLike[str]) -> str | None:
     p = Path(path)
     if not p.is_file() or p.stat().st_size == 0:
         return None
+    fix = "so it is not replaced; pass another file name such as autotune.yaml, or remove it first"
     try:
         data = read_yaml(p, "file")
     except ConfigError:
-        data = None
-    if isinstance(data, dict) and "loader" in data:
+        return f"exists and cannot be read as YAML, {fix}"
+    if isinstance(data, dict) and "schema" in data and "loader" in data:  # every autotune YAML has both
         return None
-    return "exists and is not an autotune config (no loader section), so it is not replaced; pass another file name such as autotune.yaml, or remove it first"
+    return f"exists and is not an autotune config (no schema and loader sections), {fix}"
 
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
@@ -198,7 +199,7 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = str(getattr(e, "problem", None) or e).splitlines()[0]  # a reader's error runs on with "in <unicode string>"
+        problem = (str(getattr(e, "problem", None) or e).splitlines() or ["unknown"])[0]  # a reader's error runs on with "in <unicode string>"
         raise ConfigError(f"{what} {str(p)!r} is not valid YAML{at}: {problem}; fix the syntax") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{what} {str(p)!r} is not UTF-8 text; pass a YAML file") from None

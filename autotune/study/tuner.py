@@ -491,7 +491,7 @@ class Tuner:
         cut = self._budget_cut()
         result = self.measure(loader, trial.number, intermediate, **({"timeout_s": cut} if cut is not None else {}))
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
-            result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before its first window"
+            result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
