@@ -113,7 +113,10 @@ def test_check_compares_the_dataset(tiny_dataset, tmp_path, capsys):
     shutil.copytree(tiny_dataset, copy)
     jpgs = sorted(copy.rglob("*.jpg"))
     jpgs[0].unlink()
-    assert main(["check", f, "--dataset", str(copy)]) == 0  # one image of 24 fewer: shown, not stale
+    assert main(["check", f, "--dataset", str(copy)]) == 1  # another folder, other files
+    assert "matters  dataset.signature" in capsys.readouterr().out
+    h = _write(tmp_path / "c.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset) | {"path": str(copy)})
+    assert main(["check", h]) == 0  # its own folder, one image of 24 fewer: shown, not stale
     assert "ignored  dataset.samples: 24 -> 23" in capsys.readouterr().out
     for p in jpgs[1:6]:
         p.unlink()

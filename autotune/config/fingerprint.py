@@ -206,8 +206,9 @@ def _within(was: Any, now: Any) -> bool:
 
 def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     """Differences between two dataset summaries. A new path with the same content does not matter; nor does a
-    change of at most ``DATASET_TOLERANCE`` in the image count, the class count or the mean file size. The content
-    signature (every file's path and size) matters only where the record has none of those to judge by."""
+    change of at most ``DATASET_TOLERANCE`` in the image count, the class count or the mean file size of the same
+    folder. The content signature (every file's path and size) matters in another folder, or where the record has
+    none of those counts to judge by."""
     out = []
     judged = False
     for k in DATASET_MATTERS:
@@ -216,9 +217,11 @@ def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
         judged = judged or old.get(k) is not None
         if old.get(k) is not None and old.get(k) != new.get(k):
             out.append(Difference(f"dataset.{k}", old.get(k), new.get(k), not _within(old.get(k), new.get(k))))
+    moved = old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"])
     if old.get("signature") is not None and old.get("signature") != new.get("signature"):
-        out.append(Difference("dataset.signature", old.get("signature"), new.get("signature"), not judged))
-    if old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"]):
+        # another folder with other files matters even where its counts look alike; the same folder grown a little does not
+        out.append(Difference("dataset.signature", old.get("signature"), new.get("signature"), not judged or moved))
+    if moved:
         out.append(Difference("dataset.path", old["path"], new["path"], False))
     return out
 
