@@ -32,7 +32,7 @@ from autotune.study.evidence import measured_complete
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
-from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, open_storage, sqlite_file, storage_failure
+from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log

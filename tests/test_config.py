@@ -292,8 +292,8 @@ def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, 
 
 
 @pytest.mark.parametrize(("section", "needle"), [
-    ("torch: {num_workers: 1, prefetch_factor: 1000000000000}", "loader.torch.prefetch_factor must be between 1 and 64, but got 1000000000000"),
-    ("torch: {num_workers: 1, prefetch_factor: -2}", "loader.torch.prefetch_factor must be between 1 and 64, but got -2"),
+    ("torch: {num_workers: 1, prefetch_factor: 1000000000000}", "loader.torch.prefetch_factor must be between 1 and 1024, but got 1000000000000"),
+    ("torch: {num_workers: 1, prefetch_factor: -2}", "loader.torch.prefetch_factor must be between 1 and 1024, but got -2"),
     ("torch: {num_workers: 100000}", "loader.torch.num_workers must be between 0 and 16384"),
 ])
 def test_a_knob_beyond_what_any_space_offers_is_refused_when_read(tmp_path, capsys, section, needle):

@@ -267,10 +267,10 @@ def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
 
 
 @pytest.mark.parametrize(("env", "needle"), [
-    ({"LOCAL_WORLD_SIZE": "0"}, "local_world_size must be a whole number of 1 or more (LOCAL_WORLD_SIZE"),
-    ({"RANK": "abc", "WORLD_SIZE": "2"}, "rank must be a whole number of 0 or more (RANK"),
-    ({"WORLD_SIZE": ""}, "world_size must be a whole number of 1 or more (WORLD_SIZE"),
-    ({"LOCAL_RANK": "x"}, "local_rank must be a whole number of 0 or more (LOCAL_RANK"),
+    ({"LOCAL_WORLD_SIZE": "0"}, "local_world_size must be a whole number of 1 or more (the ranks on this node; LOCAL_WORLD_SIZE"),
+    ({"RANK": "abc", "WORLD_SIZE": "2"}, "rank must be a whole number of 0 or more (this process's rank from 0; RANK"),
+    ({"WORLD_SIZE": ""}, "world_size must be a whole number of 1 or more (the number of ranks; WORLD_SIZE"),
+    ({"LOCAL_RANK": "x"}, "local_rank must be a whole number of 0 or more (this process's rank on its node; LOCAL_RANK"),
 ])
 def test_for_rank_names_a_bad_torchrun_variable(monkeypatch, env, needle):
     """LOCAL_WORLD_SIZE=0 raised ZeroDivisionError, RANK=abc a bare ValueError; 1.7 was cut to 1."""

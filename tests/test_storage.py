@@ -223,3 +223,7 @@ def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(
         assert "has 2 objectives, so 'autotune run' did not write it" in line
     assert main(["report", "--study", "odd", "--storage", url]) == 0
     assert "Traceback" not in capsys.readouterr().err
+    later = optuna.create_study(storage=url, study_name="later", directions=["maximize", "maximize"])  # the newest: not picked
+    later.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+    assert main(["report", "--storage", url]) == 0
+    assert "odd" in capsys.readouterr().out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-logger = logging.getLogger("autotune.autoloader")  # one name for the package's lines, not its private modules'
+logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
 
 class Agreement:

@@ -27,7 +27,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.loaders.factory import build_from_dataset
 
-logger = logging.getLogger("autotune.autoloader")  # one name for the package's lines, not its private modules'
+logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
 SAFE = {"backend": "torch", "num_workers": 0}

@@ -27,7 +27,7 @@ from autotune.study.space import SearchSpace
 from autotune.study.storage import mask_url, open_storage
 from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
 
-logger = logging.getLogger("autotune.autoloader")  # one name for the package's lines, not its private modules'
+logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
 #: proposals in a row that repeat a measured config before the space counts as exhausted
 _MAX_REPEATS = 5

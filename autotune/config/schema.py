@@ -95,13 +95,14 @@ def _from_dict(cls: type, data: Any, where: str):
     return cls(**data)
 
 
-#: the least and the most each loader knob may be, in a YAML and in a search space (a prefetch of 10**12 batches
-#: would hang the first batch; no machine has more workers or threads than this)
+#: the least and the most each loader knob may be in a YAML (a prefetch of 10**12 batches would hang the first
+#: batch; no machine has more workers or threads than this). A search space offers less (prefetch up to 64); a
+#: hand-tuned YAML may hold more.
 KNOB_BOUNDS: dict[str, tuple[int, int]] = {
     "num_workers": (0, 16384),
-    "prefetch_factor": (1, 64),
+    "prefetch_factor": (1, 1024),
     "num_threads": (1, 16384),
-    "prefetch_queue_depth": (1, 64),
+    "prefetch_queue_depth": (1, 1024),
 }
 
 
@@ -348,14 +349,14 @@ class Config:
         config was tuned for (``result.ranks``).
         """
         env = os.environ
-        rank = whole_number(env.get("RANK", 0) if rank is None else rank, "rank", "RANK: this process's rank, from 0", least=0)
-        world_size = whole_number(env.get("WORLD_SIZE", 1) if world_size is None else world_size, "world_size", "WORLD_SIZE: the number of ranks")
+        rank = whole_number(env.get("RANK", 0) if rank is None else rank, "rank", "this process's rank from 0; RANK under torchrun", least=0)
+        world_size = whole_number(env.get("WORLD_SIZE", 1) if world_size is None else world_size, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
         if local_world_size is None:
             local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
-        local_world_size = whole_number(local_world_size, "local_world_size", "LOCAL_WORLD_SIZE: the ranks on this node")
-        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "LOCAL_RANK: this process's rank on its node", least=0)
+        local_world_size = whole_number(local_world_size, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
+        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun", least=0)
         tuned = self.result.get("ranks")
         if tuned is not None and int(tuned) != int(local_world_size):
             warnings.warn(

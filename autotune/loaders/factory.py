@@ -30,18 +30,18 @@ def check_device(device: Any) -> str:
 
     from autotune.errors import UserError
 
-    try:
-        dev = torch.device(device)
+    try:  # a name or a torch.device; not a bare number, which torch would read as a GPU's index
+        dev = torch.device(device) if isinstance(device, (str, torch.device)) else None
     except (RuntimeError, TypeError):
         dev = None
     if dev is None or dev.type not in ("cpu", "cuda"):
         raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', but got {device!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise UserError(f"device {device!r} needs a CUDA GPU, but torch sees none; pass device='cpu'")
+            raise UserError(f"device {str(device)!r} needs a CUDA GPU, but torch sees none; pass device='cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise UserError(f"device {device!r} is not here: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
-    return str(device)
+            raise UserError(f"device {str(device)!r} is not here: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return str(dev)
 
 
 def build_loader(

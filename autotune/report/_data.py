@@ -48,7 +48,8 @@ def load(url: str, name: str) -> optuna.Study:
 
 def latest_study_name(url: str) -> str:
     """The most recently started study in a storage (for commands run without ``--study``)."""
-    summaries = optuna.get_all_study_summaries(open_existing_storage(url), include_best_trial=False)
+    summaries = [s for s in optuna.get_all_study_summaries(open_existing_storage(url), include_best_trial=False)
+                 if len(s.directions) == 1]  # another program's multi-objective study is none of ours
     if not summaries:
         raise UserError(f"the storage {mask_url(url)} holds no study; run 'autotune run' first")
     return max(summaries, key=lambda s: (s.datetime_start or _dt.datetime.min, s._study_id)).study_name

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune.report._data import KEY_KNOBS, MEMORY_OUTCOMES
+from autotune.report._data import BASELINE_ROLES, KEY_KNOBS, MEMORY_OUTCOMES
 from autotune.report._render import fmt_speedup
 
 BACKEND_COLOURS = {"torch": "#ee4c2c", "dali": "#76b900"}
@@ -78,7 +78,7 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     if fails:
         ax.scatter([x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3)
     for r in rows:
-        if r["role"] in ("defaults", "heuristic", "dali-heuristic", "warm-start") and r["samples_per_s"]:
+        if r["role"] in BASELINE_ROLES and r["samples_per_s"]:
             ax.annotate(r["role"], (x_of(r), r["samples_per_s"]), textcoords="offset points", xytext=(6, 6), fontsize=8, color="#555555")
     w = ov.get("winner")
     if w and w.get("samples_per_s"):
@@ -212,7 +212,7 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
     ax = fig.add_subplot()
     _style(ax)
     bars: list[tuple[str, float, list[float] | None, str]] = []
-    for role in ("defaults", "heuristic", "dali-heuristic", "warm-start"):
+    for role in BASELINE_ROLES:
         b = ov["baselines"].get(role)
         if b and b.get("samples_per_s"):
             bars.append((f"{role}\n#{b['trial']}", b["samples_per_s"], b.get("spread"), GREY))

@@ -14,7 +14,6 @@ from autotune.outcomes import Outcome
 from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
 from autotune.study.storage import absolute_url, mask_url
 
-#: the baseline roles the YAML compares the winner with
 #: the baselines the winner is compared with: the DataLoader defaults, the torch rule of thumb, DALI's usual start
 #: (the last only where the space offers DALI; its YAML keys read ``dali_heuristic``)
 BASELINE_ROLES = ("defaults", "heuristic", "dali-heuristic")

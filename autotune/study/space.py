@@ -180,7 +180,10 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
 #: bad value is an error that names the file, not a failure at the trial that draws it
 _BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
     "batch_size": ("int", 1, None),
-    **{name: ("int", lo, hi) for name, (lo, hi) in KNOB_BOUNDS.items()},  # a config's own bounds
+    "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
+    "prefetch_factor": ("int", 1, 64),  # a YAML may hold more (KNOB_BOUNDS), tuned by hand
+    "num_threads": ("int", *KNOB_BOUNDS["num_threads"]),
+    "prefetch_queue_depth": ("int", 1, 64),
     "hw_decoder_load": ("number", 0.0, 1.0),
     "pin_memory": ("bool", None, None),
     "persistent_workers": ("bool", None, None),

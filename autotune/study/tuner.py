@@ -128,7 +128,8 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
     """The framework defaults and the common heuristic (at the space's usual batch size), and DALI's usual starts
     (NVIDIA's example settings; with GPU decode also all JPEGs on the hardware decoder at the largest batch).
 
-    They are measured first: the YAML reports the winner against the first two, and all of them seed the sampler.
+    They are measured first: the YAML reports the winner against the defaults, the heuristic and DALI's usual start
+    (``dali-heuristic``), and all of them seed the sampler.
     """
     choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
     batch = 64 if 64 in choices else choices[0]
