@@ -76,13 +76,17 @@ def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_l
     assert "bad-data" in trial_lines[0] and "truncated.jpg cannot be decoded" in trial_lines[0]
     assert sum("truncated.jpg" in ln for ln in lines) == 1, err  # the failed trial is one line, and only one
     events = [ln.split(":")[0] for ln in lines if ln.startswith("re-measur")]
-    assert events[:4] == ["re-measuring 1/2", "re-measured 1/2", "re-measuring 2/2", "re-measured 2/2"]
-    # then, when the two leaders are within 3 % of each other, up to four more (each a line when it starts and ends)
-    assert events[4:] == [f"re-measur{w} {k}/{k}" for k in range(3, 3 + len(events[4:]) // 2) for w in ("ing", "ed")]
+    study = optuna.load_study(study_name="pipe", storage=f"sqlite:///{workdir}/t.db")
+    contenders = len(study.user_attrs["confirmation"]["candidates"])
+    if contenders < 2:  # on a loaded machine one baseline may fall below a third of the other: nothing to re-measure
+        assert events == [], err
+    else:
+        assert events[:4] == ["re-measuring 1/2", "re-measured 1/2", "re-measuring 2/2", "re-measured 2/2"]
+        # then, when the two leaders are within 3 % of each other, up to four more (each a line when it starts and ends)
+        assert events[4:] == [f"re-measur{w} {k}/{k}" for k in range(3, 3 + len(events[4:]) // 2) for w in ("ing", "ed")]
 
     # each trial process's output went to its own log, named in the trial's attributes and the report
     folder = workdir / "reports" / "pipe"
-    study = optuna.load_study(study_name="pipe", storage=f"sqlite:///{workdir}/t.db")
     for t in study.trials:
         if t.user_attrs.get("outcome") == "repeat" or not t.state.is_finished():  # told, not measured; or queued (a baseline to measure again)
             assert "log" not in t.user_attrs
@@ -92,7 +96,7 @@ def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_l
     log1 = (folder / "trials" / "1.log").read_text()
     assert "native stdout line" in log1 and "native stderr line" in log1 and "library warning" in log1
     assert "Traceback" in (folder / "trials" / "0.log").read_text()  # the bad-data trial's details
-    assert len(list((folder / "trials").glob("*-remeasure-1.log"))) == 2
+    assert len(list((folder / "trials").glob("*-remeasure-1.log"))) == (2 if contenders >= 2 else 0)
     report = (folder / "report.md").read_text()
     assert "[trials/0.log](<trials/0.log>)" in report and '<a href="trials/1.log">' in (folder / "report.html").read_text()
 
