@@ -174,20 +174,24 @@ def test_tree_memory_is_close_to_pss_and_cheap():
         p.wait()
 
 
-def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatch):
-    """Reading a CUDA process's PSS took 25-30 ms while holding its memory-map lock; ten a second slowed a DALI GPU
-    loader by a fifth. A read costing 20 ms comes again only after 1 s (2 % of the time), unless asked for."""
-    reads = []
+def _costly_reads(monkeypatch, cost_s: float = 0.02) -> tuple[list[int], TreeMemory, list[psutil.Process], list[float]]:
+    """This process, its PSS read at ``cost_s`` a read, on a clock that moves only when told: (reads, memory, procs, now)."""
+    reads: list[int] = []
 
     def slow_pss(pid):
         reads.append(pid)
-        time.sleep(0.02)
+        time.sleep(cost_s)
         return 100.0
 
     monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
     now = [0.0]
-    tm = TreeMemory(clock=lambda: now[0])
-    procs = guard.process_tree(os.getpid())[:1]
+    return reads, TreeMemory(clock=lambda: now[0]), guard.process_tree(os.getpid())[:1], now
+
+
+def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatch):
+    """Reading a CUDA process's PSS took 25-30 ms while holding its memory-map lock; ten a second slowed a DALI GPU
+    loader by a fifth. A read costing 20 ms comes again only after 1 s (2 % of the time), unless asked for."""
+    reads, tm, procs, now = _costly_reads(monkeypatch)
     for _ in range(20):  # two seconds of samples, ten a second
         tm.total_mib(procs)
         now[0] += 0.1
@@ -200,17 +204,7 @@ def test_exact_reads_of_a_costly_process_are_spaced_by_what_they_cost(monkeypatc
 def test_a_trial_sitting_near_its_budget_is_confirmed_a_few_times_a_second_not_at_every_sample(monkeypatch):
     """Near the budget every sample asks for exact figures before stopping; read in full each time, a 20 ms read ten
     times a second would slow the trial as before. A read younger than ten times its cost stands instead."""
-    reads = []
-
-    def slow_pss(pid):
-        reads.append(pid)
-        time.sleep(0.02)
-        return 100.0
-
-    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
-    now = [0.0]
-    tm = TreeMemory(clock=lambda: now[0])
-    procs = guard.process_tree(os.getpid())[:1]
+    reads, tm, procs, now = _costly_reads(monkeypatch)
     for _ in range(20):  # two seconds of confirmations, ten a second
         assert tm.total_mib(procs, exact=True) >= 100.0
         now[0] += 0.1
