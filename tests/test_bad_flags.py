@@ -286,3 +286,17 @@ def test_out_holding_another_programs_yaml_is_not_replaced(workdir, tiny_dataset
     (workdir / "empty.yaml").write_text("")
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # an empty file is fine
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # so is a config
+
+
+def test_an_empty_path_is_an_error_not_the_current_folder(tmp_path, monkeypatch, capsys):
+    """`build_loader('', cfg)` and `autotune synth ''` read or wrote wherever the process ran (an unset variable)."""
+    from autotune import build_loader
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["synth", "", "--images", "2", "--classes", "1"]) == 2
+    assert "DIR is empty" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect())
+    with pytest.raises(UserError, match="the dataset path is empty"):
+        build_loader("", cfg, device="cpu")
+    assert main(["doctor", "--dataset", ""]) != 0
+    assert "the dataset path is empty" in capsys.readouterr().out  # the dataset row of doctor's table

@@ -32,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.min_side > args.max_side:
         raise UserError(f"--min-side {args.min_side} is larger than --max-side {args.max_side}; swap them")
+    if not args.dir.strip():  # Path("") is the current folder
+        raise UserError("DIR is empty; pass the folder to write the class sub-folders into")
     try:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:

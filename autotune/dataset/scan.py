@@ -244,6 +244,8 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     Returns:
         The :class:`Dataset`; skipped files and the reasons are in ``Dataset.skipped`` and logged.
     """
+    if not str(path).strip():  # Path("") is the current folder: an unset variable must not scan wherever the process runs
+        raise DatasetError("the dataset path is empty; pass the folder that holds one sub-folder per class")
     root = Path(path).expanduser()
     if not root.exists() and root.is_symlink():
         raise DatasetError(f"dataset path {str(root)!r} is a symbolic link that leads nowhere (a loop, or its target is gone); point it at the dataset folder")
