@@ -849,3 +849,18 @@ def test_a_switch_line_says_whose_the_reason_is_under_the_packages_logger(tiny_d
     assert "(first candidate)" in switches[0].getMessage()
     assert switches[1:] and all("(after the previous candidate: " in r.getMessage() for r in switches[1:])
     assert {r.name for r in caplog.records if r.getMessage().startswith("autoloader:")} == {"autotune.autoloader"}
+
+
+def test_two_iterators_read_at_once_while_exploring_are_refused(tiny_dataset, space):
+    """Alternating next() on two iterators repeated samples within an epoch and failed healthy candidates."""
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:2])
+    try:
+        a = iter(al)
+        next(a)
+        b = iter(al)
+        next(b)
+        with pytest.raises(RuntimeError, match="read one epoch at a time"):
+            next(a)
+        next(b)  # the newer epoch reads on
+    finally:
+        al.close()

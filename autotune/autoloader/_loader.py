@@ -262,6 +262,9 @@ class AutoLoader:
         ended = False  # the epoch was delivered in full (not left early by the loop)
         try:
             while True:
+                if self._epoch_token is not token:  # resumed after a later iter(): both would read the one shared plan
+                    raise RuntimeError("this AutoLoader began another epoch (a second iter()) while this one was still read; "
+                                       "read one epoch at a time while it explores")
                 now = clock()
                 act = self._active
                 assert act is not None
