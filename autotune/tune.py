@@ -25,8 +25,8 @@ from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import UserError, interrupt_exit_code, with_detail
-from autotune.outcomes import Outcome
 from autotune.loaders.presets import get_preset
+from autotune.outcomes import Outcome
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.evidence import measured_complete
 from autotune.study.fleet import previous_best, reuse, studies_for

@@ -66,12 +66,12 @@ def _device(device: str | None) -> str:
 def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:
     if batch_size is None:
         return None
-    try:  # an int or a numpy integer (np.int64 from a config), or a list of them
-        values = (operator.index(batch_size),) if not isinstance(batch_size, (list, tuple, range)) else tuple(operator.index(b) for b in batch_size)
+    items = tuple(batch_size) if isinstance(batch_size, (list, tuple, range)) else (batch_size,)
+    try:  # ints or numpy integers (np.int64 from a config); not floats, not text
+        values = tuple(operator.index(b) for b in items)
     except TypeError:
         values = ()
-    flat = (batch_size,) if not isinstance(batch_size, (list, tuple, range)) else tuple(batch_size)
-    if not values or any(isinstance(b, bool) for b in flat) or not all(b >= 1 for b in values):
+    if not values or any(isinstance(b, bool) for b in items) or min(values) < 1:
         raise UserError(f"batch_size must be a positive integer or a list of them, but got {batch_size!r}")
     return values
 

@@ -106,7 +106,7 @@ KNOB_BOUNDS: dict[str, tuple[int, int]] = {
 }
 
 
-def _within(section: str, name: str, value: int) -> None:
+def _bounded(section: str, name: str, value: int) -> None:
     lo, hi = KNOB_BOUNDS[name]
     if not lo <= value <= hi:
         raise ConfigError(f"loader.{section}.{name} must be between {lo} and {hi}, but got {value}")
@@ -126,9 +126,9 @@ class TorchOptions:
         _require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
         _require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
         _require(self.prefetch_factor is None or _is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
-        _within("torch", "num_workers", self.num_workers)
+        _bounded("torch", "num_workers", self.num_workers)
         if self.prefetch_factor is not None and self.num_workers > 0:
-            _within("torch", "prefetch_factor", self.prefetch_factor)
+            _bounded("torch", "prefetch_factor", self.prefetch_factor)
         if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
             # DataLoader rejects these without workers; normalise rather than fail at training time.
             object.__setattr__(self, "prefetch_factor", None)
@@ -154,8 +154,8 @@ class DaliOptions:
         _require(self.hw_decoder_load is None or _is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
         if self.device not in ("gpu", "cpu"):
             raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
-        _within("dali", "num_threads", self.num_threads)
-        _within("dali", "prefetch_queue_depth", self.prefetch_queue_depth)
+        _bounded("dali", "num_threads", self.num_threads)
+        _bounded("dali", "prefetch_queue_depth", self.prefetch_queue_depth)
         load = self.hw_decoder_load
         if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0):
             raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {load!r}")

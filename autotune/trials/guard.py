@@ -350,8 +350,12 @@ class TreeMemory:
         self.exact_per_sample = exact_per_sample
         self.clock = clock
         self._last: dict[psutil.Process, tuple[float, float]] = {}  # process -> (pss, rss at that read)
-        self._due: dict[psutil.Process, float] = {}  # process -> when its next exact read is due
         self._read: dict[psutil.Process, tuple[float, float]] = {}  # process -> (when last read exactly, its cost)
+
+    def _due(self, p: psutil.Process) -> float:
+        """When the next exact read of ``p`` is due (between samples; near a budget see ``CONFIRM_SHARE``)."""
+        when, cost = self._read[p]
+        return when + min(cost / self.EXACT_SHARE, self.MAX_GAP_S)
 
     def total_mib(self, procs: list[psutil.Process], exact: bool = False) -> float:
         now = self.clock()
@@ -359,10 +363,8 @@ class TreeMemory:
         gone = [p for p in self._last if p not in alive]
         for p in gone:
             del self._last[p]
-            self._due.pop(p, None)
             self._read.pop(p, None)
-        if gone:  # what the leavers shared is now the survivors' alone
-            self._due = dict.fromkeys(self._due, now)
+        if gone:  # what the leavers shared is now the survivors' alone: every read is due
             self._read = {p: (-math.inf, cost) for p, (_, cost) in self._read.items()}
         refresh = {p for p in procs if p not in self._last}
         if exact:
@@ -370,7 +372,7 @@ class TreeMemory:
                 if p in self._read and now - self._read[p][0] >= self._read[p][1] / self.CONFIRM_SHARE:
                     refresh.add(p)
         else:
-            due = sorted((p for p in procs if p in self._last and self._due[p] <= now), key=self._due.__getitem__)
+            due = sorted((p for p in procs if p in self._read and self._due(p) <= now), key=self._due)
             refresh.update(due[: self.exact_per_sample])
         total = 0.0
         for p in procs:
@@ -385,7 +387,6 @@ class TreeMemory:
                 pss = read_pss_mib(p.pid)
                 cost = time.perf_counter() - t0
                 self._last[p] = (pss if pss is not None else rss, rss)
-                self._due[p] = now + min(cost / self.EXACT_SHARE, self.MAX_GAP_S)
                 self._read[p] = (now, cost)
             if p in self._last:
                 pss, rss0 = self._last[p]
