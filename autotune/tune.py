@@ -275,12 +275,14 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     from autotune import doctor
 
     doctor.start_probe()
-    zygote, zygote_log = _launch_zygote(early)
+    # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
+    zygote, zygote_log = (None, "") if args.reuse else _launch_zygote(early)
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
     space = load_space(args.space, cores=settings.cores, device=device)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
-        print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, starting the measuring process ...", file=sys.stderr, flush=True)
+        doing = "looking for a finished study to reuse" if args.reuse else "starting the measuring process"
+        print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, {doing} ...", file=sys.stderr, flush=True)
     if budget is not None:
         spend = budget
         settings.time_left = lambda: spend.remaining() - WRITE_RESERVE_S  # a trial past it ends at its next window, or is cut
@@ -308,6 +310,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                 print(f"reused study {reused['study']}{why}: {reused['result'].get('samples_per_s', 0):,.0f} samples/s; "
                       f"wrote {out_path} without tuning", file=sys.stderr)
             return reused
+        zygote, zygote_log = _launch_zygote(early)  # nothing to reuse: this run tunes
 
     study_name = args.study_name
     if args.resume and not study_name:

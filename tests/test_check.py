@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import os
 
@@ -190,6 +191,15 @@ def test_a_created_stamp_that_is_no_date_is_stale_under_max_age(tmp_path, capsys
     assert main(["check", f]) == 0  # no age limit asked: nothing to judge
     assert main(["check", f, "--max-age", "30"]) == 1
     assert "created: 'yesterday'" in capsys.readouterr().out
+
+
+def test_a_created_stamp_in_the_future_is_stale_under_max_age(tmp_path, capsys):
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(), created="2999-01-01T00:00:00Z")
+    assert main(["check", f]) == 0
+    assert main(["check", f, "--max-age", "30"]) == 1
+    assert "in the future" in capsys.readouterr().out
+    soon = (_dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(hours=2)).isoformat()  # another machine's clock, a little ahead
+    assert main(["check", _write(tmp_path / "b.yaml", fingerprint.collect(), created=soon), "--max-age", "30"]) == 0
 
 
 def test_a_stale_yaml_written_by_autoloader_says_to_run_the_training_again(tmp_path, capsys):

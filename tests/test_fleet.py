@@ -21,6 +21,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.study.fleet import best_of, fresh_studies, reuse
 from autotune.study.storage import mask_url, open_storage
+from autotune.trials.zygote import Zygote
 
 PG_URL = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
 
@@ -71,7 +72,11 @@ def test_reuse_writes_the_yaml_without_tuning(workdir, tiny_dataset, monkeypatch
     def no_trials(*a, **k):
         raise AssertionError("a trial ran although the storage had a fresh study")
 
+    def no_zygote(*a, **k):
+        raise AssertionError("the measuring process started although the storage had a fresh study")
+
     monkeypatch.setattr(study_mod, "run_trial", no_trials)
+    monkeypatch.setattr(Zygote, "launch", no_zygote)
     assert _run_reuse(tiny_dataset, storage) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -93,6 +98,14 @@ def test_reuse_skips_unfinished_and_old_studies(workdir, tiny_dataset):
     assert reuse(storage, "another-key", workdir / "x.yaml") is None
     assert not (workdir / "x.yaml").exists()
     assert reuse(storage, key, workdir / "x.yaml")["study"] == "old"
+
+
+def test_reuse_under_an_age_limit_skips_a_study_created_in_the_future(workdir, tiny_dataset):
+    storage = f"sqlite:///{workdir}/fleet.db"
+    key = _key(tiny_dataset)
+    _finished_study(storage, "future", key, created="2999-01-01T00:00:00Z")  # a clock far ahead: no age to trust
+    assert fresh_study(storage, key, max_age_days=30) is None
+    assert fresh_study(storage, key).study_name == "future"  # no age limit asked: it counts
 
 
 def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, capsys):
@@ -127,9 +140,13 @@ def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):
     def fake_tuner(*a, **k):
         raise Tuned
 
+    launched = []
+    real_launch = Zygote.launch
+    monkeypatch.setattr(Zygote, "launch", lambda *a, **k: launched.append(1) or real_launch(*a, **k))
     monkeypatch.setattr(tune, "Tuner", fake_tuner)
     with pytest.raises(Tuned):
         _run_reuse(tiny_dataset, f"sqlite:///{workdir}/empty.db")
+    assert launched == [1]  # no study to reuse: the trials' process starts after all
 
 
 def test_study_is_named_and_tagged_by_fingerprint(workdir, tiny_dataset):

@@ -441,7 +441,10 @@ def _fallback_loader(data: Any) -> LoaderConfig:
         raise ConfigError(f"unknown key torch_fallback.{unknown[0]}; allowed keys are: batch_size, samples_per_s, torch, trial")
     if isinstance(data.get("batch_size"), bool) or not isinstance(data.get("batch_size"), int):
         raise ConfigError(f"torch_fallback.batch_size must be an integer, but got {data.get('batch_size')!r}")
-    return LoaderConfig(Backend.TORCH, data["batch_size"], torch=_from_dict(TorchOptions, data.get("torch") or {}, "torch_fallback.torch"))
+    try:
+        return LoaderConfig(Backend.TORCH, data["batch_size"], torch=_from_dict(TorchOptions, data.get("torch") or {}, "torch_fallback.torch"))
+    except ConfigError as e:  # the checks name the loader's fields; here they are the fallback's
+        raise ConfigError(str(e).replace("loader.", "torch_fallback.", 1)) from None
 
 
 @dataclasses.dataclass(frozen=True)

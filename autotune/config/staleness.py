@@ -23,6 +23,9 @@ from autotune.config.schema import Config
 
 logger = logging.getLogger(__name__)
 
+#: A ``created`` stamp this far ahead of the clock (days) is clock skew between machines; further is no age at all.
+FUTURE_SLACK_DAYS = 1.0
+
 
 def age_days(cfg: Config, now: _dt.datetime | None = None) -> float | None:
     """Days since ``cfg`` was created, or None when its ``created`` stamp does not parse."""
@@ -66,6 +69,8 @@ def assess(
         age = age_days(cfg)
         if age is None:  # no date to count from: it cannot be shown to be young enough
             diffs.append(Difference("created", cfg.created, f"not a date, so not within the {max_age_days:g}-day limit", True))
+        elif age < -FUTURE_SLACK_DAYS:  # a clock ahead by more than skew: its age cannot be known
+            diffs.append(Difference("created", cfg.created, f"in the future, so not within the {max_age_days:g}-day limit", True))
         elif age > max_age_days:
             diffs.append(Difference("age_days", round(age, 1), f"over the {max_age_days:g}-day limit", True))
     return diffs

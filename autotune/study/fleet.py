@@ -17,6 +17,7 @@ from typing import Any
 
 import optuna
 
+from autotune.config.staleness import FUTURE_SLACK_DAYS
 from autotune.errors import UserError
 from autotune.study.storage import mask_url, open_storage
 
@@ -74,6 +75,9 @@ def fresh_studies(storage_url: str, key: str, *, max_age_days: float | None = No
         created = _created(s)
         if max_age_days is not None and created is not None and (now - created).total_seconds() > max_age_days * 86400:
             logger.info("study %s is older than %g days: not reused", s.study_name, max_age_days)
+            continue
+        if max_age_days is not None and created is not None and (created - now).total_seconds() > FUTURE_SLACK_DAYS * 86400:
+            logger.info("study %s was created in the future (%s): its age is unknown, not reused", s.study_name, created.isoformat())
             continue
         fresh.append(s)
     return fresh
