@@ -91,6 +91,12 @@ def test_importance_leaves_out_trials_without_params():
                                                   user_attrs={"outcome": "complete"}))
     found, notes = importances(study)
     assert found and set(found[0]["values"]) == {"num_threads", "prefetch_queue_depth"}, notes
+    assert found[0]["trials"] == 5 and any("comes from 5 trials: a rough guide" in n for n in notes)
+    for i in range(5):  # ten trials: no caveat
+        study.add_trial(optuna.trial.create_trial(params={"num_threads": 1 + i % 2, "prefetch_queue_depth": 1 + i % 4}, distributions=dist,
+                                                  value=300.0 + 10 * i, user_attrs={"outcome": "complete"}))
+    found, notes = importances(study)
+    assert found[0]["trials"] == 10 and not any("rough guide" in n for n in notes)
 
 
 def test_the_trial_count_names_repeats_apart():

@@ -206,12 +206,20 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     }
 
 
+#: Fewer completed trials than this in a scope: its importances are noted as a rough guide.
+FEW_FOR_IMPORTANCE = 10
+
+
+def _importance_trials(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    # a trial without params (AutoLoader records its starting points so) would leave no knob shared by all
+    return [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat" and t.params]
+
+
 def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, float] | None, str]:
     """Importances of the knobs that vary among ``trials`` (fANOVA, then PED-ANOVA); or None and why not."""
     from optuna.importance import get_param_importances
 
-    # a trial without params (AutoLoader records its starting points so) would leave no knob shared by all
-    complete = [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat" and t.params]
+    complete = _importance_trials(trials)
     if len(complete) < 3:
         return None, f"needs at least 3 completed trials, has {len(complete)}"
     from optuna import importance as oi
@@ -255,8 +263,9 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
     """Parameter importances over all trials (shared knobs) and per backend (its own knobs).
 
     Returns:
-        ``([{"scope", "method", "values": {param: importance}}], notes)``; a scope that cannot be evaluated
-        (too few trials, nothing varies) becomes a note instead.
+        ``([{"scope", "method", "trials", "values": {param: importance}}], notes)``; a scope that cannot be
+        evaluated (too few trials, nothing varies) becomes a note instead, and so does a scope of so few trials
+        that its importances are only a rough guide.
     """
     trials = study.get_trials(deepcopy=False)
     scopes: list[tuple[str, list[optuna.trial.FrozenTrial]]] = [("all trials", trials)]
@@ -269,7 +278,11 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
         if values is None:
             notes.append(f"Parameter importance over {scope} not computed: {how}.")
         else:
-            out.append({"scope": scope, "method": how, "values": values})
+            n = len(_importance_trials(ts))
+            out.append({"scope": scope, "method": how, "trials": n, "values": values})
+            if n < FEW_FOR_IMPORTANCE:
+                notes.append(f"Parameter importance over {scope} comes from {n} trials: a rough guide (a knob the sampler left "
+                             f"early scores low); about {FEW_FOR_IMPORTANCE} or more make it steadier.")
     return out, notes
 
 

@@ -198,7 +198,7 @@ def plot_importance(imps: list[dict[str, Any]], notes: list[str], path: Path) ->
         for y, (_, v) in enumerate(items):
             ax.text(v, y, f" {v:.2f}", va="center", fontsize=8)
         ax.set_xlim(0, max([v for _, v in items] + [0.01]) * 1.25)
-        ax.set_title(f"{imp['scope']} ({imp['method']})", fontsize=10)
+        ax.set_title(f"{imp['scope']} ({imp['method']}, {imp['trials']} trials)", fontsize=10)
         ax.set_xlabel("importance")
         ax.spines[["top", "right"]].set_visible(False)
     fig.suptitle("Parameter importance")
