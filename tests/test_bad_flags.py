@@ -300,3 +300,31 @@ def test_an_empty_path_is_an_error_not_the_current_folder(tmp_path, monkeypatch,
         build_loader("", cfg, device="cpu")
     assert main(["doctor", "--dataset", ""]) != 0
     assert "the dataset path is empty" in capsys.readouterr().out  # the dataset row of doctor's table
+
+
+def test_a_ddp_rank_that_would_read_repeated_data_is_warned(tmp_path, tiny_dataset, monkeypatch):
+    """Under DDP, a loader with one shard (or LOCAL_RANK given as shard_id) trains on repeated data with no error."""
+    import warnings
+
+    import torch.distributed as dist
+
+    from autotune import build_loader
+
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0}), hardware=fingerprint.collect()), f)
+    cfg = load_config(f)
+    monkeypatch.setenv("RANK", "1")  # torchrun's environment, before init_process_group
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.warns(UserWarning, match="rank 1 of 2, but the loader has one shard: every rank reads the whole dataset"):
+        build_loader(tiny_dataset, cfg, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_loader(tiny_dataset, cfg, device="cpu", shard_id=1, num_shards=2)  # right: no warning
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)  # a process group's word outranks the environment
+    monkeypatch.setattr(dist, "get_rank", lambda: 2)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 4)
+    with pytest.warns(UserWarning, match="rank 2 of 4, but reads shard 0: another rank reads it too"):
+        build_loader(tiny_dataset, cfg, device="cpu", shard_id=0, num_shards=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        build_loader(tiny_dataset, cfg, device="cpu", shard_id=0, num_shards=2)  # data-parallel groups: taken as meant

@@ -44,6 +44,37 @@ def check_device(device: Any) -> str:
     return str(dev)
 
 
+def _running_rank() -> tuple[int, int] | None:
+    """(rank, world size) of this process under DDP: the process group's, else torchrun's environment; None alone."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except (ImportError, RuntimeError, ValueError):
+        pass
+    try:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    except (KeyError, ValueError):
+        return None
+
+
+def shard_problem(shard_id: int, num_shards: int) -> str | None:
+    """What is wrong with ``shard_id``/``num_shards`` for this DDP process (two mistakes that train on repeated
+    data without any error), or None. A count other than 1 or the world size is taken as meant (data-parallel groups)."""
+    running = _running_rank()
+    if running is None or running[1] <= 1:
+        return None
+    rank, world = running
+    fix = f"pass shard_id=rank, num_shards=world_size (here shard_id={rank}, num_shards={world}), or use cfg.for_rank()"
+    if num_shards == 1:
+        return f"this process is rank {rank} of {world}, but the loader has one shard: every rank reads the whole dataset in the same order; {fix}"
+    if num_shards == world and shard_id != rank:
+        return (f"this process is rank {rank} of {world}, but reads shard {shard_id}: another rank reads it too "
+                f"(LOCAL_RANK given for RANK?); {fix}")
+    return None
+
+
 def build_loader(
     path: str | os.PathLike[str],
     cfg: Config | LoaderConfig,
@@ -93,6 +124,9 @@ def build_loader(
     shard_id = whole_number(shard_id, "shard_id", "this rank, from 0", least=0)
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
+    problem = shard_problem(shard_id, num_shards)
+    if problem is not None:
+        warnings.warn(problem, stacklevel=2)
     dataset = scan(path)
     if isinstance(cfg, Config) and cfg.excluded_files:
         kept = dataset.without(cfg.excluded_files, "excluded by the study")
