@@ -246,18 +246,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if not args.warm_start and Path(args.if_stale).exists():
             args.warm_start = args.if_stale
 
-    if args.demo:
-        from autotune.dataset.synth import DEMO_COMPLETE, demo_dataset, demo_root
-
-        if not args.quiet and not (demo_root() / DEMO_COMPLETE).exists():
-            print(f"making the demo dataset in {printable(str(demo_root()))} (once) ...", file=sys.stderr)
-        dataset_path = str(demo_dataset())
-        if budget is not None:  # making the demo set once is not tuning time
-            budget = TimeBudget(budget.total_s)
-    elif args.dataset:
-        dataset_path = args.dataset
-    else:
-        raise UserError("no dataset given; pass --dataset DIR (one sub-folder per class) or --demo")
     if args.n_trials is None:
         args.n_trials = 20 if budget is None else BUDGET_MAX_TRIALS  # with a budget, time decides when to stop
 
@@ -271,14 +259,27 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     warm = None
     if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(args.warm_start, args.storage)
+    # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
+    space = load_space(args.space, cores=settings.cores, device=device)
+    # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
+    if args.demo:
+        from autotune.dataset.synth import DEMO_COMPLETE, demo_dataset, demo_root
+
+        if not args.quiet and not (demo_root() / DEMO_COMPLETE).exists():
+            print(f"making the demo dataset in {printable(str(demo_root()))} (once) ...", file=sys.stderr)
+        dataset_path = str(demo_dataset())
+        if budget is not None:  # making the demo set once is not tuning time
+            budget = TimeBudget(budget.total_s)
+    elif args.dataset:
+        dataset_path = args.dataset
+    else:
+        raise UserError("no dataset given; pass --dataset DIR (one sub-folder per class) or --demo")
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
     from autotune import doctor
 
     doctor.start_probe()
     # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
     zygote, zygote_log = (None, "") if args.reuse else _launch_zygote(early)
-    # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
-    space = load_space(args.space, cores=settings.cores, device=device)
     dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
         doing = "looking for a finished study to reuse" if args.reuse else "starting the measuring process"

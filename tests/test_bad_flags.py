@@ -328,3 +328,12 @@ def test_a_ddp_rank_that_would_read_repeated_data_is_warned(tmp_path, tiny_datas
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         build_loader(tiny_dataset, cfg, device="cpu", shard_id=0, num_shards=2)  # data-parallel groups: taken as meant
+
+
+def test_a_bad_flag_with_demo_is_refused_before_the_demo_set_is_made(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert main(["run", "--demo", "--space", "no-such-space", "--no-report"]) == 2
+    assert main(["run", "--demo", "--window", "30", "--windows", "5", "--budget", "60", "--no-report"]) == 2
+    assert main(["run", "--demo", "--device", "tpu", "--no-report"]) == 2
+    assert not (tmp_path / "cache").exists()  # minutes of image-making saved for a typo
+    assert capsys.readouterr().err.count("autotune: error:") == 3
