@@ -125,6 +125,41 @@ def test_the_figures_agree_on_the_shapes_seen_in_the_field(tmp_path, capsys):
     assert "1.79x" in (tmp_path / "reports" / "symptoms" / "report.md").read_text()
 
 
+def _warm_start_was_dalis_usual(url: str, *, queued: bool) -> optuna.Study:
+    """A re-tune whose warm start (trial 0) is DALI's usual start, the winner re-measured to a median that rounds
+    two ways (300.75 stored, 300.7499... from the scores); its dali-heuristic trial queued when the budget ended, or
+    run and told as a repeat of trial 0."""
+    study = optuna.create_study(storage=url, study_name="warm", direction="maximize")
+    for k, v in {"dataset": {"path": "/d", "samples": 24}, "device": "cpu", "hardware": {"cpus": 2}, "ranks": 1}.items():
+        study.set_user_attr(k, v)
+    dali = LoaderConfig.from_params({"backend": "dali", "dali_device": "cpu", "num_threads": 2, "batch_size": 8})
+    torch_ = LoaderConfig.from_params({"backend": "torch", "num_workers": 2, "batch_size": 8})
+    study.add_trial(optuna.trial.create_trial(value=236.0, user_attrs={
+        "loader": dali.to_params(), "config": dali.describe(), "outcome": "complete", "role": "warm-start", "spread": [142.0, 300.0]}))
+    study.add_trial(optuna.trial.create_trial(value=185.0, user_attrs={
+        "loader": torch_.to_params(), "config": torch_.describe(), "outcome": "complete", "role": "heuristic", "spread": [160.0, 190.0]}))
+    if queued:
+        study.enqueue_trial({}, user_attrs={"role": "dali-heuristic", "loader_params": dali.to_params()})
+    else:
+        study.add_trial(optuna.trial.create_trial(value=236.0, user_attrs={
+            "loader": dali.to_params(), "config": dali.describe(), "outcome": "repeat", "repeat_of": 0, "role": "dali-heuristic"}))
+    study.set_user_attr("confirmation", {"method": "top 2 re-measured", "winner_trial": 0, "repeats": 2, "attempted": 4, "candidates": [
+        {"trial": 0, "config": "w", "scores": [236.0, 300.7499999, 441.0], "median": 300.75},
+        {"trial": 1, "config": "t", "scores": [185.0, 180.0, 170.0], "median": 180.0},
+    ]})
+    return study
+
+
+@pytest.mark.parametrize("queued", [True, False])
+def test_dalis_usual_measured_as_the_warm_start_is_stated_as_the_winner_is(tmp_path, capsys, queued):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = _warm_start_was_dalis_usual(url, queued=queued)
+    r = _cross_check(study, url, tmp_path, capsys)
+    assert r["dali_heuristic_samples_per_s"] == r["samples_per_s"] == 300.7 and r["speedup_vs_dali_heuristic"] == 1.0
+    ov = overview(study, url)
+    assert ov["baselines"]["dali-heuristic"]["spread"] == ov["winner"]["spread"] == [236.0, 441.0]  # one trial, one bar
+
+
 def test_the_figures_agree_on_a_finished_study(tiny_dataset, workdir, capsys):
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2",
                "--confirm-repeats", "1", "--seed", "3", "--study-name", "finished", "--reports-dir", str(workdir / "run-reports"), *FAST])

@@ -77,3 +77,30 @@ def test_warm_start_from_a_study(workdir, tiny_dataset):
         previous_best("study:nope", storage)
     with pytest.raises(UserError, match="needs --storage"):
         previous_best("study:prev", None)
+
+
+def test_a_baseline_the_warm_start_measured_is_not_measured_again(workdir, tiny_dataset, monkeypatch):
+    """A re-tune's warm start that was DALI's usual start: its dali-heuristic trial states that result, unmeasured."""
+    from autotune.outcomes import Outcome
+    from autotune.study.result import baseline_rates
+    from autotune.study.tuner import baseline_configs
+    from autotune.trials.spec import TrialResult
+
+    space = load_space("cpu", cores=2)
+    settings = TuneSettings(cores=2, n_trials=4, confirm_top=0)
+    measured = []
+
+    def fake_measure(self, loader, number=None, on_intermediate=None, log=None, timeout_s=None):
+        measured.append(loader.describe())
+        return TrialResult(Outcome.COMPLETE, samples_per_s=100.0 + len(measured), spread=(90.0, 110.0), windows=[100.0], duration_s=0.1)
+
+    monkeypatch.setattr(Tuner, "measure", fake_measure)
+    tuner = Tuner(scan(tiny_dataset), space, settings, storage="sqlite:///w.db", study_name="w")
+    usual = baseline_configs(space, settings)["dali-heuristic"]
+    tuner.enqueue_warm_start(usual, n_neighbours=0)
+    tuner.enqueue_baselines()
+    tuner.optimize()
+    assert measured.count(LoaderConfig.from_params(usual).describe()) == 1 and len(measured) == len(set(measured))  # DALI's usual once
+    by_role = {t.user_attrs["role"]: t for t in tuner.study.trials}
+    assert by_role["dali-heuristic"].user_attrs["outcome"] == "repeat" and by_role["dali-heuristic"].user_attrs["repeat_of"] == by_role["warm-start"].number
+    assert baseline_rates(tuner.study)["dali-heuristic"] == by_role["warm-start"].value

@@ -149,6 +149,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     from autotune.study.result import (
         baseline_key,
         baseline_rates,
+        baseline_spreads,
         baseline_trials,
         figures,
         outcome_counts,
@@ -166,12 +167,17 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     if fig is not None:
         win = {**by_number[fig["trial"]], "scores": fig["scores"], "samples_per_s": fig["samples_per_s"], "spread": fig["spread"]}
         win["fraction_of_ceiling"] = _fraction(ceiling, win.get("loader"), fig["samples_per_s"], win.get("fraction_of_ceiling"))
-    rates = baseline_rates(study)
+    rates, spreads = baseline_rates(study), baseline_spreads(study)
     baselines: dict[str, dict[str, Any]] = {}
     for role, t in baseline_trials(study).items():
         if role in BASELINE_ROLES:
-            # the rate like for like with the winner's: the median of its re-measurements where it had some
-            baselines[role] = {**by_number[t.number], "samples_per_s": rates.get(role)} if rates.get(role) is not None else by_number[t.number]
+            # the rate and spread like for like with the winner's: of its re-measurements where it had some
+            b = dict(by_number[t.number])
+            if rates.get(role) is not None:
+                b["samples_per_s"] = rates[role]
+            if role in spreads:
+                b["spread"] = spreads[role]
+            baselines[role] = b
     speedups = {role: fig[f"speedup_vs_{baseline_key(role)}"] for role in COMPARED if fig and fig.get(f"speedup_vs_{baseline_key(role)}") is not None}
     conf = a.get("confirmation")
     if conf:

@@ -222,13 +222,14 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
     if not bars:
         _empty(ax, "no baseline and no winner to compare")
     else:
-        ref = ov["baselines"].get("defaults", {}).get("samples_per_s") or bars[0][1]
+        ref = ov["baselines"].get("defaults", {}).get("samples_per_s")  # each bar's speedup is against the defaults, if measured
         xs = range(len(bars))
         heights = [b[1] for b in bars]
         err = [[max(0.0, b[1] - (b[2][0] if b[2] else b[1])) for b in bars], [max(0.0, (b[2][1] if b[2] else b[1]) - b[1]) for b in bars]]
         ax.bar(xs, heights, color=[b[3] for b in bars], yerr=err, capsize=5, width=0.6, error_kw={"ecolor": "#444444"})
         for x, b in zip(xs, bars):
-            ax.text(x, b[1] + err[1][x] + max(heights) * 0.02, f"{b[1]:,.0f}/s\n{fmt_speedup(b[1] / ref)}", ha="center", va="bottom", fontsize=9)
+            label = f"{b[1]:,.0f}/s" + (f"\n{fmt_speedup(b[1] / ref)} vs defaults" if ref else "")
+            ax.text(x, b[1] + err[1][x] + max(heights) * 0.02, label, ha="center", va="bottom", fontsize=9)
         ax.set_xticks(list(xs), [b[0] for b in bars])
         ax.set_ylim(0, max(h + e for h, e in zip(heights, err[1])) * 1.3)
         ax.set_ylabel("samples/s")

@@ -56,19 +56,56 @@ def _rate(t: optuna.trial.FrozenTrial) -> float | None:
     return None
 
 
+def _config_of(t: optuna.trial.FrozenTrial) -> str | None:
+    """The loader a trial ran (or is queued to run), in one form whichever way it was stored; None if unknown."""
+    params = t.user_attrs.get("loader") or t.user_attrs.get("loader_params")
+    if not isinstance(params, dict):
+        return None
+    try:
+        return LoaderConfig.from_params(params).describe()
+    except Exception:  # noqa: BLE001 - another program's attribute
+        return None
+
+
 def baseline_trials(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     """Per baseline role, the trial that measured it: the last complete one (a baseline is measured again after a
-    bad file was left out, or after a run was killed during it), else the last one."""
+    bad file was left out, or after a run was killed during it), else the last one. A role whose own trial has no
+    rate (queued when the budget ended) takes a completed trial of the very same config (a warm start that was DALI's
+    usual start): that config was measured, under another name."""
+    trials = study.get_trials(deepcopy=False)
     out: dict[str, optuna.trial.FrozenTrial] = {}
-    for t in study.get_trials(deepcopy=False):
+    for t in trials:
         role = t.user_attrs.get("role")
         if role and (_rate(t) is not None or role not in out or _rate(out[role]) is None):
             out[role] = t
+    by_number = {t.number: t for t in trials}
+    for role, t in list(out.items()):
+        if is_repeat(t) and t.user_attrs.get("repeat_of") in by_number:  # its figures are the measuring trial's
+            out[role] = t = by_number[t.user_attrs["repeat_of"]]
+        if _rate(t) is None and (config := _config_of(t)) is not None:
+            same = [o for o in measured_complete(study) if _config_of(o) == config]
+            if same:
+                out[role] = same[-1]
     return out
 
 
-def _remeasured(study: optuna.Study) -> dict[int, float]:
-    return {c["trial"]: float(c["median"]) for c in (study.user_attrs.get("confirmation") or {}).get("candidates", [])}
+def _remeasured(study: optuna.Study) -> dict[int, tuple[float, list[float]]]:
+    """Per re-measured trial, its rate and spread as :func:`headline` states the winner's (one rounding for both)."""
+    candidates = (study.user_attrs.get("confirmation") or {}).get("candidates", [])
+    if not candidates:
+        return {}
+    windows = {t.number: t.user_attrs.get("spread") for t in study.get_trials(deepcopy=False)}
+    out = {}
+    for c in candidates:
+        scores = [float(x) for x in c.get("scores") or () if isinstance(x, (int, float))]
+        out[c["trial"]] = headline(scores, windows.get(c["trial"])) if scores else (round(float(c["median"]), 1), [round(float(c["median"]), 1)] * 2)
+    return out
+
+
+def baseline_spreads(study: optuna.Study) -> dict[str, list[float]]:
+    """The spread of each re-measured baseline's scores (the winner's spread is of its scores too)."""
+    remeasured = _remeasured(study)
+    return {role: remeasured[t.number][1] for role, t in baseline_trials(study).items() if t.number in remeasured}
 
 
 def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
@@ -79,7 +116,7 @@ def baseline_rates(study: optuna.Study) -> dict[str, float | None]:
     for role in (*BASELINE_ROLES, *(r for r in trials if r not in BASELINE_ROLES)):
         t = trials.get(role)
         rate = _rate(t) if t is not None else None
-        out[role] = round(remeasured.get(t.number, rate), 1) if t is not None and rate is not None else None
+        out[role] = (remeasured[t.number][0] if t.number in remeasured else round(rate, 1)) if t is not None and rate is not None else None
     return out
 
 
@@ -138,7 +175,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
         params = t.user_attrs.get("loader") or {}
         if params.get("backend", "torch") != "torch":
             continue
-        rate = remeasured.get(t.number, float(t.value))
+        rate = remeasured[t.number][0] if t.number in remeasured else float(t.value)
         if rate > best_rate:
             best, best_rate = t, rate
     if best is None:
