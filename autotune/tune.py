@@ -20,7 +20,7 @@ from typing import Any
 import optuna
 
 from autotune.config import fingerprint
-from autotune.config.files import foreign_problem, save_config, write_problem
+from autotune.config.files import folder_problem, foreign_problem, save_config, write_problem
 from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
@@ -32,7 +32,7 @@ from autotune.study.evidence import measured_complete
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
-from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure
+from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure, storage_problem
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log
@@ -230,6 +230,12 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     problem = write_problem(out_path) or foreign_problem(out_path)  # before the study, not after it
     if problem is not None:
         raise UserError(f"--out {str(out_path)!r} {problem}")
+    problem = storage_problem(args.storage)  # the study's storage and the trial logs' folder: before the set-up too
+    if problem is not None:
+        raise UserError(f"--storage {mask_url(args.storage)} {problem}")
+    problem = folder_problem(args.reports_dir)  # the trial logs go there from the first trial
+    if problem is not None:
+        raise UserError(f"--reports-dir {str(args.reports_dir)!r} {problem}")
     fp = fingerprint.collect()
     others = OtherLoad(usable=fp.get("cpus"))  # other jobs' CPU use over the run: on a busy machine the figures are not to be trusted
 

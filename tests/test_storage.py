@@ -227,3 +227,20 @@ def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(
     later.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
     assert main(["report", "--storage", url]) == 0
     assert "odd" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--storage", "autotune.db"], "--storage autotune.db is not a storage URL; pass sqlite:///autotune.db for a SQLite file"),
+    (["--storage", "sqlite:///afile/x.db"], "--storage sqlite:///afile/x.db names 'afile/x.db', which is under"),
+    (["--reports-dir", "afile/reports"], "--reports-dir 'afile/reports' is under"),
+])
+def test_a_storage_or_reports_folder_that_cannot_be_written_is_refused_before_the_set_up(workdir, tiny_dataset, capsys, monkeypatch, flags, needle):
+    """Found after the scan and the measuring process's start, one at a time; now before either, one line each."""
+    from autotune import tune
+
+    (workdir / "afile").write_text("x")
+    monkeypatch.setattr(tune, "scan", lambda *a, **k: pytest.fail("the dataset was scanned before the bad flag was found"))
+    assert main(["run", "--dataset", str(tiny_dataset), *flags, *FAST]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in workdir.iterdir()) == ["afile"]  # no storage, no reports folder made

@@ -70,8 +70,30 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
         return f"is under {str(folder)!r}, which is a file, not a folder; pass a path in a folder"
     try:  # what the atomic write does first: a temporary file next to the destination
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
+    except OSError as e:  # /proc answers "no such file" for a folder that is there
+        why = "it takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
+        return f"cannot be written: folder {str(folder)!r} is not writable ({why}); pass a path in a folder you can write"
+    os.close(fd)
+    os.unlink(tmp)
+    return None
+
+
+def folder_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why files could not be made in the folder ``path`` (made first when it does not exist), found before any
+    long work and without making it; None when they can. Reads after the path, as :func:`write_problem`."""
+    p = Path(path).absolute()
+    if p.exists() and not p.is_dir():
+        return "is a file, not a folder (Not a directory); pass a folder"
+    up = p
+    while not up.exists() and up != up.parent:
+        up = up.parent
+    if not up.is_dir():
+        return f"is under {str(up)!r}, which is a file, not a folder (Not a directory); pass a folder"
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".probe", dir=up)
     except OSError as e:
-        return f"cannot be written: folder {str(folder)!r} is not writable ({e.strerror or e}); pass a path in a folder you can write"
+        why = "it takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
+        return f"cannot be {'written' if up == p else 'made'}: folder {str(up)!r} is not writable ({why}); pass a folder you can write"
     os.close(fd)
     os.unlink(tmp)
     return None

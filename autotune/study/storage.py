@@ -6,6 +6,7 @@ import contextlib
 import contextvars
 import json
 import logging
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,6 +254,38 @@ def _has_optuna_tables(path: Path) -> bool:
         return True
 
 
+def _tilde_error(url: str, local: Path) -> UserError:
+    whole = str(local.expanduser())
+    whole = f"sqlite:///{whole}" if sqlite_file(url) is not None else ("journal:" if url.startswith("journal:") else "") + whole
+    return UserError(f"storage file {str(local)!r} starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}")
+
+
+def storage_problem(url: str) -> str | None:
+    """Why a run could not keep its study in ``url``, found before any long work and without making a file; None
+    when none shows (a server's URL is checked for its form only). Reads after ``--storage URL``."""
+    local = sqlite_file(url) or journal_file(url)
+    if local is None:
+        import sqlalchemy
+
+        try:
+            u = sqlalchemy.engine.make_url(url)
+        except Exception:  # noqa: BLE001 - sqlalchemy's parse errors
+            u = None
+        if u is None or not u.drivername:
+            return f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL"
+        return None
+    if local.parts[:1] == ("~",):
+        return str(_tilde_error(url, local)).removeprefix(f"storage file {str(local)!r} ")
+    from autotune.config.files import write_problem
+
+    if local.is_file() and not os.access(local, os.W_OK):
+        return f"names {str(local)!r}, which cannot be written (no permission); pass a storage file you can write"
+    problem = write_problem(local)
+    if problem is not None and not problem.startswith("is not a regular file"):
+        return f"names {str(local)!r}, which {problem.replace('pass a path', 'pass a storage file').replace('pass a file name such as autotune.yaml', 'pass a file name such as autotune.db')}"
+    return None
+
+
 def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseStorage:
     """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``).
 
@@ -266,9 +299,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
     """
     local = sqlite_file(url) or journal_file(url)
     if local is not None and local.parts[:1] == ("~",):
-        whole = str(local.expanduser())
-        whole = f"sqlite:///{whole}" if sqlite_file(url) is not None else ("journal:" if url.startswith("journal:") else "") + whole
-        raise UserError(f"storage file {str(local)!r} starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}")
+        raise _tilde_error(url, local)
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
     if must_exist and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
