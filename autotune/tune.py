@@ -24,7 +24,7 @@ from autotune.config.files import folder_problem, foreign_problem, save_config, 
 from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
-from autotune.errors import UserError, interrupt_exit_code, with_detail
+from autotune.errors import DatasetError, UserError, interrupt_exit_code, with_detail
 from autotune.loaders.presets import get_preset
 from autotune.outcomes import Outcome
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
@@ -286,7 +286,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     doctor.start_probe()
     # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
     zygote, zygote_log = (None, "") if args.reuse else _launch_zygote(early)
-    dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
+    try:
+        dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
+    except DatasetError as e:
+        raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
     if not args.quiet:  # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
         doing = "looking for a finished study to reuse" if args.reuse else "starting the measuring process"
         print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, {doing} ...", file=sys.stderr, flush=True)

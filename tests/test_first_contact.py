@@ -274,3 +274,17 @@ def test_autoloader_says_when_the_last_batch_drops_much_of_an_epoch(tmp_path, ca
     with caplog.at_level(logging.WARNING, logger="autotune.autoloader"):
         resolve(Agreement(), None, root, device="cpu", batch_size=15, pipeline="imagenet-train", space="cpu", seed=0)
     assert "drops" not in caplog.text
+
+
+def test_the_python_api_gives_no_command_line_advice(workdir):
+    """build_loader on a missing folder said 'pass --dataset DIR ... or use --demo', flags a script has not; a missing
+    YAML did not say where it was looked for, nor how to make one."""
+    import autotune
+    from autotune.errors import ConfigError, DatasetError
+
+    with pytest.raises(DatasetError) as e:
+        autotune.build_loader("no-such-train", autotune.LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), device="cpu")
+    assert "--" not in str(e.value) and f"looked for from {workdir}" in str(e.value) and "check the path" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        autotune.load_config("autotune.yaml")
+    assert f"looked for from {workdir}" in str(e.value) and "autotune run --dataset DIR" in str(e.value)

@@ -48,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
     current = fingerprint.collect()
     try:
         diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
-    except DatasetError as e:  # the scan's fix names run's --demo, which check has not
-        raise DatasetError(str(e).replace(", or use --demo", "") + ("" if args.dataset else "; or pass --no-dataset")) from None
+    except DatasetError as e:
+        raise DatasetError(str(e) + ("" if args.dataset else "; or pass --no-dataset")) from None
     stale = any(d.matters for d in diffs)
     unchecked = dataset_not_compared(cfg, args.dataset, compare_dataset=not args.no_dataset)
     if args.json:

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from autotune.config.schema import Config, whole_number
+from autotune.dataset.paths import printable
 from autotune.errors import ConfigError
 
 
@@ -202,7 +203,9 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     """Safe-load a YAML file without aliases, or raise a one-line error."""
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"{what} {str(p)!r} does not exist; check the path")
+        where = "" if p.is_absolute() else f" (looked for from {printable(os.getcwd())})"
+        fix = "check the path, or write it with 'autotune run --dataset DIR --out FILE'" if what == "config" else "check the path"
+        raise ConfigError(f"{what} {str(p)!r} does not exist{where}; {fix}")
     if p.is_dir():
         raise ConfigError(f"{what} {str(p)!r} is a folder; pass a YAML file")
     if not p.is_file():  # a pipe would block the read for ever, a device would never end

@@ -230,6 +230,11 @@ def _class_dir(entry: os.DirEntry, warn: bool) -> bool:
 SKIPPED_SHOWN = 5
 
 
+def _from_here(p: Path) -> str:
+    """`` (looked for from /where/the/process/runs)`` for a relative path: a script run from another folder misses it."""
+    return "" if p.is_absolute() else f" (looked for from {printable(os.getcwd())})"
+
+
 def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool = True) -> Dataset:
     """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
 
@@ -250,7 +255,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if not root.exists() and root.is_symlink():
         raise DatasetError(f"dataset path {str(root)!r} is a symbolic link that leads nowhere (a loop, or its target is gone); point it at the dataset folder")
     if not root.exists():
-        raise DatasetError(f"dataset folder {str(root)!r} does not exist; pass --dataset DIR with one sub-folder per class, or use --demo")
+        raise DatasetError(f"dataset folder {str(root)!r} does not exist{_from_here(root)}; check the path: it names the folder that holds one sub-folder per class")
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
     root = root.resolve()
