@@ -594,7 +594,9 @@ def run_checks(dataset: str | os.PathLike[str] | None = None, *, smoke: bool = T
         tmp, procs = _start_smokes(gpus, importable)
     try:
         probe = _torch_probe()
-        cuda_major = _cuda_major(gpu.get("cuda")) or _cuda_major(probe.get("cuda"))
+        # the driver decides which DALI wheel runs; without one (no GPU) DALI runs on the CPU from the default wheel,
+        # whatever CUDA the torch wheel was built for
+        cuda_major = _cuda_major(gpu.get("cuda")) if gpus else None
         dali_fix = dali_install_command(cuda_major)
         if flavour and dali_version:
             dali_fix = f"pip uninstall -y nvidia-dali-{flavour} && {dali_fix}"

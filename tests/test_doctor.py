@@ -123,6 +123,8 @@ def test_torch_cuda_newer_than_driver_fails(machine):
         ({**H200, "driver": "550.54.15", "cuda": "12.4"}, True, 'pip install -e ".[dali]"'),
         ({**H200}, False, "pip install nvidia-dali-cuda130"),
         ({**H200, "driver": "535.1", "cuda": "12.2"}, False, "pip install nvidia-dali-cuda120"),
+        (NO_GPU, True, 'pip install -e ".[dali]"'),  # no driver: the default wheel, whatever CUDA torch was built for
+        (NO_GPU, False, "pip install nvidia-dali-cuda120"),
     ],
 )
 def test_dali_missing_names_the_install_command_for_this_driver(machine, gpu, source, fix):
@@ -212,7 +214,7 @@ def test_all_images_unreadable_fails_and_stops_preflight(machine, tmp_path):
 
 def test_missing_dataset_fails_with_the_scan_fix(machine, tmp_path):
     c = checks_by_name(dataset=tmp_path / "nope")["dataset"]
-    assert c.status is Status.FAIL and c.fix.startswith("pass --dataset DIR")
+    assert c.status is Status.FAIL and c.fix.startswith("check the path")
 
 
 def test_dataset_larger_than_memory_is_measured_cold(machine, four_jpegs):
