@@ -62,12 +62,16 @@ def budget_header(budget: TimeBudget) -> str:
     return f"the {budget.total_s:.0f} s budget went on setting up ({budget.elapsed():.0f} s): one trial, then the YAML"
 
 
-def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None, study: optuna.Study | None = None) -> list[str]:
-    """What a run too short for this machine left out, each with its fix (printed after the summary)."""
+def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | None, study: optuna.Study | None = None,
+                       elapsed: float | None = None) -> list[str]:
+    """What a run too short for this machine left out, each with its fix (printed after the summary). ``elapsed``:
+    the run's time as the summary states it (default: now)."""
     out = []
-    longer = f"--budget {max(60, int(2 * budget.elapsed()) // 10 * 10)}" if budget is not None else "a larger --n-trials"
-    if budget is not None and budget.elapsed() > budget.total_s + 5:
-        out.append(f"the run took {budget.elapsed():.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
+    if budget is not None and elapsed is None:
+        elapsed = budget.elapsed()
+    longer = f"--budget {max(60, int(2 * elapsed) // 10 * 10)}" if budget is not None else "a larger --n-trials"
+    if budget is not None and elapsed > budget.total_s + 5:
+        out.append(f"the run took {elapsed:.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
     if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
         ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (t.user_attrs.get("loader") or {}).get("backend") == "torch"
@@ -483,7 +487,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()
         tuner.study.set_user_attr("time", summary["time"])
-    summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
+    stated = summary["time"]["elapsed_s"] if budget is not None else None  # the "took N s" line's figure: one number, not two
+    summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study, stated)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
     if not args.quiet:
         r = cfg.result
         line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"

@@ -79,6 +79,8 @@ def test_a_run_that_measured_no_dataloader_says_so_and_how_to_fix_it():
     over = TimeBudget(10.0, clock=lambda: 28.0, start=0.0)
     over.spent["setup"] = 21.0
     assert any("over its 10 s budget (setting up alone took 21 s" in w for w in short_run_warnings(with_fallback, space, over))
+    # the "took 49 s of the 20 s budget" line and this warning state one figure (the warning came a second later)
+    assert any(w.startswith("the run took 49 s, over its 10 s budget") for w in short_run_warnings(with_fallback, space, over, elapsed=49.4))
 
 
 def test_importance_leaves_out_trials_without_params():
