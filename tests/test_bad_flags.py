@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import re
 import sqlite3
 from pathlib import Path
 
@@ -337,3 +338,53 @@ def test_a_bad_flag_with_demo_is_refused_before_the_demo_set_is_made(tmp_path, m
     assert main(["run", "--demo", "--device", "tpu", "--no-report"]) == 2
     assert not (tmp_path / "cache").exists()  # minutes of image-making saved for a typo
     assert capsys.readouterr().err.count("autotune: error:") == 3
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**70, "x", float("nan"), 1.5, True])
+def test_a_seed_numpy_would_refuse_is_one_line_in_the_python_api(tmp_path, tiny_dataset, seed):
+    """Seeds reached numpy, torch or Optuna unchecked: a ValueError mid-exploration, or silently truncated."""
+    import autotune
+    from autotune.errors import ConfigError
+
+    cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0})
+    with pytest.raises(ConfigError, match="seed must be a whole number"):
+        autotune.build_loader(tiny_dataset, cfg, device="cpu", seed=seed)
+    with pytest.raises(ConfigError, match="seed must be a whole number"):
+        autotune.AutoLoader(tiny_dataset, batch_size=4, device="cpu", seed=seed, config=str(tmp_path / "a.yaml"), storage=f"sqlite:///{tmp_path}/s.db")
+
+
+def test_numpy_seeds_are_seeds(tiny_dataset):
+    import numpy as np
+
+    import autotune
+
+    cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0})
+    assert len(autotune.build_loader(tiny_dataset, cfg, device="cpu", seed=np.int64(3))) >= 1
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "7"}, "local_rank=7, local_world_size=1 and world_size=1 do not fit together"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "8"}, "local_world_size=8 and world_size=2 do not fit together"),
+])
+def test_for_rank_refuses_ranks_that_do_not_fit_together(tmp_path, monkeypatch, env, needle):
+    """LOCAL_RANK=7 on a one-rank job meant cuda:7."""
+    from autotune.errors import ConfigError
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), hardware=fingerprint.collect()), f)
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load_config(f).for_rank()
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "abc"])
+def test_autoloader_refuses_a_local_world_size_that_is_no_count(tmp_path, tiny_dataset, monkeypatch, value):
+    """LOCAL_WORLD_SIZE=0 wrote a YAML with ranks: 0 that load_config then refused; 'abc' was a ValueError."""
+    import autotune
+    from autotune.errors import ConfigError
+
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", value)
+    with pytest.raises(ConfigError, match="LOCAL_WORLD_SIZE must be a whole number of 1 or more"):
+        loader = autotune.AutoLoader(tiny_dataset, batch_size=4, device="cpu", config=str(tmp_path / "a.yaml"), storage=f"sqlite:///{tmp_path}/s.db")
+        next(iter(loader))

@@ -353,3 +353,19 @@ def test_a_torchvision_built_for_another_torch_is_named_as_such():
     assert check.status is doctor.Status.FAIL and "operator torchvision::nms does not exist" in check.value
     assert "built for torch 2.13.0+cpu" in check.fix and check.fix != "pip install torchvision (the version that matches torch)"
     assert doctor.check_torch({**probe, "torchvision_error": None}).fix.startswith("pip install torchvision")
+
+
+def test_pils_large_image_warning_does_not_reach_the_terminal(tiny_dataset, tmp_path, capsys):
+    """A 144 M pixel PNG (under the scan's limit, over PIL's 89 M) printed PIL's DecompressionBombWarning, file and line."""
+    import shutil
+
+    from PIL import Image
+
+    from autotune.cli import main
+
+    data = tmp_path / "data"
+    shutil.copytree(tiny_dataset, data)
+    Image.new("1", (12000, 12000)).save(next(p for p in data.iterdir() if p.is_dir()) / "big.png")
+    main(["doctor", "--dataset", str(data), "--no-smoke"])
+    err = capsys.readouterr().err
+    assert "DecompressionBomb" not in err and "exceeds limit" not in err

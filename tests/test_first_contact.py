@@ -290,3 +290,34 @@ def test_the_python_api_gives_no_command_line_advice(workdir):
     with pytest.raises(ConfigError) as e:
         autotune.load_config("autotune.yaml")
     assert f"looked for from {workdir}" in str(e.value) and "autotune run --dataset DIR" in str(e.value)
+
+
+def test_build_loader_warns_when_the_yaml_was_tuned_on_another_dataset(tmp_path, tiny_dataset):
+    """A YAML tuned on one folder, used on another of other content: said once, with the command that re-tunes."""
+    import shutil
+    import warnings as w
+
+    import autotune
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0}), hardware=fingerprint.collect(),
+                       dataset=fingerprint.dataset_summary(tiny_dataset)), f)
+    cfg = autotune.load_config(f)
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_dataset, copy)
+    with w.catch_warnings():
+        w.simplefilter("error")
+        autotune.build_loader(copy, cfg, device="cpu")  # the same files elsewhere (a local SSD copy): nothing to say
+    other = tmp_path / "other"
+    shutil.copytree(tiny_dataset, other)
+    images = sorted(p for p in other.rglob("*") if p.is_file())
+    for image in images[: len(images) // 2]:
+        image.unlink()  # half the images gone
+    with pytest.warns(UserWarning, match=r"a.yaml was tuned on another dataset .*dataset.samples: .*re-tune for this folder with 'autotune run --dataset .*other --warm-start"):
+        autotune.build_loader(other, cfg, device="cpu")
+    with w.catch_warnings():
+        w.simplefilter("error")
+        autotune.build_loader(other, cfg, device="cpu", pipeline="imagenet-eval")  # an eval loader on another folder is meant

@@ -244,3 +244,22 @@ def test_a_storage_or_reports_folder_that_cannot_be_written_is_refused_before_th
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1, err
     assert sorted(p.name for p in workdir.iterdir()) == ["afile"]  # no storage, no reports folder made
+
+
+def test_run_refuses_a_storage_in_memory(workdir, tiny_dataset, capsys):
+    """The YAML named a storage that was gone when the run ended: --resume, show and report could not reach it."""
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, *FAST]) == 2
+        assert "keeps the study in memory" in capsys.readouterr().err
+    assert not Path("autotune.yaml").exists()
+
+
+def test_check_refuses_an_empty_dataset_path(tmp_path, capsys):
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    f = tmp_path / "a.yaml"
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=fingerprint.collect()), f)
+    assert main(["check", str(f), "--dataset", ""]) == 2
+    assert "--dataset is empty" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from autotune._imports import is_available
 from autotune.config import fingerprint
 from autotune.config.files import read_yaml
-from autotune.config.schema import Config
+from autotune.config.schema import Config, seed_number, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError
@@ -139,7 +139,8 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
-    seed = agreed(comm, lambda: int(seed) if seed is not None else random.SystemRandom().randrange(2**31))
+    seed = seed_number(seed)  # one line for a seed numpy or Optuna would refuse mid-training
+    seed = agreed(comm, lambda: seed if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
     settled, recorded = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices,
                                                                         current=current), config_path))
@@ -171,9 +172,13 @@ def _log_match(result: tuple[dict[str, Any] | None, str, int | None], path: str 
     return params, recorded
 
 
+def local_world(comm: Agreement) -> int:
+    """The ranks on this node: ``LOCAL_WORLD_SIZE`` under torchrun, else all ranks (a bad value is one line)."""
+    return whole_number(os.environ.get("LOCAL_WORLD_SIZE", comm.world), "LOCAL_WORLD_SIZE", "the ranks on this node; set by torchrun")
+
+
 def _cores(comm: Agreement) -> int:
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", comm.world))
-    return max(1, fingerprint.usable_cpus() // max(1, local))
+    return max(1, fingerprint.usable_cpus() // local_world(comm))
 
 
 def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: Sequence[dict[str, Any]], storage: str | None,
@@ -197,7 +202,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "space": s.space.name,
         "sampler": "tpe",
         "pruner": f"slower than {rules.max_slowdown:g}x the best",
-        "ranks": int(os.environ.get("LOCAL_WORLD_SIZE", comm.world)),
+        "ranks": local_world(comm),
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs,

@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from autotune.config.staleness import assess, dataset_not_compared
     from autotune.errors import DatasetError
 
+    if args.dataset is not None and not str(args.dataset).strip():  # compare() would take the recorded folder instead
+        raise DatasetError("--dataset is empty; pass the folder to compare with, or leave --dataset out to compare the recorded one")
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     current = fingerprint.collect()
     try:

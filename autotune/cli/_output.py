@@ -20,6 +20,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any
 
@@ -91,6 +92,8 @@ def configure_logging(verbose: bool, quiet: bool = False) -> Callable[[], None]:
     root.addHandler(handler)
     root.setLevel(logging.INFO if verbose else logging.ERROR if quiet else logging.WARNING)
     logging.captureWarnings(True)
+    # PIL warns of a large image from 89 M pixels on; the scan refuses images past its own limit, and names them
+    warnings.filterwarnings("ignore", message=r"Image size \(\d+ pixels\) exceeds limit")
     optuna.logging.disable_default_handler()  # its own handler printed "[W ...] Trial 0 failed" and a traceback
     optuna.logging.enable_propagation()
     optuna.logging.set_verbosity(optuna.logging.INFO if verbose else optuna.logging.ERROR)

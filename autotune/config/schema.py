@@ -272,6 +272,20 @@ def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
     return n
 
 
+def seed_number(value: Any) -> int | None:
+    """A seed as numpy, torch and Optuna all take it: None, or a whole number from 0 to 2**32 - 1 (a numpy integer too).
+
+    Raises:
+        ConfigError: one line with the value.
+    """
+    if value is None:
+        return None
+    n = whole_number(value, "seed", "up to 2**32 - 1, or None for a random one", least=0)
+    if n >= 2**32:
+        raise ConfigError(f"seed must be a whole number from 0 to 2**32 - 1 (or None for a random one), but got {value!r}")
+    return n
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """A whole ``autotune.yaml``. Sections other than ``loader`` are kept as plain mappings of evidence."""
@@ -357,6 +371,9 @@ class Config:
             local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
         local_world_size = whole_number(local_world_size, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
         local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun", least=0)
+        if local_world_size > world_size or local_rank >= local_world_size:  # cuda:LOCAL_RANK must be one of this node's ranks
+            raise ConfigError(f"local_rank={local_rank}, local_world_size={local_world_size} and world_size={world_size} do not fit together "
+                              "(need local_rank < local_world_size <= world_size); check LOCAL_RANK, LOCAL_WORLD_SIZE and WORLD_SIZE, or the arguments")
         tuned = self.result.get("ranks")
         if tuned is not None and int(tuned) != int(local_world_size):
             warnings.warn(

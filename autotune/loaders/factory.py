@@ -75,6 +75,27 @@ def shard_problem(shard_id: int, num_shards: int) -> str | None:
     return None
 
 
+def other_dataset(cfg: Config, dataset: Dataset) -> str | None:
+    """How the dataset ``cfg`` was tuned on differs from ``dataset`` beyond the tolerance of a growing dataset (another
+    folder's content, or many more or fewer images), or None: the loader was measured on files like these."""
+    from autotune.config import fingerprint
+
+    if not any(cfg.dataset.get(k) is not None for k in fingerprint.DATASET_MATTERS):
+        return None  # written by hand: nothing to compare
+    diffs = [d for d in fingerprint.diff_dataset(cfg.dataset, dataset.summary()) if d.matters]
+    if not diffs:
+        return None
+    shown = [str(d) for d in diffs if d.field != "dataset.signature"] or ["other files (their names and sizes differ)"]
+    return f"{cfg.path or 'the config'} was tuned on another dataset ({cfg.dataset.get('path', 'unrecorded')}; {'; '.join(shown)})"
+
+
+def _retune(cfg: Config, path: str | os.PathLike[str]) -> str:
+    import shlex
+
+    yaml_path = shlex.quote(str(cfg.path)) if cfg.path else "autotune.yaml"
+    return f"autotune run --dataset {shlex.quote(str(path))} --warm-start {yaml_path} --out {yaml_path}"
+
+
 def build_loader(
     path: str | os.PathLike[str],
     cfg: Config | LoaderConfig,
@@ -103,7 +124,7 @@ def build_loader(
         counts batches. Train presets drop the last partial batch; eval presets keep it.
     """
     from autotune.config.files import whole_number
-    from autotune.config.schema import Config, LoaderConfig
+    from autotune.config.schema import Config, LoaderConfig, seed_number
     from autotune.dataset.scan import scan
     from autotune.errors import UserError
 
@@ -124,6 +145,7 @@ def build_loader(
     shard_id = whole_number(shard_id, "shard_id", "this rank, from 0", least=0)
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
+    seed = seed_number(seed)
     problem = shard_problem(shard_id, num_shards)
     if problem is not None:
         warnings.warn(problem, stacklevel=2)
@@ -138,6 +160,10 @@ def build_loader(
                 stacklevel=2,
             )
         dataset = kept
+    if isinstance(cfg, Config) and pipeline == (cfg.pipeline or pipeline):  # an eval loader on the val folder is meant
+        other = other_dataset(cfg, dataset)
+        if other is not None:
+            warnings.warn(f"{other}: its loader may not be the fastest for {path}; re-tune for this folder with '{_retune(cfg, path)}'", stacklevel=2)
     from autotune.loaders.presets import get_preset
 
     preset = get_preset(pipeline)

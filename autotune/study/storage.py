@@ -273,6 +273,8 @@ def storage_problem(url: str) -> str | None:
             u = None
         if u is None or not u.drivername:
             return f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL"
+        if u.drivername.startswith("sqlite") and (u.database or ":memory:") == ":memory:":
+            return "keeps the study in memory: it is gone when the run ends, and --resume, show and report cannot reach it; pass sqlite:///autotune.db"
         return None
     if local.parts[:1] == ("~",):
         return str(_tilde_error(url, local)).removeprefix(f"storage file {str(local)!r} ")
