@@ -359,10 +359,14 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"--reports-dir {str(args.reports_dir)!r}: cannot create {settings.log_dir!r} ({e.strerror or e}); pass a folder you can write") from None
-    if zygote is not None:
+    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs, zygote=zygote,
+                  made_up_name=not args.study_name and not args.resume)
+    if tuner.study.study_name != study_name:  # NAME-2: another run made NAME in the same second, and logs to its folder
+        study_name = tuner.study.study_name
+        settings.log_dir = str(report_folder(study_name, args.reports_dir) / LOGS)
         Path(settings.log_dir).mkdir(parents=True, exist_ok=True)
+    if zygote is not None:
         shutil.move(zygote_log, trial_log(settings.log_dir, "zygote"))
-    tuner = Tuner(dataset, space, settings, storage=args.storage, study_name=study_name, resume=args.resume, attrs=attrs, zygote=zygote)
     if budget is not None and not tuner.created:  # a resumed study: the time attr counts its earlier runs
         budget.follow(tuner.study.user_attrs.get("time"))
     # a finished study whose YAML could not be written: --resume writes it, without tuning again

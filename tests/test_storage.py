@@ -263,3 +263,30 @@ def test_check_refuses_an_empty_dataset_path(tmp_path, capsys):
     save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=fingerprint.collect()), f)
     assert main(["check", str(f), "--dataset", ""]) == 2
     assert "--dataset is empty" in capsys.readouterr().err
+
+
+def test_two_runs_in_the_same_second_get_two_studies(workdir, tiny_dataset, monkeypatch):
+    """The made-up study name is unique to the second: the second run died as a storage failure ('fix the database')."""
+    from autotune.dataset.scan import scan
+    from autotune.errors import UserError
+    from autotune.study.space import load_space
+    from autotune.study.storage import open_storage
+    from autotune.study.tuner import Tuner, TuneSettings
+
+    url = "sqlite:///same.db"
+    optuna.create_study(storage=open_storage(url), study_name="data-key-20261201-020216")
+    t = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2), storage=url, study_name="data-key-20261201-020216", made_up_name=True)
+    assert t.study.study_name == "data-key-20261201-020216-2"
+    real, raced_once = optuna.create_study, []
+
+    def raced(**kw):  # the other run creates the name between this one's look and its create
+        if not raced_once:
+            raced_once.append(real(storage=kw["storage"], study_name=kw["study_name"]))
+        return real(**kw)
+
+    monkeypatch.setattr(optuna, "create_study", raced)
+    t = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2), storage=url, study_name="fresh-20261201", made_up_name=True)
+    assert t.study.study_name == "fresh-20261201-2"
+    raced_once.clear()
+    with pytest.raises(UserError, match="another run created study 'asked-for' .* at the same moment; pass --resume to join it"):
+        Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2), storage=url, study_name="asked-for")

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -288,6 +289,12 @@ def storage_problem(url: str) -> str | None:
     return None
 
 
+def _schema_race(e: BaseException) -> bool:
+    """Whether opening failed because another process made the same tables at the same moment (a new database)."""
+    text = str(storage_cause(e) or e).lower()
+    return ("already exists" in text and "table" in text) or "alembic_version" in text
+
+
 def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseStorage:
     """Any Optuna storage URL (sqlite, postgresql, mysql ...) or a journal file (``journal:PATH`` or ``*.log``).
 
@@ -312,19 +319,24 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
             local.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             pass  # the open below names the cause
-    try:
-        if journal_file(url) is not None:
-            from optuna.storages.journal import JournalFileBackend
+    for attempt in range(1, 6):
+        try:
+            if journal_file(url) is not None:
+                from optuna.storages.journal import JournalFileBackend
 
-            _check_journal_start(journal_file(url))
-            storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
-        else:
-            kwargs: dict[str, Any] = {}
-            if url.startswith("sqlite"):
-                kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-            storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
-    except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
-        raise storage_failure(url, e, opening=True) from None
+                _check_journal_start(journal_file(url))
+                storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
+            else:
+                kwargs: dict[str, Any] = {}
+                if url.startswith("sqlite"):
+                    kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
+                storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
+            break
+        except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
+            if attempt < 5 and _schema_race(e):  # runs started together on a new database: one made the tables first
+                time.sleep(0.2 * attempt)
+                continue
+            raise storage_failure(url, e, opening=True) from None
     opened = _opened.get()
     if opened is not None:
         opened.append(storage)

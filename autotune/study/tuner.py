@@ -275,23 +275,41 @@ class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
     def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None,
-                 zygote: Zygote | None = None) -> None:
+                 zygote: Zygote | None = None, made_up_name: bool = False) -> None:
+        """``made_up_name``: ``study_name`` was made up (from the dataset, the machine and the second), not asked for:
+        a study of that name started by another run in the same second makes this one ``NAME-2``."""
         self.dataset = dataset
         self.space = space
         self.settings = settings
         self.storage_url = storage
         storage_obj = open_storage(storage)
-        exists = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage_obj, include_best_trial=False)}
+        names = {s.study_name for s in optuna.get_all_study_summaries(storage_obj, include_best_trial=False)}
+        base, attempt = study_name, 1
+        while made_up_name and not resume and study_name in names:
+            attempt += 1
+            study_name = f"{base}-{attempt}"
+        exists = study_name in names
         if exists and not resume:
             raise UserError(f"study {study_name!r} already exists in {mask_url(storage)}; pass --resume to continue it, or another --study-name")
-        self.study = optuna.create_study(
-            storage=storage_obj,
-            study_name=study_name,
-            direction="maximize",
-            sampler=make_sampler(settings.sampler, settings.seed),
-            pruner=make_pruner(settings.pruner),
-            load_if_exists=resume,
-        )
+        while True:
+            try:
+                self.study = optuna.create_study(
+                    storage=storage_obj,
+                    study_name=study_name,
+                    direction="maximize",
+                    sampler=make_sampler(settings.sampler, settings.seed),
+                    pruner=make_pruner(settings.pruner),
+                    load_if_exists=resume,
+                )
+                break
+            except Exception as e:  # noqa: BLE001 - Optuna's DuplicatedStudyError, or the database's unique-name error
+                if not (isinstance(e, optuna.exceptions.DuplicatedStudyError) or "unique constraint failed: studies.study_name" in str(e).lower()):
+                    raise
+                if not made_up_name or resume or attempt >= 100:  # another run created it between the look and the create
+                    raise UserError(f"another run created study {study_name!r} in {mask_url(storage)} at the same moment; pass --resume to join it, "
+                                    "or another --study-name") from None
+                attempt += 1
+                study_name = f"{base}-{attempt}"
         self.created = not exists  # with --resume too: processes sharing --study-name NAME --resume start it together
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._stamp_owner_first()
