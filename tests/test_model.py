@@ -144,37 +144,34 @@ def test_ceiling_records_each_batch_size_and_the_measured_memory(tiny_dataset, t
 
 
 def test_under_a_budget_the_ceiling_takes_its_share_and_a_model_too_slow_is_one_line(tiny_dataset, tmp_path, monkeypatch):
-    """A slow model on a CPU took minutes of a one-minute budget measuring its ceiling, then failed every trial."""
-    from autotune.study.ceiling import CEILING_SHARE
-
+    """A slow model on a CPU took minutes of a one-minute budget measuring its ceiling at every batch size, then
+    failed every trial. The smallest batch size gets a trial's time; the others only while half the time left lasts."""
     space = parse_space({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8, 16, 32]}}})
-    settings = TuneSettings(model=ModelSpec(name="resnet18"), trial_timeout=120.0, time_left=lambda: 40.0)
+    settings = TuneSettings(model=ModelSpec(name="resnet18"), trial_timeout=30.0, time_left=lambda: 40.0)
     tuner = Tuner(scan(tiny_dataset), space, settings, storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
-    given = []
+    clock, given = [0.0], []
+    monkeypatch.setattr("autotune.study.ceiling.time", types.SimpleNamespace(monotonic=lambda: clock[0]))
 
     def slow(spec, timeout_s, **kw):
         given.append(timeout_s)
-        time.sleep(min(timeout_s, 0.3))
+        clock[0] += timeout_s
         return TrialResult(Outcome.TIMEOUT, message="no result in time")
 
     monkeypatch.setattr("autotune.trials.runner.run_trial", slow)
-    clock = [0.0]
-
-    def look() -> float:  # 5 s pass between two looks at the clock
-        clock[0] += 5.0
-        return clock[0]
-
-    monkeypatch.setattr("autotune.study.ceiling.time", types.SimpleNamespace(monotonic=look))
-    with pytest.raises(UserError, match=r"'resnet18' is too slow to tune with here: .* on batch 8 resident on cpu, gave no result in \d+ s; raise --budget"):
+    with pytest.raises(UserError, match=r"'resnet18' is too slow to tune with here: .* on batch 8 resident on cpu, gave no result in 30 s; raise --budget"):
         measure_ceiling(tuner)
-    assert given and given[0] <= CEILING_SHARE * 40.0 and sum(given) <= CEILING_SHARE * 40.0 + 3.0  # its share, not 3 x 120 s
+    assert given == [30.0]  # not three trials' time
 
-    def quick(spec, timeout_s, **kw):
+    def quick(spec, timeout_s, **kw):  # 12 s each (the first starts the device): the third is past half of 40 s
+        given.append(timeout_s)
+        clock[0] += 12.0
         return TrialResult(Outcome.COMPLETE, samples_per_s=10.0 * spec.loader.batch_size, spread=(1.0, 1.0))
 
+    given.clear()
     monkeypatch.setattr("autotune.trials.runner.run_trial", quick)
-    c = measure_ceiling(tuner)  # the share is spent after the first batch size: the others are noted, not measured
-    assert c["per_batch_size"]["8"]["samples_per_s"] == 80.0 and c["per_batch_size"]["32"]["outcome"] == "not-measured"
+    c = measure_ceiling(tuner)
+    assert given == [30.0, 8.0] and c["per_batch_size"]["16"]["samples_per_s"] == 160.0
+    assert c["per_batch_size"]["32"]["outcome"] == "not-measured" and c["batch_size"] == 16
 
 
 def test_with_several_ranks_the_ceiling_is_every_rank_s_gpu(tiny_dataset, tmp_path, monkeypatch):

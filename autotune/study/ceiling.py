@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Under a time budget, the most of what is left that the ceiling may take (the trials need the rest).
-CEILING_SHARE = 0.3
+#: Under a time budget, the share of what is left after which the ceiling measures no further batch size (the first
+#: is always measured, with a trial's time; the trials need the rest).
+CEILING_SHARE = 0.5
 #: A batch size the ceiling's share left no time for.
 NOT_MEASURED = "not-measured"
 
@@ -33,12 +34,12 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
         spread, outcome, model_gpu_mib per batch size), ``ranks``, ``samples_per_s`` (the best batch size's, times
         the ranks: all ranks' GPUs, as trials are scored), ``per_gpu_samples_per_s`` and ``batch_size`` of the best.
 
-    Under a time budget the ceiling takes at most :data:`CEILING_SHARE` of the time left; batch sizes it leaves no
-    time for are recorded as ``not-measured``.
+    Under a time budget, batch sizes after the first are measured while :data:`CEILING_SHARE` of the time left
+    lasts; those it leaves no time for are recorded as ``not-measured``.
 
     Raises:
         UserError: no batch size completed because the model cannot be built (e.g. an unknown name), or because
-            its steps alone gave no result in the time given (every trial trains it too).
+            its steps alone gave no result in a trial's time at the smallest batch size (every trial trains it too).
     """
     from autotune.config.schema import LoaderConfig
     from autotune.outcomes import Outcome
@@ -52,18 +53,19 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     measured: list[tuple[int, float]] = []
     sizes = ceiling_batch_sizes(tuner.space)
     # under --budget the ceiling takes its share of what is left, the trials the rest (a slow model on a CPU took
-    # minutes of a one-minute budget); the batch sizes take it in turn, the smallest first
-    ends = time.monotonic() + max(MIN_TRIAL_S, CEILING_SHARE * s.time_left()) if s.time_left is not None else None
+    # minutes of a one-minute budget, at every batch size). The smallest batch size comes first, with a trial's
+    # time (it starts CUDA and tunes the kernels: the slowest); the others while the share lasts
+    ends = time.monotonic() + CEILING_SHARE * s.time_left() if s.time_left is not None else None
     first: tuple[int, float] | None = None  # the smallest batch size and the time it was given
     for i, b in enumerate(sizes):
         timeout = s.trial_timeout
-        if ends is not None:
+        if ends is not None and i > 0:
             left = ends - time.monotonic()
-            if left < MIN_TRIAL_S and i > 0:
+            if left < MIN_TRIAL_S:
                 per[str(b)] = {"outcome": NOT_MEASURED, "message": "not measured: the time budget's share for the ceiling was spent"}
                 logger.info("model ceiling at batch %d: not measured, the budget's share for it was spent", b)
                 continue
-            timeout = min(timeout, max(MIN_TRIAL_S, left))
+            timeout = min(timeout, left)
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": b})
         spec = dataclasses.replace(tuner.spec(loader, log=trial_log(s.log_dir, f"ceiling-{b}")), model=model, ranks=1, inject=None)
         r = run_trial(spec, timeout_s=timeout, budgets=s.budgets)
@@ -83,7 +85,7 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
         earliest = next(iter(per.values()))
         if earliest["outcome"] == Outcome.CRASH.value:
             raise UserError(f"the model {model.describe()!r} could not be trained: {earliest.get('message', '')}")
-        if all(v["outcome"] in (Outcome.TIMEOUT.value, NOT_MEASURED) for v in per.values()):  # every trial trains it too
+        if earliest["outcome"] == Outcome.TIMEOUT.value:  # a trial's time for the smallest batch: every trial trains it too
             b, given = first or (sizes[0], s.trial_timeout)
             fix = "raise --budget" if ends is not None else "raise --trial-timeout"
             raise UserError(f"the model {model.describe()!r} is too slow to tune with here: its training steps alone, on batch {b} resident "
