@@ -9,6 +9,7 @@ import optuna
 import pytest
 
 from autotune.cli import main
+from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
 from autotune.study import budget as budget_mod
 from autotune.study.budget import WRITE_RESERVE_S, Plan, TimeBudget, plan
@@ -239,3 +240,24 @@ def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdi
     base = {"dataset": {}, "hardware": {}, "measurement": {}, "budgets": {}, "study": "s", "storage": "sqlite:///x.db"}
     row = dict(facts({**base, "time": third}))["time"]
     assert f"the latest of 3 runs of this study, after {third['earlier_s']:.0f} s in the earlier ones" in row
+
+
+def test_a_round_the_budget_cut_short_is_set_aside(tiny_dataset, workdir, monkeypatch):
+    """On one H200: the leader (31,088) re-measured once at 17,169, the runner-up (26,455) not at all before the time
+    ran out; the median of the leader's two lost to the runner-up's one. Like for like, the partial round is set aside."""
+    from autotune.config.schema import LoaderConfig
+    from autotune.study.evidence import confirmation_method
+    from autotune.study.space import load_space
+    from autotune.study.tuner import Tuner, TuneSettings
+
+    tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///c.db", study_name="c")
+    for rate, workers in ((31088.0, 1), (26455.0, 2)):
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": workers})
+        tuner.study.add_trial(optuna.trial.create_trial(value=rate, user_attrs={"loader": loader.to_params(), "config": loader.describe(),
+                                                                                "outcome": "complete", "duration_s": 5.0}))
+    monkeypatch.setattr(Tuner, "measure", lambda self, loader, **kw: TrialResult(Outcome.COMPLETE, samples_per_s=17169.0, spread=(1.0, 1.0)))
+    room = iter([True])  # one re-measurement fits, then no more
+    record = tuner.confirm(fits=lambda s: next(room, False))
+    assert record["winner_trial"] == 0 and record["set_aside"] == [{"trial": 0, "score": 17169.0}]
+    assert [c["scores"] for c in record["candidates"]] == [[31088.0], [26455.0]]
+    assert "1 of the round it cut short set aside" in record["method"] and "failed" not in confirmation_method(record)

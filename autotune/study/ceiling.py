@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import UserError
@@ -15,12 +14,6 @@ if TYPE_CHECKING:
     from autotune.study.tuner import Tuner
 
 logger = logging.getLogger(__name__)
-
-#: Under a time budget, the share of what is left after which the ceiling measures no further batch size (the first
-#: is always measured, with a trial's time; the trials need the rest).
-CEILING_SHARE = 0.5
-#: A batch size the ceiling's share left no time for.
-NOT_MEASURED = "not-measured"
 
 
 def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
@@ -34,16 +27,12 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
         spread, outcome, model_gpu_mib per batch size), ``ranks``, ``samples_per_s`` (the best batch size's, times
         the ranks: all ranks' GPUs, as trials are scored), ``per_gpu_samples_per_s`` and ``batch_size`` of the best.
 
-    Under a time budget, batch sizes after the first are measured while :data:`CEILING_SHARE` of the time left
-    lasts; those it leaves no time for are recorded as ``not-measured``.
-
     Raises:
         UserError: no batch size completed because the model cannot be built (e.g. an unknown name), or because
             its steps alone gave no result in a trial's time at the smallest batch size (every trial trains it too).
     """
     from autotune.config.schema import LoaderConfig
     from autotune.outcomes import Outcome
-    from autotune.study.tuner import MIN_TRIAL_S
     from autotune.trials.logs import trial_log
     from autotune.trials.runner import run_trial
 
@@ -52,24 +41,15 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     per: dict[str, dict[str, Any]] = {}
     measured: list[tuple[int, float]] = []
     sizes = ceiling_batch_sizes(tuner.space)
-    # under --budget the ceiling takes its share of what is left, the trials the rest (a slow model on a CPU took
-    # minutes of a one-minute budget, at every batch size). The smallest batch size comes first, with a trial's
-    # time (it starts CUDA and tunes the kernels: the slowest); the others while the share lasts
-    ends = time.monotonic() + CEILING_SHARE * s.time_left() if s.time_left is not None else None
-    first: tuple[int, float] | None = None  # the smallest batch size and the time it was given
-    for i, b in enumerate(sizes):
-        timeout = s.trial_timeout
-        if ends is not None and i > 0:
-            left = ends - time.monotonic()
-            if left < MIN_TRIAL_S:
-                per[str(b)] = {"outcome": NOT_MEASURED, "message": "not measured: the time budget's share for the ceiling was spent"}
-                logger.info("model ceiling at batch %d: not measured, the budget's share for it was spent", b)
-                continue
-            timeout = min(timeout, left)
+    for b in sizes:
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": b})
         spec = dataclasses.replace(tuner.spec(loader, log=trial_log(s.log_dir, f"ceiling-{b}")), model=model, ranks=1, inject=None)
-        r = run_trial(spec, timeout_s=timeout, budgets=s.budgets)
-        first = first or (b, timeout)
+        r = run_trial(spec, timeout_s=s.trial_timeout, budgets=s.budgets)
+        if r.outcome is Outcome.TIMEOUT and b == sizes[0]:  # the smallest batch in a trial's time: every trial trains it too
+            fix = "raise --budget" if s.time_left is not None else "raise --trial-timeout"
+            raise UserError(f"the model {model.describe()!r} is too slow to tune with here: its training steps alone, on batch {b} resident "
+                            f"on {s.device}, gave no result in {s.trial_timeout:.0f} s; {fix}, pass --step-ms MS for the step's time instead of --model, "
+                            f"or a smaller --batch-size")
         row: dict[str, Any] = {"outcome": r.outcome.value}
         if r.outcome is Outcome.COMPLETE and r.samples_per_s:
             row.update(samples_per_s=round(r.samples_per_s, 1), spread=[round(x, 1) for x in r.spread or ()])
@@ -85,12 +65,6 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
         earliest = next(iter(per.values()))
         if earliest["outcome"] == Outcome.CRASH.value:
             raise UserError(f"the model {model.describe()!r} could not be trained: {earliest.get('message', '')}")
-        if earliest["outcome"] == Outcome.TIMEOUT.value:  # a trial's time for the smallest batch: every trial trains it too
-            b, given = first or (sizes[0], s.trial_timeout)
-            fix = "raise --budget" if ends is not None else "raise --trial-timeout"
-            raise UserError(f"the model {model.describe()!r} is too slow to tune with here: its training steps alone, on batch {b} resident "
-                            f"on {s.device}, gave no result in {given:.0f} s; {fix}, pass --step-ms MS for the step's time instead of --model, "
-                            f"or a smaller --batch-size")
     if measured:
         tuner.settings.model = dataclasses.replace(s.model, gpu_mib=tuple(measured))
     best_b = max(done, key=done.get) if done else None  # type: ignore[arg-type]

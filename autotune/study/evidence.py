@@ -40,7 +40,8 @@ def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def confirmation_method(record: dict[str, Any]) -> str:
     """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
     cands = record.get("candidates") or []
-    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands)
+    aside = record.get("set_aside") if isinstance(record.get("set_aside"), list) else []
+    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside)
     attempted = record.get("attempted")
     if attempted is None:  # a record written before the counts were stored: trust its words unless nothing was re-measured
         method = str(record.get("method", ""))
@@ -53,8 +54,9 @@ def confirmation_method(record: dict[str, Any]) -> str:
     extra = int(record.get("tiebreak") or 0)
     close = f"; the two leaders, within {100 * CLOSE_CALL:g} % of each other, {extra} times more" if extra else ""
     if attempted - extra < len(cands) * int(record.get("repeats") or 0):  # a time budget ended the re-measurement early
+        kept = (f"; the {len(aside)} of the round it cut short set aside (like for like)" if aside else "")
         return (f"top {len(cands)} re-measured {attempted} {'time' if attempted == 1 else 'times'} in all, interleaved, until the time budget ran out"
-                + (f" ({failed} failed)" if failed else "") + "; winner by median of all scores")
+                + (f" ({failed} failed)" if failed else "") + kept + "; winner by median of the scores kept")
     return (f"top {len(cands)} re-measured {record.get('repeats')}x each, interleaved" + close
             + (f" ({failed} of {attempted} re-measurements failed)" if failed else "") + "; winner by median of all scores")
 

@@ -622,6 +622,7 @@ class Tuner:
         scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
         repeats: dict[int, int] = dict.fromkeys(scores, 0)  # re-measurements of each candidate so far
         n, k, tiebreak = len(cands) * s.confirm_repeats, 0, 0
+        done: list[tuple[int, float | None]] = []  # each re-measurement in order: the candidate, its score (None: failed)
 
         def again(t: optuna.trial.FrozenTrial) -> bool:
             """Re-measure ``t`` once; False (nothing measured) when the time budget has no room for it."""
@@ -633,16 +634,20 @@ class Tuner:
             if on_step is not None:
                 on_step(k, max(n, k), t, None)
             r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeats[t.number]))  # type: ignore[arg-type]
-            if r.outcome is Outcome.COMPLETE and r.samples_per_s:
+            ok = r.outcome is Outcome.COMPLETE and bool(r.samples_per_s)
+            if ok:
                 scores[t.number].append(float(r.samples_per_s))
+            done.append((t.number, float(r.samples_per_s) if ok else None))
             if on_step is not None:
                 on_step(k, max(n, k), t, r)
             return True
 
+        partial = 0  # re-measurements of a round the time budget cut short
         if len(cands) > 1 and s.confirm_repeats > 0:
             try:
                 # interleaved; the time budget may end it early (the scores so far are kept)
                 in_time = all(again(t) for _ in range(s.confirm_repeats) for t in cands)
+                partial = 0 if in_time else k % len(cands)
                 # a close call: the two leaders again, alternately, while they stay within CLOSE_CALL of each other
                 for _ in range(TIEBREAK_ROUNDS if in_time else 0):
                     med = {m: statistics.median(v) for m, v in scores.items()}
@@ -653,9 +658,17 @@ class Tuner:
                     in_time = again(second) and again(first)
                     tiebreak += k - before
                     if not in_time:
+                        partial = (k - before) % 2
                         break
             finally:
                 self.close()
+        # like for like: a round the budget cut short re-measured some candidates and not the others; one low reading
+        # of DALI's noise then lost a leader to a config measured once. Its scores are set aside, not counted.
+        set_aside = []
+        for number, score in done[len(done) - partial:] if partial else ():
+            if score is not None:
+                scores[number].remove(score)
+                set_aside.append({"trial": number, "score": round(score, 1)})
         attempted = k
         medians = {n: statistics.median(v) for n, v in scores.items()}
         winner = max(cands, key=lambda t: medians[t.number])
@@ -666,6 +679,8 @@ class Tuner:
             "tiebreak": tiebreak,
             "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]], "median": round(medians[t.number], 1)} for t in cands],
         }
+        if set_aside:
+            record["set_aside"] = set_aside
         record = {"method": confirmation_method(record), **record}
         self.study.set_user_attr("confirmation", record)
         return record
