@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One H200, at the final code (every ceiling batch size with a trial's time; a cut re-measurement round set aside):
 # the CUDA tests, ResNet-50 in the loop with the default model budget (120 s), the default run (60 s) twice,
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 # every line kept, on 8,000 synthetic JPEGs.
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m pytest -q -p no:cacheprovider -m cuda tests 2>&1 | tail -1 | tee $OUT/tests.log
 python3 -m autotune synth /tmp/s8k --images 8000 --classes 100 >/dev/null
 {
