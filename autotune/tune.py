@@ -480,7 +480,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         try:
             from autotune.report import write_report
 
-            report_dir = write_report(tuner.study, args.storage, args.reports_dir)
+            try:
+                report_dir = write_report(tuner.study, args.storage, args.reports_dir)
+            except KeyboardInterrupt as stop:  # the YAML is whole: say so, not only "terminated"
+                raise with_detail(stop, f"wrote {out_path}; the report was not written ('autotune report' writes it)") from None
             summary["report"] = str(report_dir / "report.html")
         except (ImportError, UserError) as e:
             logger.warning("no report written: %s", e)

@@ -219,6 +219,29 @@ def test_a_stop_before_any_trial_completed_says_nothing_was_written_and_how_to_g
     assert not (workdir / "autotune.yaml").exists()
 
 
+def test_an_interrupt_with_json_answers_on_stdout(workdir, tiny_dataset, trials, capsys):
+    """--json printed nothing on stdout for a stop, while a bad input gave {"error": ..., "exit_code": ...}."""
+    import json
+
+    trials.reset(stop_after=0)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--no-report", "--study-name", "j", "--json"]) == 130
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["exit_code"] == 130 and answer["error"].startswith("interrupted: no trial had completed")
+
+
+def test_a_stop_while_the_report_is_written_says_the_yaml_was(workdir, tiny_dataset, trials, capsys, monkeypatch):
+    import autotune.report as report
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_report", stopped)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "2", "--confirm-top", "0", "--quiet"]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "autotune: interrupted: wrote autotune.yaml; the report was not written ('autotune report' writes it)"
+    assert (workdir / "autotune.yaml").exists()
+
+
 def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, trials, capsys):
     """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
     common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]

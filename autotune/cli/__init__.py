@@ -128,7 +128,10 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
         code = interrupt_exit_code(e)
         detail = interrupt_detail(e)
-        print(("autotune: terminated (SIGTERM)" if code == 143 else "autotune: interrupted") + (f": {detail}" if detail else ""), file=sys.stderr)
+        said = ("terminated (SIGTERM)" if code == 143 else "interrupted") + (f": {detail}" if detail else "")
+        print(f"autotune: {said}", file=sys.stderr)
+        if getattr(args, "json", False):  # a script reading stdout learns of the stop too
+            _json_error(said, code)
         return code
     finally:
         restore_logging()
