@@ -490,10 +490,11 @@ class Tuner:
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
-        # each config is measured once: a sampled one, and a queued one (a warm start that was DALI's usual start
-        # is that baseline too; its queued trial states the same result, named for its role, in no time)
+        # each config is measured once: a sampled one, and a queued one that an earlier trial completed (a warm start
+        # that was DALI's usual start is that baseline too; its queued trial states the same result, in no time).
+        # A queued config pruned before is measured as asked (a memory budget or a fault may be gone)
         earlier = measured_before(self.study, loader, trial.number)
-        if earlier is not None:
+        if earlier is not None and (trial.user_attrs.get("role") is None or earlier.state == optuna.trial.TrialState.COMPLETE):
             return tell_repeat(trial, earlier)
 
         reported: list[float] = []
