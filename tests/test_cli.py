@@ -230,7 +230,7 @@ def test_an_interrupt_with_json_answers_on_stdout(workdir, tiny_dataset, trials,
 
 
 def test_a_stop_while_the_report_is_written_says_the_yaml_was(workdir, tiny_dataset, trials, capsys, monkeypatch):
-    import autotune.report as report
+    from autotune import report
 
     def stopped(*a, **k):
         raise KeyboardInterrupt
