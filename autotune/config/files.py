@@ -64,16 +64,28 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
         return "is a folder; pass a file name such as autotune.yaml"
     if p.exists() and not p.is_file():
         return "is not a regular file (a device, a pipe or a socket), which a config would replace; pass a file name such as autotune.yaml"
-    folder = p.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = _nearest_folder(p.parent)
     if not folder.is_dir():
         return f"is under {str(folder)!r}, which is a file, not a folder; pass a path in a folder"
-    try:  # what the atomic write does first: a temporary file next to the destination
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=folder)
-    except OSError as e:  # /proc answers "no such file" for a folder that is there
-        why = "it takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
+    why = _unwritable(folder, f".{p.name}.")  # what the atomic write does first: a temporary file next to the destination
+    if why is not None:
         return f"cannot be written: folder {str(folder)!r} is not writable ({why}); pass a path in a folder you can write"
+    return None
+
+
+def _nearest_folder(p: Path) -> Path:
+    """``p``, or the nearest path above it that exists (a file, when one is in the way)."""
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _unwritable(folder: Path, prefix: str) -> str | None:
+    """Why no file can be made in ``folder`` (tried with a temporary file, removed), or None."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".probe", dir=folder)
+    except OSError as e:  # /proc answers "no such file" for a folder that is there
+        return "it takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
     os.close(fd)
     os.unlink(tmp)
     return None
@@ -85,18 +97,12 @@ def folder_problem(path: str | os.PathLike[str]) -> str | None:
     p = Path(path).absolute()
     if p.exists() and not p.is_dir():
         return "is a file, not a folder (Not a directory); pass a folder"
-    up = p
-    while not up.exists() and up != up.parent:
-        up = up.parent
+    up = _nearest_folder(p)
     if not up.is_dir():
         return f"is under {str(up)!r}, which is a file, not a folder (Not a directory); pass a folder"
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".autotune.", suffix=".probe", dir=up)
-    except OSError as e:
-        why = "it takes no new files" if e.errno == errno.ENOENT else (e.strerror or str(e))
+    why = _unwritable(up, ".autotune.")
+    if why is not None:
         return f"cannot be {'written' if up == p else 'made'}: folder {str(up)!r} is not writable ({why}); pass a folder you can write"
-    os.close(fd)
-    os.unlink(tmp)
     return None
 
 

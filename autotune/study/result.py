@@ -79,13 +79,12 @@ def baseline_trials(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
         if role and (_rate(t) is not None or role not in out or _rate(out[role]) is None):
             out[role] = t
     by_number = {t.number: t for t in trials}
+    measured = {_config_of(o): o for o in measured_complete(study)}  # the last complete trial of each config
     for role, t in list(out.items()):
         if is_repeat(t) and t.user_attrs.get("repeat_of") in by_number:  # its figures are the measuring trial's
             out[role] = t = by_number[t.user_attrs["repeat_of"]]
-        if _rate(t) is None and (config := _config_of(t)) is not None:
-            same = [o for o in measured_complete(study) if _config_of(o) == config]
-            if same:
-                out[role] = same[-1]
+        if _rate(t) is None and (config := _config_of(t)) in measured:
+            out[role] = measured[config]
     return out
 
 

@@ -255,10 +255,11 @@ def _has_optuna_tables(path: Path) -> bool:
         return True
 
 
-def _tilde_error(url: str, local: Path) -> UserError:
+def _tilde_problem(url: str, local: Path) -> str:
+    """Why a storage file under an unexpanded '~' is refused (reads after ``storage file PATH``)."""
     whole = str(local.expanduser())
     whole = f"sqlite:///{whole}" if sqlite_file(url) is not None else ("journal:" if url.startswith("journal:") else "") + whole
-    return UserError(f"storage file {str(local)!r} starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}")
+    return f"starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}"
 
 
 def storage_problem(url: str) -> str | None:
@@ -278,7 +279,7 @@ def storage_problem(url: str) -> str | None:
             return "keeps the study in memory: it is gone when the run ends, and --resume, show and report cannot reach it; pass sqlite:///autotune.db"
         return None
     if local.parts[:1] == ("~",):
-        return str(_tilde_error(url, local)).removeprefix(f"storage file {str(local)!r} ")
+        return _tilde_problem(url, local)
     from autotune.config.files import write_problem
 
     if local.is_file() and not os.access(local, os.W_OK):
@@ -308,7 +309,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
     """
     local = sqlite_file(url) or journal_file(url)
     if local is not None and local.parts[:1] == ("~",):
-        raise _tilde_error(url, local)
+        raise UserError(f"storage file {str(local)!r} {_tilde_problem(url, local)}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
     if must_exist and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
