@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numbers
+
 
 class UserError(Exception):
     """Bad input or environment. The CLI prints ``autotune: error: <message>`` and exits with :attr:`exit_code`."""
@@ -53,3 +55,20 @@ def interrupt_detail(e: KeyboardInterrupt) -> str:
 def interrupt_exit_code(e: KeyboardInterrupt) -> int:
     """130 for Ctrl-C (128 + SIGINT), 143 for SIGTERM (:class:`Terminated`)."""
     return Terminated.exit_code if isinstance(e, Terminated) else 130
+
+
+def expect(value: object, name: str, kinds: type | tuple[type, ...], what: str) -> None:
+    """One line when an API argument has the wrong type (``budget_s='x'``), instead of a TypeError deep inside.
+
+    ``what`` says what is wanted, in words (``"a number of seconds"``); ``bool`` never passes for a number.
+
+    Raises:
+        UserError: ``NAME must be WHAT, but got TYPE VALUE``.
+    """
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    numeric = any(k in (int, float, numbers.Real, numbers.Integral) for k in kinds)
+    if isinstance(value, kinds) and not (numeric and isinstance(value, bool) and bool not in kinds):
+        return
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:40] + f"... ({len(shown)} characters)"
+    raise UserError(f"{name} must be {what}, but got {type(value).__name__} {shown}")

@@ -388,3 +388,60 @@ def test_autoloader_refuses_a_local_world_size_that_is_no_count(tmp_path, tiny_d
     with pytest.raises(ConfigError, match="LOCAL_WORLD_SIZE must be a whole number of 1 or more"):
         loader = autotune.AutoLoader(tiny_dataset, batch_size=4, device="cpu", config=str(tmp_path / "a.yaml"), storage=f"sqlite:///{tmp_path}/s.db")
         next(iter(loader))
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"budget_s": "x"}, "budget_s must be a number of seconds"),
+    ({"budget_s": True}, "budget_s must be a number of seconds"),
+    ({"max_slowdown": None}, "max_slowdown must be a number"),
+    ({"space": 5}, "space must be a search space's name"),
+    ({"storage": 5}, "storage must be a storage URL"),
+    ({"storage": "autotune.db"}, "storage 'autotune.db' is not a storage URL; pass sqlite:///autotune.db"),
+    ({"config": 5}, "config must be a YAML's path"),
+    ({"pipeline": 5}, "pipeline must be a preset's name"),
+    ({"study_name": 5}, "study_name must be a study's name"),
+    ({"with_indices": "yes"}, "with_indices must be True or False"),
+    ({"exploration": {}}, "exploration must be an autotune.Exploration"),
+    ({"candidates": [1]}, "candidates must be a list of dicts"),
+    ({"candidates": {"num_workers": 2}}, "candidates must be a list of dicts"),
+    ({"candidates": [{"workers": 2}]}, r"candidates\[0\] .* is not a loader config: unknown loader parameter 'workers'"),
+    ({"candidates": [{"backend": "torch", "num_workers": -1}]}, r"candidates\[0\] .* is not a loader config: .*num_workers must be between 0"),
+])
+def test_autoloader_arguments_of_the_wrong_kind_are_one_line(tmp_path, tiny_dataset, kwargs, needle):
+    """Were TypeErrors and AttributeErrors from deep inside (a str compared with 0, storage.lower() on an int), or a
+    candidate with a typo skipped with a warning minutes into training."""
+    import autotune
+
+    args = {"batch_size": 4, "device": "cpu", "config": str(tmp_path / "a.yaml"), "storage": f"sqlite:///{tmp_path}/s.db", **kwargs}
+    with pytest.raises(UserError, match=needle):
+        autotune.AutoLoader(tiny_dataset, **args)
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "a.yaml").exists()
+
+
+def test_api_paths_of_the_wrong_kind_are_one_line(tiny_dataset):
+    import autotune
+
+    cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0})
+    with pytest.raises(UserError, match="path must be the dataset folder's path, but got int 5"):
+        autotune.build_loader(5, cfg, device="cpu")
+    with pytest.raises(UserError, match="path must be the dataset folder's path"):
+        autotune.AutoLoader(None, device="cpu", config=None, storage=None)
+    with pytest.raises(UserError, match="path must be the YAML's path"):
+        autotune.load_config(None)
+
+
+def test_a_loader_config_built_by_hand_is_checked_like_the_yaml():
+    """LoaderConfig("bogus", 16) was a ValueError from the enum; a dict for torch= was kept and broke describe()."""
+    from autotune.config.schema import TorchOptions
+    from autotune.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="loader.backend must be one of torch, dali, but got 'bogus'"):
+        LoaderConfig("bogus", 16)
+    with pytest.raises(ConfigError, match="backend must be one of torch, dali, but got 'bogus'"):
+        LoaderConfig.from_params({"backend": "bogus", "batch_size": 16})
+    assert LoaderConfig("torch", 16, torch={"num_workers": 2}).torch == TorchOptions(num_workers=2)
+    assert LoaderConfig("torch", 16, torch={"num_workers": 2}).describe() == "torch b=16 workers=2"
+    with pytest.raises(ConfigError, match="unknown key loader.torch.workers"):
+        LoaderConfig("torch", 16, torch={"workers": 2})
+    with pytest.raises(ConfigError, match="loader.torch must be an autotune.TorchOptions or a mapping"):
+        LoaderConfig("torch", 16, torch=5)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from typing import Any
 
-from autotune.errors import UserError
+from autotune.errors import UserError, expect
 
 #: how a candidate's measurement ended
 CONTINUE, DONE, SLOW, FAILED, BUDGET = "continue", "done", "slow", "failed", "budget"
@@ -46,6 +47,11 @@ class Exploration:
     settle_wait: float = 0.03
 
     def __post_init__(self) -> None:
+        expect(self.budget_s, "budget_s", numbers.Real, "a number of seconds (0 explores nothing)")
+        expect(self.max_slowdown, "max_slowdown", numbers.Real, "a number (1.5 abandons candidates 50 % slower than the best)")
+        for name in ("warmup_batches", "measure_batches", "check_batches", "max_candidates"):
+            expect(getattr(self, name), name, numbers.Integral, "a whole number of batches" if name.endswith("batches") else "a whole number")
+        expect(self.settle_wait, "settle_wait", numbers.Real, "a fraction between 0 and 1")
         if not self.budget_s >= 0:
             raise UserError(f"budget_s must be >= 0 seconds, but got {self.budget_s!r}")
         if not self.max_slowdown >= 1.0:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from autotune._imports import is_available
 from autotune.config import fingerprint
 from autotune.config.files import read_yaml
-from autotune.config.schema import Config, seed_number, whole_number
+from autotune.config.schema import Config, LoaderConfig, seed_number, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
-from autotune.errors import UserError
+from autotune.errors import UserError, expect
 from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
 from autotune.outcomes import Backend
@@ -61,6 +61,38 @@ def _device(device: str | None) -> str:
             raise UserError("device 'cuda' asked for, but torch sees no GPU; pass device='cpu'")
         return f"cuda:{torch.cuda.current_device()}"  # under DDP: the GPU this rank set with torch.cuda.set_device
     return check_device(device)  # cpu, or cuda:N with that GPU here; anything else one line
+
+
+def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space: Any, candidates: Any, storage: Any,
+                    study_name: Any, with_indices: Any, exploration: Any) -> None:
+    """One line for an argument of the wrong type, before anything starts (``budget_s`` and ``batch_size`` are
+    checked where they are read)."""
+    from autotune.autoloader._explore import Exploration
+    from autotune.study.storage import mask_url, storage_problem
+
+    nothing = type(None)
+    expect(path, "path", (str, os.PathLike), "the dataset folder's path")
+    expect(device, "device", (str, nothing), "'cuda', 'cuda:N', 'cpu' or None")
+    expect(config, "config", (str, os.PathLike, nothing), "a YAML's path, or None to read and write none")
+    expect(pipeline, "pipeline", str, "a preset's name such as 'imagenet-train'")
+    expect(space, "space", (str, os.PathLike), "a search space's name or YAML path such as 'default'")
+    expect(storage, "storage", (str, nothing), "a storage URL such as 'sqlite:///autotune.db', or None to keep the study in memory")
+    expect(study_name, "study_name", (str, nothing), "a study's name, or None for one made from the dataset")
+    expect(with_indices, "with_indices", bool, "True or False")
+    expect(exploration, "exploration", (Exploration, nothing), "an autotune.Exploration or None")
+    if isinstance(candidates, (str, bytes, dict)) or not isinstance(candidates, Sequence) \
+            or not all(isinstance(c, dict) for c in candidates):
+        raise UserError(f"candidates must be a list of dicts of loader parameters (such as {{'backend': 'torch', 'num_workers': 4}}), "
+                        f"but got {type(candidates).__name__} {candidates!r:.60}")
+    for i, c in enumerate(candidates):  # found now, not as a skipped candidate minutes into training
+        try:
+            LoaderConfig.from_params({"batch_size": 1, **c})
+        except (UserError, ValueError) as e:
+            raise UserError(f"candidates[{i}] {c!r:.80} is not a loader config: {e}") from None
+    if storage:
+        problem = storage_problem(storage)
+        if problem is not None:
+            raise UserError(f"storage {mask_url(storage)!r} {problem}".replace("--storage", "the storage URL"))
 
 
 def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:

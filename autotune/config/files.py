@@ -14,7 +14,7 @@ import yaml
 
 from autotune.config.schema import Config, whole_number
 from autotune.dataset.paths import printable
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, expect
 
 
 def dump_yaml(data: Any) -> str:
@@ -249,6 +249,7 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
     Returns:
         The typed :class:`Config`.
     """
+    expect(path, "path", (str, os.PathLike), "the YAML's path, such as 'autotune.yaml'")
     if world_size is not None:
         world_size = whole_number(world_size, "world_size", "the ranks per node")
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))

@@ -179,8 +179,18 @@ class LoaderConfig:
     dali: DaliOptions | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "backend", Backend(str(self.backend)))
+        try:
+            backend = Backend(self.backend.value if isinstance(self.backend, Backend) else self.backend)
+        except (TypeError, ValueError):
+            raise ConfigError(f"loader.backend must be one of {', '.join(b.value for b in Backend)}, but got {self.backend!r}") from None
+        object.__setattr__(self, "backend", backend)
         _require(_is_int(self.batch_size), "loader.batch_size", "an integer", self.batch_size)
+        for name, kind in (("torch", TorchOptions), ("dali", DaliOptions)):  # a mapping is read as the YAML's section
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, _from_dict(kind, value, f"loader.{name}"))
+            elif value is not None and not isinstance(value, kind):
+                raise ConfigError(f"loader.{name} must be an autotune.{kind.__name__} or a mapping of its fields, but got {type(value).__name__}")
         if self.batch_size < 1:
             raise ConfigError(f"loader.batch_size must be >= 1, but got {self.batch_size}")
         if self.backend is Backend.TORCH and self.torch is None:
@@ -191,7 +201,10 @@ class LoaderConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
         """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
-        backend = Backend(params.get("backend", "torch"))
+        try:
+            backend = Backend(params.get("backend", "torch"))
+        except (TypeError, ValueError):
+            raise ConfigError(f"backend must be one of {', '.join(b.value for b in Backend)}, but got {params.get('backend')!r}") from None
         unknown = set(params) - set(PARAM_NAMES)
         if unknown:
             raise ConfigError(f"unknown loader parameter {sorted(unknown)[0]!r}; known: {', '.join(PARAM_NAMES)}")

@@ -126,8 +126,9 @@ def build_loader(
     from autotune.config.files import whole_number
     from autotune.config.schema import Config, LoaderConfig, seed_number
     from autotune.dataset.scan import scan
-    from autotune.errors import UserError
+    from autotune.errors import UserError, expect
 
+    expect(path, "path", (str, os.PathLike), "the dataset folder's path")
     if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
         from autotune.config.files import load_config
 
