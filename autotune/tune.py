@@ -79,13 +79,30 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")
-    if study is not None and not (cfg.result or {}).get("defaults_samples_per_s"):
-        defaults = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == "defaults"]
-        # queued and never run, or cut by the budget's end (one that failed otherwise says why in the report)
-        if defaults and all(not t.state.is_finished() or t.user_attrs.get("outcome") == Outcome.INTERRUPTED.value for t in defaults):
-            ran_out = f"the {budget.total_s:.0f} s budget left no time to measure" if budget is not None else "the trials ended before measuring"
-            out.append(f"{ran_out} the torch DataLoader defaults, so there is no speedup over them; pass {longer}")
+    ran_out = f"the {budget.total_s:.0f} s budget left no time to measure" if budget is not None else "the trials ended before measuring"
+    for role, figure, name, lost in BASELINE_WARNINGS:
+        if study is None or (cfg.result or {}).get(figure):
+            continue
+        trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == role]
+        # queued and never run, or cut by the budget's end (one that failed otherwise says why in the report); a
+        # first trial that met an undecodable file is measured again without it, if the budget leaves the time
+        unrun = [t for t in trials if not t.state.is_finished() or t.user_attrs.get("outcome") == Outcome.INTERRUPTED.value]
+        bad = [t for t in trials if t.user_attrs.get("outcome") == Outcome.BAD_DATA.value]
+        if role == "dali-heuristic" and any(t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("loader") or {}).get("backend") == "dali"
+                                            for t in study.get_trials(deepcopy=False)):
+            continue  # DALI was measured in another config: the choice saw it
+        if unrun and len(unrun) + len(bad) == len(trials):
+            again = " again without the undecodable file its first trial met" if bad else ""
+            out.append(f"{ran_out} {name}{again}, so {lost}; pass {longer}")
     return out
+
+
+#: the baselines whose absence the end of a run names: (role, result figure, name, what is missing without it)
+BASELINE_WARNINGS = (
+    ("defaults", "defaults_samples_per_s", "the torch DataLoader defaults", "there is no speedup over them"),
+    ("heuristic", "heuristic_samples_per_s", "the common torch settings (num_workers = cores)", "the winner was not compared with them"),
+    ("dali-heuristic", "dali_heuristic_samples_per_s", "DALI's usual start", "the winner was not compared with it"),
+)
 
 
 def busy_warnings(load: dict[str, Any] | None) -> list[str]:
@@ -504,6 +521,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         if r.get("fraction_of_ceiling"):
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)
+        aside = (tuner.study.user_attrs.get("confirmation") or {}).get("set_aside") or []
+        if aside:  # the progress lines showed it: say why the winner's figure does not count it
+            told = ", ".join(f"trial {a['trial']}'s {a['score']:,.0f}" for a in aside)
+            print(f"the budget ended the re-measurement round part-way: {told} set aside, so that every candidate "
+                  "is judged on as many measurements", file=sys.stderr)
         repeats = (cfg.study or {}).get("repeats") or 0
         if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
             print(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "

@@ -269,3 +269,23 @@ def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_
     finished = (workdir / "autotune.yaml").read_text()
     assert main([*common, "--study-name", "second", "--storage", "sqlite:///other.db", "--quiet"]) == 130
     assert (workdir / "autotune.yaml").read_text() == finished and load_config(side).study["storage"].endswith("/other.db")
+
+
+def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_dataset, trials, monkeypatch, capsys):
+    """The progress lines showed "re-measured 1/2: trial 4: 402 samples/s", then the winner's 471 did not count it,
+    and only the YAML's method text said why."""
+    from autotune.study.tuner import Tuner
+
+    confirm = Tuner.confirm
+
+    def cut_round(self, *a, **k):  # the budget ended the round after its first re-measurement
+        record = confirm(self, *a, **k)
+        record["set_aside"] = [{"trial": record["winner_trial"], "score": 402.4}]
+        self.study.set_user_attr("confirmation", record)
+        return record
+
+    monkeypatch.setattr(Tuner, "confirm", cut_round)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert "the budget ended the re-measurement round part-way: trial " in err
+    assert "'s 402 set aside, so that every candidate is judged on as many measurements" in err

@@ -91,6 +91,9 @@ def test_importance_leaves_out_trials_without_params():
     for th, q, v in ((1, 2, 340.0), (1, 1, 290.0), (2, 4, 310.0), (1, 4, 435.0), (2, 1, 442.0)):
         study.add_trial(optuna.trial.create_trial(params={"num_threads": th, "prefetch_queue_depth": q}, distributions=dist, value=v,
                                                   user_attrs={"outcome": "complete"}))
+    few = optuna.create_study(direction="maximize")  # the three baselines of a short run: no ranking of knobs from them
+    few.add_trials(study.trials[:4])
+    assert importances(few) == ([], ["Parameter importance over all trials not computed: needs at least 5 completed trials, has 3."])
     found, notes = importances(study)
     assert found and set(found[0]["values"]) == {"num_threads", "prefetch_queue_depth"}, notes
     assert found[0]["trials"] == 5 and any("comes from 5 trials: a rough guide" in n for n in notes)
@@ -321,3 +324,27 @@ def test_build_loader_warns_when_the_yaml_was_tuned_on_another_dataset(tmp_path,
     with w.catch_warnings():
         w.simplefilter("error")
         autotune.build_loader(other, cfg, device="cpu", pipeline="imagenet-eval")  # an eval loader on another folder is meant
+
+
+def test_dalis_usual_start_left_unmeasured_after_a_bad_file_is_named():
+    """A truncated JPEG failed DALI's usual start, its retry without the file was queued behind the slow torch
+    defaults, and the budget ended first: the run chose a torch loader at half DALI's rate and said nothing."""
+    space = load_space("default", cores=2, device="cpu", dali=True)
+    torch_best = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 2}),
+                        result={"samples_per_s": 219.0, "defaults_samples_per_s": 17.0, "heuristic_samples_per_s": 219.0})
+    dali = {"backend": "dali", "batch_size": 128, "dali_device": "cpu"}
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"role": "dali-heuristic", "loader": dali, "outcome": "bad-data"}))
+    study.enqueue_trial({"backend": "dali"}, user_attrs={"role": "dali-heuristic"})
+    budget = TimeBudget(40.0, clock=lambda: 43.0, start=0.0)
+    (warning,) = short_run_warnings(torch_best, space, budget, study)
+    assert warning == ("the 40 s budget left no time to measure DALI's usual start again without the undecodable file its first "
+                       "trial met, so the winner was not compared with it; pass --budget 80")
+    measured = optuna.create_study(direction="maximize")  # DALI measured in another config: the choice saw DALI
+    measured.add_trial(study.trials[0])
+    measured.enqueue_trial({"backend": "dali"}, user_attrs={"role": "dali-heuristic"})
+    measured.add_trial(optuna.trial.create_trial(value=300.0, user_attrs={"loader": {**dali, "num_threads": 1}, "outcome": "complete"}))
+    assert short_run_warnings(torch_best, space, budget, measured) == []
+    broken = optuna.create_study(direction="maximize")  # failed for its own reason: the report says why, no budget advice
+    broken.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"role": "dali-heuristic", "loader": dali, "outcome": "crash"}))
+    assert short_run_warnings(torch_best, space, budget, broken) == []

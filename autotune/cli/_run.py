@@ -76,7 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
     f.add_argument("--warm-start", metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first")
-    f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune")
+    f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner (as --warm-start FILE)")
     f.add_argument("--reuse", action="store_true", help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
     f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
     f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")

@@ -214,6 +214,8 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
 
 #: Fewer completed trials than this in a scope: its importances are noted as a rough guide.
 FEW_FOR_IMPORTANCE = 10
+#: Fewer than this: none computed (three hand-picked baselines say nothing of which knob matters).
+MIN_FOR_IMPORTANCE = 5
 
 
 def _importance_trials(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
@@ -226,8 +228,8 @@ def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, fl
     from optuna.importance import get_param_importances
 
     complete = _importance_trials(trials)
-    if len(complete) < 3:
-        return None, f"needs at least 3 completed trials, has {len(complete)}"
+    if len(complete) < MIN_FOR_IMPORTANCE:
+        return None, f"needs at least {MIN_FOR_IMPORTANCE} completed trials, has {len(complete)}"
     from optuna import importance as oi
 
     # fANOVA needs scikit-learn; PED-ANOVA (numpy only) is the fallback, and copes with few trials
