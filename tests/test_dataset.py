@@ -244,3 +244,19 @@ def test_the_scan_signs_as_it_goes_and_a_derived_dataset_signs_its_own_files(tre
     fewer = dataclasses.replace(ds, files=ds.files[1:], labels=ds.labels[1:])
     assert fewer.signature() != ds.signature()  # derived with other files: signed again, not the scan's value
     assert dataclasses.replace(fewer).signature() == fewer.signature()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_making_a_set_says_how_far_it_got(tmp_path: Path, capsys, workers: int) -> None:
+    """`autotune run --demo` printed nothing for the minute its 2,000 images took on two cores."""
+    from autotune.dataset.synth import quarter_lines, synthesize
+
+    calls: list[tuple[int, int]] = []
+    synthesize(tmp_path / "a", images=12, classes=2, min_side=16, max_side=24, workers=workers, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(k, 12) for k in range(1, 13)]
+    calls.clear()
+    synthesize(tmp_path / "a", images=16, classes=2, min_side=16, max_side=24, workers=workers, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(k, 4) for k in range(1, 5)]  # only the images missing
+    for k in range(1, 9):
+        quarter_lines("demo images")(k, 8)
+    assert capsys.readouterr().err.splitlines() == [f"  {k}/8 demo images" for k in (2, 4, 6, 8)]

@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from autotune.dataset.synth import image_paths, synthesize
+    from autotune.dataset.synth import image_paths, quarter_lines, synthesize
     from autotune.errors import UserError
 
     if args.min_side > args.max_side:
@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
     kept = sum(p.exists() for p in image_paths(args.dir, args.images, args.classes)) if args.classes <= args.images else 0
     try:
-        root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed)
+        root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed,
+                          progress=quarter_lines("images") if args.images - kept >= 500 and not getattr(args, "quiet", False) else None)
     except OSError as e:  # a full disk, a folder made read-only meanwhile: the images written so far are whole and kept
         raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); free some space or pass another DIR "
                         "(the images written so far are kept, and the same command completes them)") from None

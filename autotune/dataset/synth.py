@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -80,8 +82,11 @@ def synthesize(
     quality: int = 90,
     seed: int = 0,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """Write ``images`` JPEGs spread over ``classes`` class folders under ``root``; existing files are kept.
+
+    ``progress(done, total)`` is called after each image written (``total``: those missing when it started).
 
     Returns:
         ``root`` as a :class:`~pathlib.Path`.
@@ -103,12 +108,27 @@ def synthesize(
     if jobs:
         n = workers or min(len(jobs) // 50 + 1, os.cpu_count() or 1)
         if n <= 1:
-            for j in jobs:
-                _write(j)
+            done = map(_write, jobs)
         else:
-            with ProcessPoolExecutor(n) as pool:
-                list(pool.map(_write, jobs, chunksize=32))
+            pool = ProcessPoolExecutor(n)
+            done = pool.map(_write, jobs, chunksize=32)
+        try:
+            for k, _ in enumerate(done, 1):
+                if progress is not None:
+                    progress(k, len(jobs))
+        finally:
+            if n > 1:
+                pool.shutdown(cancel_futures=True)
     return root
+
+
+def quarter_lines(what: str) -> Callable[[int, int], None]:
+    """A ``progress(done, total)`` for :func:`synthesize` that prints a line to stderr at each quarter (plain
+    lines: a pipe or a log reads them too)."""
+    def progress(done: int, total: int) -> None:
+        if done * 4 // total > (done - 1) * 4 // total:
+            print(f"  {done:,}/{total:,} {what}", file=sys.stderr, flush=True)
+    return progress
 
 
 #: written in the demo folder once every image is there; a folder without it is completed on the next use
@@ -121,15 +141,15 @@ def demo_root(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path:
     return default_cache_dir() / f"demo-{images}x{classes}"
 
 
-def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES) -> Path:
-    """The demo set in the cache folder (:func:`demo_root`), made on first use."""
+def demo_dataset(images: int = DEMO_IMAGES, classes: int = DEMO_CLASSES, progress: Callable[[int, int], None] | None = None) -> Path:
+    """The demo set in the cache folder (:func:`demo_root`), made on first use (``progress`` as :func:`synthesize`)."""
     root = demo_root(images, classes)
     marker = root / DEMO_COMPLETE
     if not marker.exists():
         logger.info("generating the demo dataset (%d JPEGs) in %s", images, root)
         try:
             root.mkdir(parents=True, exist_ok=True)
-            synthesize(root, images=images, classes=classes)
+            synthesize(root, images=images, classes=classes, progress=progress)
             marker.write_text("ok\n")
         except OSError as e:
             from autotune.errors import UserError
