@@ -290,3 +290,45 @@ def test_two_runs_in_the_same_second_get_two_studies(workdir, tiny_dataset, monk
     raced_once.clear()
     with pytest.raises(UserError, match="another run created study 'asked-for' .* at the same moment; pass --resume to join it"):
         Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2), storage=url, study_name="asked-for")
+
+
+class _FullAfter:
+    """``os`` for Optuna's journal backend, whose ``fsync`` fails as a full disk does once ``n`` writes went through
+    (the write itself went half-way: the journal ends in a line without its newline)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    def fsync(self, fd: int) -> None:
+        self.n -= 1
+        if self.n < 0:
+            os.ftruncate(fd, os.fstat(fd).st_size - 7)  # the record's end never reached the disk
+            raise OSError(28, "No space left on device")
+        os.fsync(fd)
+
+
+@pytest.mark.parametrize("writes", [12, 35])  # while setting up the study; in the trials
+def test_a_journal_that_filled_its_disk_is_one_line_and_resumes(workdir, tiny_dataset, monkeypatch, capsys, writes):
+    """A journal's full disk was four chained OSError tracebacks, and the record it cut short then glued itself to
+    the next one appended: --resume failed on a JSONDecodeError and every command refused the journal after it."""
+    import json as _json
+
+    from autotune.cli import main
+
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    argv = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "2", "--confirm-top", "0", "--window", "0.2",
+            "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--storage", "journal:j.log", "--study-name", "j"]
+    monkeypatch.setattr("optuna.storages.journal._file.os", _FullAfter(writes))
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "the disk holding storage 'j.log' is full" in err, err
+    assert not (workdir / "j.log").read_bytes().endswith(b"\n")
+    monkeypatch.setattr("optuna.storages.journal._file.os", os)  # space freed
+    assert main([*argv, "--resume"]) == 0
+    for line in (workdir / "j.log").read_bytes().splitlines():
+        _json.loads(line)  # every line a whole record
+    assert main(["studies", "--storage", "journal:j.log", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)[0]["name"] == "j"

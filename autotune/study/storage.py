@@ -146,7 +146,18 @@ def _chain(e: BaseException) -> list[BaseException]:
 
 
 def _is_db_error(e: BaseException) -> bool:
-    return isinstance(e, optuna.exceptions.StorageInternalError) or any(c.__module__.startswith(("sqlalchemy.", "sqlite3")) for c in type(e).__mro__)
+    return (isinstance(e, optuna.exceptions.StorageInternalError) or any(c.__module__.startswith(("sqlalchemy.", "sqlite3")) for c in type(e).__mro__)
+            or (isinstance(e, OSError) and _raised_in_journal(e)))
+
+
+def _raised_in_journal(e: BaseException) -> bool:
+    """Whether ``e`` came through Optuna's journal file backend (its writes fail as plain OSErrors: a full disk)."""
+    tb = e.__traceback__
+    while tb is not None:
+        if "/optuna/storages/journal/" in tb.tb_frame.f_code.co_filename.replace(os.sep, "/"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def storage_cause(e: BaseException) -> BaseException | None:
@@ -240,6 +251,39 @@ def _check_journal_start(path: Path) -> None:
         raise ValueError(f"its first line is not a journal entry: {first[:40].decode(errors='replace').strip()!r}")
 
 
+def _drop_cut_record(path: Path) -> None:
+    """Remove a last journal line that has no newline: a record whose write a full disk or a kill cut short.
+
+    Readers skip it, but the next record appended would continue that line, and every later read fails on it.
+    Done under Optuna's own journal lock, so no writer is half-way through a record meanwhile.
+    """
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+    except OSError:
+        return
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        with open(path, "rb+") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - (1 << 20)))
+            tail = f.read()
+            if tail.endswith(b"\n"):
+                return
+            cut = tail.rfind(b"\n")
+            keep = size - len(tail) + cut + 1 if cut >= 0 else (0 if size <= 1 << 20 else None)
+            if keep is None:  # a line over 1 MiB: no record of ours; leave it to the reader's error
+                return
+            f.truncate(keep)
+        logger.warning("storage journal %s ended in a record cut short (a full disk or a process killed while writing): "
+                       "removed its %d bytes; the records before it are kept", path, size - keep)
+    finally:
+        lock.release()
+
+
 def _has_optuna_tables(path: Path) -> bool:
     """Whether the SQLite file holds Optuna's ``studies`` table, read without writing; True when it cannot be read
     as a database (opening it then names the cause)."""
@@ -326,6 +370,8 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
                 from optuna.storages.journal import JournalFileBackend
 
                 _check_journal_start(journal_file(url))
+                if not must_exist:  # a writer: a record cut short would join the next one into a line no reader takes
+                    _drop_cut_record(journal_file(url))
                 storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
             else:
                 kwargs: dict[str, Any] = {}
