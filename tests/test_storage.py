@@ -332,3 +332,27 @@ def test_a_journal_that_filled_its_disk_is_one_line_and_resumes(workdir, tiny_da
         _json.loads(line)  # every line a whole record
     assert main(["studies", "--storage", "journal:j.log", "--json"]) == 0
     assert _json.loads(capsys.readouterr().out)[0]["name"] == "j"
+
+
+def test_another_programs_study_is_neither_resumed_nor_read_as_a_warm_start(workdir, tiny_dataset, capsys):
+    """--resume into a plain Optuna study (minimize, param x) added an autotune trial to it, then failed on a KeyError;
+    a multi-objective study as --warm-start study:NAME was a RuntimeError traceback."""
+    from autotune.cli import main
+
+    url = "sqlite:///shared.db"
+    foreign = optuna.create_study(study_name="foreign", storage=url, direction="minimize")
+    foreign.optimize(lambda t: t.suggest_float("x", 0, 1) ** 2, n_trials=3)
+    optuna.create_study(study_name="multi", storage=url, directions=["maximize", "minimize"]).optimize(
+        lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=2)
+    common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "1", "--no-report", "--storage", url]
+    assert main([*common, "--study-name", "foreign", "--resume"]) == 2
+    assert main([*common, "--study-name", "foreign"]) == 2
+    assert main([*common, "--study-name", "multi", "--resume"]) == 2
+    assert main([*common, "--warm-start", "study:multi"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.count("study 'foreign' in sqlite:///shared.db was not made by autotune (it minimizes its objective; autotune's maximize "
+                     "samples/s); pass another --study-name") == 2
+    assert "study 'multi' in sqlite:///shared.db was not made by autotune (it has 2 objectives" in err
+    assert "study 'multi' has 2 objectives, so 'autotune run' did not write it" in err
+    assert len(optuna.load_study(study_name="foreign", storage=url).trials) == 3  # nothing added

@@ -63,6 +63,16 @@ CUT_GRACE_S = WRITE_RESERVE_S
 PRUNERS = ("median", "percentile", "none")
 
 
+def _not_ours(storage: optuna.storages.BaseStorage, name: str) -> str | None:
+    """Why the stored study ``name`` is not one autotune made (another program's, through the same storage), or None."""
+    study = optuna.load_study(study_name=name, storage=storage)
+    if len(study.directions) != 1 or study.direction != optuna.study.StudyDirection.MAXIMIZE:
+        return f"it {'has ' + str(len(study.directions)) + ' objectives' if len(study.directions) != 1 else 'minimizes its objective'}; autotune's maximize samples/s"
+    if "fingerprint_key" not in study.user_attrs and study.get_trials(deepcopy=False):
+        return "its trials carry no autotune record"
+    return None
+
+
 class TrialFailure(Exception):
     """A trial that says nothing about the config's speed (crash, bad data): told to Optuna as FAILED."""
 
@@ -289,6 +299,9 @@ class Tuner:
             attempt += 1
             study_name = f"{base}-{attempt}"
         exists = study_name in names
+        foreign = _not_ours(storage_obj, study_name) if exists else None
+        if foreign is not None:  # --resume would add trials to another program's study (and read its trials as ours)
+            raise UserError(f"study {study_name!r} in {mask_url(storage)} was not made by autotune ({foreign}); pass another --study-name")
         if exists and not resume:
             raise UserError(f"study {study_name!r} already exists in {mask_url(storage)}; pass --resume to continue it, or another --study-name")
         while True:
