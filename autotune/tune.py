@@ -248,9 +248,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     store = sqlite_file(args.storage) or journal_file(args.storage)
     if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study
         raise UserError(f"--out {str(out_path)!r} is the study storage (--storage {mask_url(args.storage)}); pass another file name such as autotune.yaml")
-    problem = write_problem(out_path) or foreign_problem(out_path)  # before the study, not after it
+    # before the study, not after it; the text as given: 'configs/' names a folder, which Path() forgets
+    problem = write_problem(args.out) or foreign_problem(out_path)
     if problem is not None:
-        raise UserError(f"--out {str(out_path)!r} {problem}")
+        raise UserError(f"--out {str(args.out)!r} {problem}")
     problem = storage_problem(args.storage)  # the study's storage and the trial logs' folder: before the set-up too
     if problem is not None:
         raise UserError(f"--storage {mask_url(args.storage)} {problem}")

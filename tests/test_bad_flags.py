@@ -445,3 +445,16 @@ def test_a_loader_config_built_by_hand_is_checked_like_the_yaml():
         LoaderConfig("torch", 16, torch={"workers": 2})
     with pytest.raises(ConfigError, match="loader.torch must be an autotune.TorchOptions or a mapping"):
         LoaderConfig("torch", 16, torch=5)
+
+
+def test_out_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, workdir, tiny_dataset, capsys):
+    """`--out configs/` wrote a file named configs (Path() drops the slash); the next `--out configs/a.yaml` then failed."""
+    import autotune
+
+    assert main(["run", "--dataset", str(tiny_dataset), "--out", "configs/", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "--out 'configs/' names a folder (it ends in '/'); pass a file name such as configs/autotune.yaml" in err
+    assert not (workdir / "configs").exists() and "setting up" not in err
+    with pytest.raises(UserError, match="names a folder"):
+        autotune.AutoLoader(tiny_dataset, batch_size=4, device="cpu", config=str(tmp_path / "al") + "/", storage=None)
+    assert not (tmp_path / "al").exists()

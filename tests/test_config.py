@@ -45,6 +45,16 @@ def test_no_worker_options_without_workers():
     assert "prefetch_factor" not in _cfg(num_workers=0).dataloader_kwargs()
 
 
+def test_num_workers_0_as_an_override_drops_the_worker_only_keywords():
+    """dataloader_kwargs(num_workers=0), to debug in the main process, kept prefetch_factor and persistent_workers:
+    DataLoader raised a ValueError."""
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": True}))
+    kw = cfg.dataloader_kwargs(num_workers=0)
+    assert kw == {"batch_size": 4, "num_workers": 0, "pin_memory": False}
+    torch.utils.data.DataLoader(list(range(8)), **kw)  # accepted
+    assert cfg.dataloader_kwargs(num_workers=0, prefetch_factor=3)["prefetch_factor"] == 3  # asked for: passed on as given
+
+
 def test_dali_config_has_no_dataloader_kwargs():
     cfg = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 64, "dali_device": "cpu", "num_threads": 2}))
     with pytest.raises(ConfigError, match="build_loader"):

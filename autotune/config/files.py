@@ -57,6 +57,9 @@ def write_problem(path: str | os.PathLike[str]) -> str | None:
     nearest folder above it) cannot be written: read-only, no permission. A full disk shows only when writing.
     The answer reads after the path: ``f"{path!r} {problem}"``.
     """
+    text = os.fspath(path)
+    if isinstance(text, str) and text.endswith(("/", os.sep)):  # Path() drops the slash: a folder meant would become a file
+        return f"names a folder (it ends in '/'); pass a file name such as {text.rstrip('/' + os.sep) or '.'}/autotune.yaml"
     p = Path(path).absolute()
     if p.is_symlink():
         p = Path(os.path.realpath(p))  # the link's target is what gets written

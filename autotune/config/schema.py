@@ -365,6 +365,10 @@ class Config:
                 kwargs["prefetch_factor"] = t.prefetch_factor
             kwargs["persistent_workers"] = t.persistent_workers
         kwargs.update(overrides)
+        if kwargs.get("num_workers") == 0:  # num_workers=0 to debug: DataLoader refuses the worker-only keywords
+            for k in ("prefetch_factor", "persistent_workers"):
+                if k not in overrides:
+                    kwargs.pop(k, None)
         return kwargs
 
     def for_rank(self, rank: int | None = None, world_size: int | None = None, *, local_world_size: int | None = None) -> RankConfig:
