@@ -49,6 +49,8 @@ DEFAULT_MODEL_BUDGET_S = 120.0
 INTERRUPTED = "interrupted"
 #: study attribute: the winner was chosen but the YAML could not be written; --resume writes it without tuning
 UNWRITTEN = "config_unwritten"
+#: the longest --budget taken: a day (a run settles in minutes; more is a typo's extra digits)
+MAX_BUDGET_S = 86_400.0
 #: the trial cap under --budget without --n-trials: the budget stops the study long before it
 BUDGET_MAX_TRIALS = 500
 
@@ -242,6 +244,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     budget = TimeBudget(args.budget, start=started) if args.budget is not None else None
     if budget is not None and budget.total_s < MIN_BUDGET_S:
         raise UserError(f"--budget {args.budget:g} is too short to measure anything; pass --budget {MIN_BUDGET_S:.0f} or more")
+    if budget is not None and budget.total_s > MAX_BUDGET_S:  # a typo's extra digits: no run needs more than a day
+        raise UserError(f"--budget {args.budget:g} is more than a day; pass --budget {MAX_BUDGET_S:.0f} or less (a few minutes usually settle it)")
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
     out_path = Path(args.out)

@@ -458,3 +458,17 @@ def test_out_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, workdir, tiny_da
     with pytest.raises(UserError, match="names a folder"):
         autotune.AutoLoader(tiny_dataset, batch_size=4, device="cpu", config=str(tmp_path / "al") + "/", storage=None)
     assert not (tmp_path / "al").exists()
+
+
+def test_synth_out_of_memory_is_one_line(tmp_path, monkeypatch, capsys):
+    """8192 px images under a memory limit: a numpy _ArrayMemoryError traceback."""
+    from autotune.dataset import synth
+
+    def no_memory(job):  # noqa: ANN001 - synth._write's one argument
+        raise MemoryError("Unable to allocate 1.50 GiB for an array")
+
+    monkeypatch.setattr(synth, "_write", no_memory)
+    assert main(["synth", str(tmp_path / "s"), "--images", "2", "--classes", "1", "--max-side", "8192", "--min-side", "8000"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("autotune: error: not enough memory to draw images of up to 8192 px (1,536 MiB each while drawn")
+    assert line.endswith("pass a smaller --max-side (the images written so far are kept)")

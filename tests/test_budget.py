@@ -154,6 +154,9 @@ def test_a_budget_too_short_is_a_one_line_error(tiny_dataset, workdir, capsys):
     assert main(["run", "--dataset", str(tiny_dataset), "--budget", "3", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--budget 3 is too short" in err[0] and "--budget 10" in err[0]
+    assert main(["run", "--dataset", str(tiny_dataset), "--budget", "1e308", "--quiet"]) == 2  # ran for minutes, then printed 309 digits
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["autotune: error: --budget 1e+308 is more than a day; pass --budget 86400 or less (a few minutes usually settle it)"]
 
 
 def test_a_real_run_under_budget_says_where_the_time_went(tiny_dataset, workdir, capsys):

@@ -352,3 +352,15 @@ def test_json_output_holds_no_infinity(tmp_path, capsys):
     main(["check", str(path), "--json", "--no-dataset"])
     out = capsys.readouterr().out
     assert "Infinity" not in out and json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))["stale"] is True
+
+
+@pytest.mark.parametrize("value", ["imagenet-foo", "null"])
+def test_check_refuses_a_pipeline_build_loader_would_refuse(tmp_path, capsys, value):
+    """`check` said "OK: this machine matches" on `pipeline: imagenet-foo`, then build_loader refused the YAML."""
+    from autotune.cli import main
+
+    path = tmp_path / "a.yaml"
+    path.write_text(f"schema: 1\nloader: {{backend: torch, batch_size: 8}}\npipeline: {value}\n")
+    assert main(["check", str(path), "--no-dataset"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"a.yaml: pipeline: unknown pipeline {'None' if value == 'null' else repr(value)}; use one of: imagenet-train, imagenet-eval" in line

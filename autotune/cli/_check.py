@@ -47,6 +47,13 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset is not None and not str(args.dataset).strip():  # compare() would take the recorded folder instead
         raise DatasetError("--dataset is empty; pass the folder to compare with, or leave --dataset out to compare the recorded one")
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
+    from autotune.errors import ConfigError, UserError
+    from autotune.loaders.presets import get_preset
+
+    try:  # a YAML build_loader would refuse is no match for any machine
+        get_preset(cfg.pipeline)
+    except UserError as e:
+        raise ConfigError(f"{args.file}: pipeline: {e}") from None
     current = fingerprint.collect()
     try:
         diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
