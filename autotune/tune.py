@@ -295,11 +295,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     space = load_space(args.space, cores=settings.cores, device=device)
     # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
     if args.demo:
-        from autotune.dataset.synth import DEMO_COMPLETE, demo_dataset, demo_root, quarter_lines
+        from autotune.dataset import synth
 
-        if not args.quiet and not (demo_root() / DEMO_COMPLETE).exists():
-            print(f"making the demo dataset in {printable(str(demo_root()))} (once; about a minute on two cores) ...", file=sys.stderr)
-        dataset_path = str(demo_dataset(progress=None if args.quiet else quarter_lines("demo images")))
+        if not args.quiet and not (synth.demo_root() / synth.DEMO_COMPLETE).exists():
+            print(f"making the demo dataset in {printable(str(synth.demo_root()))} (once; about a minute on two cores) ...", file=sys.stderr)
+        dataset_path = str(synth.demo_dataset(progress=None if args.quiet else synth.quarter_lines("demo images")))
         if budget is not None:  # making the demo set once is not tuning time
             budget = TimeBudget(budget.total_s)
     elif args.dataset:

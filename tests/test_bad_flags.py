@@ -464,7 +464,7 @@ def test_synth_out_of_memory_is_one_line(tmp_path, monkeypatch, capsys):
     """8192 px images under a memory limit: a numpy _ArrayMemoryError traceback."""
     from autotune.dataset import synth
 
-    def no_memory(job):  # noqa: ANN001 - synth._write's one argument
+    def no_memory(job):  # synth._write's one argument
         raise MemoryError("Unable to allocate 1.50 GiB for an array")
 
     monkeypatch.setattr(synth, "_write", no_memory)
