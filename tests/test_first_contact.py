@@ -348,3 +348,16 @@ def test_dalis_usual_start_left_unmeasured_after_a_bad_file_is_named():
     broken = optuna.create_study(direction="maximize")  # failed for its own reason: the report says why, no budget advice
     broken.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"role": "dali-heuristic", "loader": dali, "outcome": "crash"}))
     assert short_run_warnings(torch_best, space, budget, broken) == []
+
+
+def test_baselines_the_budget_left_unmeasured_are_one_line():
+    """ResNet-50 in the loop on one H200: the model's ceiling took 73 of the 120 s, and the defaults and the common
+    torch settings stayed queued: one warning for both, with the one fix (three lines said --budget 240 before)."""
+    space = load_space("default", cores=16, device="cpu", dali=True)
+    best = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 2}), result={"samples_per_s": 500.0})
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "heuristic"})
+    study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
+    (warning,) = short_run_warnings(best, space, TimeBudget(120.0, clock=lambda: 121.0, start=0.0), study)
+    assert warning == ("the 120 s budget left no time to measure the torch DataLoader defaults or the common torch settings "
+                       "(num_workers = cores), so there is no speedup over them; pass --budget 240")
