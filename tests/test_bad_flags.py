@@ -472,3 +472,25 @@ def test_synth_out_of_memory_is_one_line(tmp_path, monkeypatch, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("autotune: error: not enough memory to draw images of up to 8192 px (1,536 MiB each while drawn")
     assert line.endswith("pass a smaller --max-side (the images written so far are kept)")
+
+
+def test_autoloader_takes_what_it_took_before_its_argument_checks(tmp_path, tiny_dataset):
+    """The checks must not refuse what worked: a torch.device, numpy's bool, candidates as any mappings in any
+    iterable, an in-memory SQLite storage (as None)."""
+    import types
+
+    import numpy as np
+    import torch
+
+    import autotune
+
+    rules = autotune.Exploration(warmup_batches=1, measure_batches=2, check_batches=2, max_candidates=1)
+    al = autotune.AutoLoader(tiny_dataset, device=torch.device("cpu"), batch_size=4, config=None, storage="sqlite:///:memory:",
+                             with_indices=np.bool_(False), candidates=(types.MappingProxyType({"backend": "torch", "num_workers": 0}),),
+                             exploration=rules)
+    try:
+        assert sum(1 for _ in al) == 6  # 24 images, batch 4
+    finally:
+        al.close()
+    with pytest.raises(UserError, match=r"candidates\[0\] .* is not a loader config"):
+        autotune.AutoLoader(tiny_dataset, device="cpu", config=None, storage=None, candidates=[{"backend": "torch", "batch_size": None}])

@@ -356,3 +356,16 @@ def test_another_programs_study_is_neither_resumed_nor_read_as_a_warm_start(work
     assert "study 'multi' in sqlite:///shared.db was not made by autotune (it has 2 objectives" in err
     assert "study 'multi' has 2 objectives, so 'autotune run' did not write it" in err
     assert len(optuna.load_study(study_name="foreign", storage=url).trials) == 3  # nothing added
+
+
+def test_a_study_stopped_before_its_record_is_resumed_and_recorded(workdir, tiny_dataset):
+    """A run stopped between making the study and recording its attributes: --resume measured without them, and
+    the study then looked like another program's to every later --resume."""
+    from autotune.cli import main
+
+    optuna.create_study(study_name="bare", storage="sqlite:///autotune.db", direction="maximize")
+    argv = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "1", "--confirm-top", "0", "--window", "0.2",
+            "--windows", "1", "--warmup-batches", "1", "--batch-size", "8", "--no-report", "--quiet", "--study-name", "bare", "--resume"]
+    assert main(argv) == 0
+    assert "fingerprint_key" in optuna.load_study(study_name="bare", storage="sqlite:///autotune.db").user_attrs
+    assert main(argv) == 0

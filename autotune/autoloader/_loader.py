@@ -114,7 +114,7 @@ class AutoLoader:
         from autotune.autoloader import _setup
         from autotune.autoloader._setup import agreed, resolve, start_source
 
-        _setup.check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
+        candidates = _setup.check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
                         storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
         self.rules = dataclasses.replace(exploration or Exploration(), budget_s=budget_s, max_slowdown=max_slowdown)
         self.comm = Agreement.detect()

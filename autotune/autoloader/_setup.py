@@ -9,7 +9,7 @@ import logging
 import operator
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,35 +64,45 @@ def _device(device: str | None) -> str:
 
 
 def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space: Any, candidates: Any, storage: Any,
-                    study_name: Any, with_indices: Any, exploration: Any) -> None:
+                    study_name: Any, with_indices: Any, exploration: Any) -> list[dict[str, Any]]:
     """One line for an argument of the wrong type, before anything starts (``budget_s`` and ``batch_size`` are
-    checked where they are read)."""
+    checked where they are read; the storage by rank 0 alone, in :func:`start_source`). Returns the candidates as a
+    list of dicts (any mappings given, in any iterable)."""
+    import torch
+
     from autotune.autoloader._explore import Exploration
-    from autotune.study.storage import mask_url, storage_problem
 
     nothing = type(None)
     expect(path, "path", (str, os.PathLike), "the dataset folder's path")
-    expect(device, "device", (str, nothing), "'cuda', 'cuda:N', 'cpu' or None")
+    expect(device, "device", (str, torch.device, nothing), "'cuda', 'cuda:N', 'cpu', a torch.device or None")
     expect(config, "config", (str, os.PathLike, nothing), "a YAML's path, or None to read and write none")
     expect(pipeline, "pipeline", str, "a preset's name such as 'imagenet-train'")
     expect(space, "space", (str, os.PathLike), "a search space's name or YAML path such as 'default'")
     expect(storage, "storage", (str, nothing), "a storage URL such as 'sqlite:///autotune.db', or None to keep the study in memory")
     expect(study_name, "study_name", (str, nothing), "a study's name, or None for one made from the dataset")
-    expect(with_indices, "with_indices", bool, "True or False")
+    if with_indices not in (True, False):  # numpy's bools too
+        raise UserError(f"with_indices must be True or False, but got {type(with_indices).__name__} {with_indices!r:.60}")
     expect(exploration, "exploration", (Exploration, nothing), "an autotune.Exploration or None")
-    if isinstance(candidates, (str, bytes, dict)) or not isinstance(candidates, Sequence) \
-            or not all(isinstance(c, dict) for c in candidates):
+    items = None if isinstance(candidates, (str, bytes, Mapping)) or not isinstance(candidates, Iterable) else list(candidates)
+    if items is None or not all(isinstance(c, Mapping) for c in items):
         raise UserError(f"candidates must be a list of dicts of loader parameters (such as {{'backend': 'torch', 'num_workers': 4}}), "
                         f"but got {type(candidates).__name__} {candidates!r:.60}")
-    for i, c in enumerate(candidates):  # found now, not as a skipped candidate minutes into training
+    out = [dict(c) for c in items]
+    for i, c in enumerate(out):  # found now, not as a skipped candidate minutes into training
         try:
             LoaderConfig.from_params({"batch_size": 1, **c})
-        except (UserError, ValueError) as e:
+        except (UserError, ValueError, TypeError) as e:
             raise UserError(f"candidates[{i}] {c!r:.80} is not a loader config: {e}") from None
-    if storage:
-        problem = storage_problem(storage)
-        if problem is not None:
-            raise UserError(f"storage {mask_url(storage)!r} {problem}".replace("--storage", "the storage URL"))
+    return out
+
+
+def storage_check(storage: str | None) -> None:
+    """One line when ``storage`` cannot keep the study (rank 0, before it opens it); an in-memory URL is as None."""
+    from autotune.study.storage import mask_url, storage_problem
+
+    problem = storage_problem(storage) if storage else None
+    if problem is not None and not problem.startswith("keeps the study in memory"):
+        raise UserError(f"storage {mask_url(storage)!r} {problem}".replace("--storage", "the storage URL"))
 
 
 def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:
@@ -218,6 +228,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
     """Rank 0 opens the study (in the usual storage, with the attributes ``autotune run`` records)."""
     from autotune.autoloader._source import CandidateSource, study_name_for
 
+    storage_check(storage)
     current = fingerprint.collect()
     kind = "cuda" if s.device.startswith("cuda") else "cpu"
     key = fingerprint.key(current, f"{s.dataset.signature()}|{s.pipeline}|{s.space.name}|{comm.world}|autoloader")

@@ -44,8 +44,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed,
                           progress=quarter_lines("images") if args.images - kept >= 500 and not getattr(args, "quiet", False) else None)
-    except (MemoryError, BrokenProcessPool):  # a large --max-side: each process draws a whole image in float64
-        raise UserError(f"not enough memory to draw images of up to {args.max_side} px ({args.max_side ** 2 * 3 * 8 // 2**20:,} MiB each while drawn, "
+    except (MemoryError, BrokenProcessPool) as e:  # a large --max-side: each process draws a whole image in float64
+        how = "not enough memory" if isinstance(e, MemoryError) else "a drawing process died, most often for want of memory,"
+        raise UserError(f"{how} to draw images of up to {args.max_side} px ({args.max_side ** 2 * 3 * 8 // 2**20:,} MiB each while drawn, "
                         "one per core); pass a smaller --max-side (the images written so far are kept)") from None
     except OSError as e:  # a full disk, a folder made read-only meanwhile: the images written so far are whole and kept
         raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); free some space or pass another DIR "

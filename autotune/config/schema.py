@@ -207,7 +207,7 @@ class LoaderConfig:
             raise ConfigError(f"backend must be one of {', '.join(b.value for b in Backend)}, but got {params.get('backend')!r}") from None
         unknown = set(params) - set(PARAM_NAMES)
         if unknown:
-            raise ConfigError(f"unknown loader parameter {sorted(unknown)[0]!r}; known: {', '.join(PARAM_NAMES)}")
+            raise ConfigError(f"unknown loader parameter {sorted(unknown, key=str)[0]!r}; known: {', '.join(PARAM_NAMES)}")
         if backend is Backend.TORCH:
             opts = TorchOptions(**{k: params[k] for k in _TORCH_PARAMS if k in params})
             return cls(backend, int(params["batch_size"]), torch=opts)
@@ -258,7 +258,7 @@ class LoaderConfig:
             raise ConfigError("loader must be a mapping with backend and batch_size")
         unknown = set(data) - {"backend", "batch_size", "torch", "dali"}
         if unknown:
-            raise ConfigError(f"unknown key loader.{sorted(unknown)[0]}; allowed keys are: backend, batch_size, torch, dali")
+            raise ConfigError(f"unknown key loader.{sorted(unknown, key=str)[0]}; allowed keys are: backend, batch_size, torch, dali")
         try:
             backend = Backend(data.get("backend"))
         except ValueError:

@@ -255,7 +255,8 @@ def _drop_cut_record(path: Path) -> None:
     """Remove a last journal line that has no newline: a record whose write a full disk or a kill cut short.
 
     Readers skip it, but the next record appended would continue that line, and every later read fails on it.
-    Done under Optuna's own journal lock, so no writer is half-way through a record meanwhile.
+    Done under Optuna's own journal lock, so no writer is half-way through a record meanwhile, by each process
+    that opens the journal to write (a process that had it open before the cut does not look again).
     """
     from optuna.storages.journal import JournalFileSymlinkLock
 

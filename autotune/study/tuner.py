@@ -68,8 +68,9 @@ def _not_ours(storage: optuna.storages.BaseStorage, name: str) -> str | None:
     study = optuna.load_study(study_name=name, storage=storage)
     if len(study.directions) != 1 or study.direction != optuna.study.StudyDirection.MAXIMIZE:
         return f"it {'has ' + str(len(study.directions)) + ' objectives' if len(study.directions) != 1 else 'minimizes its objective'}; autotune's maximize samples/s"
-    if "fingerprint_key" not in study.user_attrs and study.get_trials(deepcopy=False):
-        return "its trials carry no autotune record"
+    trials = study.get_trials(deepcopy=False)
+    if trials and "fingerprint_key" not in study.user_attrs and not any(t.user_attrs.get("outcome") or t.user_attrs.get("role") for t in trials):
+        return "neither it nor its trials carry autotune's record"
     return None
 
 
@@ -335,6 +336,9 @@ class Tuner:
                 self.dataset = dataset.without(excluded, "cannot be decoded")
             self._check_resumable(attrs or {})
             fail_stale_trials(self.study)
+            for k, v in (attrs or {}).items():  # a run stopped between making the study and recording it left them out
+                if k not in self.study.user_attrs:
+                    self.study.set_user_attr(k, v)
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
