@@ -96,13 +96,18 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
     return out
 
 
-def storage_check(storage: str | None) -> None:
-    """One line when ``storage`` cannot keep the study (rank 0, before it opens it); an in-memory URL is as None."""
+def storage_check(storage: str | None) -> str | None:
+    """``storage`` as the study is kept in (rank 0, before it opens it): None, Optuna's in-memory storage, for an
+    in-memory SQLite URL (each of SQLite's connections would get its own empty database); one line when it cannot
+    keep the study."""
     from autotune.study.storage import mask_url, storage_problem
 
     problem = storage_problem(storage) if storage else None
-    if problem is not None and not problem.startswith("keeps the study in memory"):
+    if problem is not None and problem.startswith("keeps the study in memory"):
+        return None
+    if problem is not None:
         raise UserError(f"storage {mask_url(storage)!r} {problem}".replace("--storage", "the storage URL"))
+    return storage
 
 
 def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | None:
@@ -228,7 +233,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
     """Rank 0 opens the study (in the usual storage, with the attributes ``autotune run`` records)."""
     from autotune.autoloader._source import CandidateSource, study_name_for
 
-    storage_check(storage)
+    storage = storage_check(storage)
     current = fingerprint.collect()
     kind = "cuda" if s.device.startswith("cuda") else "cpu"
     key = fingerprint.key(current, f"{s.dataset.signature()}|{s.pipeline}|{s.space.name}|{comm.world}|autoloader")
