@@ -82,23 +82,25 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")
     ran_out = f"the {budget.total_s:.0f} s budget left no time to measure" if budget is not None else "the trials ended before measuring"
-    unmeasured: list[tuple[str, str]] = []
+    unmeasured: list[tuple[str, str, str]] = []
+    every = study.get_trials(deepcopy=False) if study is not None else []
+    dali_measured = any(t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("loader") or {}).get("backend") == "dali" for t in every)
     for role, figure, name, lost in BASELINE_WARNINGS:
         if study is None or (cfg.result or {}).get(figure):
             continue
-        trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("role") == role]
+        if role == "dali-heuristic" and dali_measured:
+            continue  # DALI was measured in another config: the choice saw it
+        trials = [t for t in every if t.user_attrs.get("role") == role]
         # queued and never run, or cut by the budget's end (one that failed otherwise says why in the report); a
         # first trial that met an undecodable file is measured again without it, if the budget leaves the time
         unrun = [t for t in trials if not t.state.is_finished() or t.user_attrs.get("outcome") == Outcome.INTERRUPTED.value]
         bad = [t for t in trials if t.user_attrs.get("outcome") == Outcome.BAD_DATA.value]
-        if role == "dali-heuristic" and any(t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("loader") or {}).get("backend") == "dali"
-                                            for t in study.get_trials(deepcopy=False)):
-            continue  # DALI was measured in another config: the choice saw it
         if unrun and len(unrun) + len(bad) == len(trials):
-            unmeasured.append((name + (" again without the undecodable file its first trial met" if bad else ""), lost))
+            unmeasured.append((role, name + (" again without the undecodable file its first trial met" if bad else ""), lost))
     if unmeasured:  # one line for them all: each has the same fix
-        lost = unmeasured[0][1] if len(unmeasured) == 1 else ("there is no speedup over them" if "defaults" in unmeasured[0][0] else "the winner was not compared with them")
-        out.append(f"{ran_out} {' or '.join(n for n, _ in unmeasured)}, so {lost}; pass {longer}")
+        roles = [r for r, _, _ in unmeasured]
+        lost = unmeasured[0][2] if len(unmeasured) == 1 else ("there is no speedup over them" if "defaults" in roles else "the winner was not compared with them")
+        out.append(f"{ran_out} {' or '.join(n for _, n, _ in unmeasured)}, so {lost}; pass {longer}")
     return out
 
 

@@ -111,11 +111,15 @@ class AutoLoader:
         with_indices: bool = False,
         exploration: Exploration | None = None,
     ) -> None:
-        from autotune.autoloader import _setup
-        from autotune.autoloader._setup import agreed, resolve, start_source
+        from autotune.autoloader._setup import (
+            agreed,
+            check_arguments,
+            resolve,
+            start_source,
+        )
 
-        candidates = _setup.check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
-                        storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
+        candidates = check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
+                                     storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
         self.rules = dataclasses.replace(exploration or Exploration(), budget_s=budget_s, max_slowdown=max_slowdown)
         self.comm = Agreement.detect()
         self.config_path = None if config is None else str(config)

@@ -100,11 +100,11 @@ def storage_check(storage: str | None) -> str | None:
     """``storage`` as the study is kept in (rank 0, before it opens it): None, Optuna's in-memory storage, for an
     in-memory SQLite URL (each of SQLite's connections would get its own empty database); one line when it cannot
     keep the study."""
-    from autotune.study.storage import mask_url, storage_problem
+    from autotune.study.storage import in_memory, mask_url, storage_problem
 
-    problem = storage_problem(storage) if storage else None
-    if problem is not None and problem.startswith("keeps the study in memory"):
+    if not storage or in_memory(storage):
         return None
+    problem = storage_problem(storage)
     if problem is not None:
         raise UserError(f"storage {mask_url(storage)!r} {problem}".replace("--storage", "the storage URL"))
     return storage

@@ -42,14 +42,12 @@ def run(args: argparse.Namespace) -> int:
     from autotune.config.files import read_yaml
     from autotune.config.schema import Config
     from autotune.config.staleness import assess, dataset_not_compared
-    from autotune.errors import DatasetError
+    from autotune.errors import ConfigError, DatasetError, UserError
+    from autotune.loaders.presets import get_preset
 
     if args.dataset is not None and not str(args.dataset).strip():  # compare() would take the recorded folder instead
         raise DatasetError("--dataset is empty; pass the folder to compare with, or leave --dataset out to compare the recorded one")
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
-    from autotune.errors import ConfigError, UserError
-    from autotune.loaders.presets import get_preset
-
     try:  # a YAML build_loader would refuse is no match for any machine
         get_preset(cfg.pipeline)
     except UserError as e:

@@ -307,6 +307,20 @@ def _tilde_problem(url: str, local: Path) -> str:
     return f"starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}"
 
 
+def in_memory(url: str) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``): gone with the
+    process, and each connection gets its own."""
+    if sqlite_file(url) is not None or journal_file(url) is not None:
+        return False
+    import sqlalchemy
+
+    try:
+        u = sqlalchemy.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - sqlalchemy's parse errors
+        return False
+    return u.drivername.startswith("sqlite") and (u.database or ":memory:") == ":memory:"
+
+
 def storage_problem(url: str) -> str | None:
     """Why a run could not keep its study in ``url``, found before any long work and without making a file; None
     when none shows (a server's URL is checked for its form only). Reads after ``--storage URL``."""
@@ -320,7 +334,7 @@ def storage_problem(url: str) -> str | None:
             u = None
         if u is None or not u.drivername:
             return f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL"
-        if u.drivername.startswith("sqlite") and (u.database or ":memory:") == ":memory:":
+        if in_memory(url):
             return "keeps the study in memory: it is gone when the run ends, and --resume, show and report cannot reach it; pass sqlite:///autotune.db"
         return None
     if local.parts[:1] == ("~",):
