@@ -140,12 +140,14 @@ def test_one_unreadable_study_does_not_hide_the_others(workdir, capsys):
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["good"]["best_samples_per_s"] == 100.0 and "error" not in rows["good"]
     assert rows["broken"]["error"] and rows["broken"]["trials"] is None
-    assert "not-autotune" in rows
+    assert rows["not-autotune"]["foreign"] == "it minimizes its objective; autotune's maximize samples/s"
+    assert rows["not-autotune"]["trials"] == 1 and rows["not-autotune"]["best_samples_per_s"] is None  # its values are not samples/s
     assert main(["studies"]) == 0
     out = capsys.readouterr().out
-    assert "good" in out and "unreadable" in out
-    assert main(["show", "--study", "not-autotune"]) == 0
-    assert "was not written by 'autotune run'" in capsys.readouterr().out
+    assert "good" in out and "unreadable" in out and "not made by autotune" in out
+    assert main(["show", "--study", "not-autotune"]) == 2  # was 0, with a table of another program's values
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "study 'not-autotune' in sqlite:///autotune.db was not made by autotune (it minimizes its objective" in line
 
 
 def test_a_bad_warm_start_leaves_no_study_behind(workdir, tiny_dataset, capsys):
@@ -215,16 +217,19 @@ def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(
     multi = optuna.create_study(storage=url, study_name="multi", directions=["maximize", "minimize"])
     multi.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=2)
     odd = optuna.create_study(storage=url, study_name="odd", direction="maximize")
+    odd.set_user_attr("fingerprint_key", "k")  # autotune's, with an attribute edited by hand
     odd.set_user_attr("dataset", "a string")
     odd.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
     for command in (["show", "--study", "multi"], ["report", "--study", "multi"]):
         assert main([*command, "--storage", url]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
-        assert "has 2 objectives, so 'autotune run' did not write it" in line
+        assert "study 'multi' in " in line and "was not made by autotune (it has 2 objectives" in line
     assert main(["report", "--study", "odd", "--storage", url]) == 0
     assert "Traceback" not in capsys.readouterr().err
     later = optuna.create_study(storage=url, study_name="later", directions=["maximize", "maximize"])  # the newest: not picked
     later.optimize(lambda t: (t.suggest_float("x", 0, 1), 1.0), n_trials=1)
+    plain = optuna.create_study(storage=url, study_name="plain")  # newer still, one objective, minimized: not picked either
+    plain.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
     assert main(["report", "--storage", url]) == 0
     assert "odd" in capsys.readouterr().out
 
@@ -353,8 +358,7 @@ def test_another_programs_study_is_neither_resumed_nor_read_as_a_warm_start(work
     assert "Traceback" not in err
     assert err.count("study 'foreign' in sqlite:///shared.db was not made by autotune (it minimizes its objective; autotune's maximize "
                      "samples/s); pass another --study-name") == 2
-    assert "study 'multi' in sqlite:///shared.db was not made by autotune (it has 2 objectives" in err
-    assert "study 'multi' has 2 objectives, so 'autotune run' did not write it" in err
+    assert err.count("study 'multi' in sqlite:///shared.db was not made by autotune (it has 2 objectives") == 2  # --resume, --warm-start
     assert len(optuna.load_study(study_name="foreign", storage=url).trials) == 3  # nothing added
 
 

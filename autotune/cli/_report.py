@@ -20,7 +20,7 @@ EXAMPLES = """examples:
   autotune report --storage sqlite:///autotune.db --study NAME
   autotune report --study NAME --reports-dir /tmp/reports --json
 
-exit codes: 0 written; 2 bad input (no such storage or study); 130 interrupted
+exit codes: 0 written; 2 bad input (no such storage or study, or another program's study); 130 interrupted
 """
 
 

@@ -22,7 +22,7 @@ EXAMPLES = """examples:
   autotune show --storage sqlite:///autotune.db --study NAME
   autotune show --study NAME --json          # {study, storage, config, outcomes, trials}
 
-exit codes: 0 shown; 2 bad input (no such file, storage or study)
+exit codes: 0 shown; 2 bad input (no such file, storage or study, or another program's study)
 """
 
 

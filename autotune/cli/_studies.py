@@ -49,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
         if r.get("error"):
             table.add_row(cell(r["name"]), "-", "-", "-", cell(f"unreadable: {r['error']}"), _when(r["created"]), style="red")
             continue
+        if r.get("foreign"):
+            table.add_row(cell(r["name"]), str(r["trials"]), "-", "-", cell(f"not made by autotune: {r['foreign']}"), _when(r["created"]), style="dim")
+            continue
         table.add_row(
             cell(r["name"]),
             f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")

@@ -15,7 +15,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.study.selection import ceiling_attrs, study_ceiling
-from autotune.study.storage import mask_url, open_storage
+from autotune.study.storage import mask_url, not_ours, open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -40,19 +40,25 @@ def load(url: str, name: str) -> optuna.Study:
         study = optuna.load_study(study_name=name, storage=storage)
     except KeyError:
         raise UserError(f"no study named {name!r} in {mask_url(url)}; list them with 'autotune studies --storage URL'") from None
-    if len(study.directions) != 1:  # another program's study in a shared storage
-        raise UserError(f"study {name!r} in {mask_url(url)} has {len(study.directions)} objectives, so 'autotune run' did not write it; "
+    foreign = not_ours(study)
+    if foreign is not None:  # another program's study in a shared storage: its figures are not samples/s
+        raise UserError(f"study {name!r} in {mask_url(url)} was not made by autotune ({foreign}); "
                         "pick an autotune study with 'autotune studies --storage URL'")
     return study
 
 
 def latest_study_name(url: str) -> str:
-    """The most recently started study in a storage (for commands run without ``--study``)."""
-    summaries = [s for s in optuna.get_all_study_summaries(open_existing_storage(url), include_best_trial=False)
-                 if len(s.directions) == 1]  # another program's multi-objective study is none of ours
-    if not summaries:
-        raise UserError(f"the storage {mask_url(url)} holds no study; run 'autotune run' first")
-    return max(summaries, key=lambda s: (s.datetime_start or _dt.datetime.min, s._study_id)).study_name
+    """The most recently started autotune study in a storage (for commands run without ``--study``); another
+    program's studies in the same storage are passed over."""
+    storage = open_existing_storage(url)
+    summaries = sorted(optuna.get_all_study_summaries(storage, include_best_trial=False),
+                       key=lambda s: (s.datetime_start or _dt.datetime.min, s._study_id), reverse=True)
+    for s in summaries:
+        if len(s.directions) == 1 and not_ours(optuna.load_study(study_name=s.study_name, storage=storage)) is None:
+            return s.study_name
+    if summaries:
+        raise UserError(f"the storage {mask_url(url)} holds no study made by autotune (only another program's); run 'autotune run' first")
+    raise UserError(f"the storage {mask_url(url)} holds no study; run 'autotune run' first")
 
 
 def _outcome(t: optuna.trial.FrozenTrial) -> str:
@@ -294,8 +300,17 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
     return out, notes
 
 
+#: a listed study's figures where it has none to show
+_EMPTY_ROW: dict[str, Any] = {"trials": None, "complete": None, "best_samples_per_s": None, "best_config": None, "best_trial": None,
+                              "speedup_vs_defaults": None, "device": None, "dataset": None}
+
+
 def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummary, url: str) -> dict[str, Any]:
     study = optuna.load_study(study_name=s.study_name, storage=storage)
+    foreign = not_ours(study)
+    if foreign is not None:  # listed, so that the name is not a mystery, but none of its figures are samples/s
+        created = s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None
+        return {**_EMPTY_ROW, "name": s.study_name, "trials": len(study.get_trials(deepcopy=False)), "created": created, "foreign": foreign}
     o = overview(study, url)
     w = o["winner"]
     dataset = o["dataset"] if isinstance(o["dataset"], dict) else {}
@@ -318,8 +333,8 @@ def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummar
 def list_studies(url: str) -> list[dict[str, Any]]:
     """Every study in a storage with its trial count, best rate and config, newest first.
 
-    A study that cannot be read (written by another tool, or with attributes edited by hand) is listed with
-    its ``error`` instead of its figures; it never hides the others.
+    A study that cannot be read (attributes edited by hand) is listed with its ``error`` instead of its figures,
+    and another program's study with why it is not autotune's (``foreign``); neither hides the others.
     """
     storage = open_existing_storage(url)
     out = []
@@ -330,6 +345,5 @@ def list_studies(url: str) -> list[dict[str, Any]]:
             logger.info("study %r cannot be read", s.study_name, exc_info=True)
             first = str(e).splitlines()[0] if str(e) else ""
             created = s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None
-            out.append({"name": s.study_name, "trials": None, "complete": None, "best_samples_per_s": None, "best_config": None, "best_trial": None,
-                        "speedup_vs_defaults": None, "device": None, "dataset": None, "created": created, "error": f"{type(e).__name__}: {first}"[:200]})
+            out.append({**_EMPTY_ROW, "name": s.study_name, "created": created, "error": f"{type(e).__name__}: {first}"[:200]})
     return sorted(out, key=lambda r: str(r["created"] or ""), reverse=True)

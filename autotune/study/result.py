@@ -226,7 +226,8 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     not now (a config about to be written).
     """
     if len(study.directions) != 1:  # another program's study in a shared storage: no single best to read
-        raise UserError(f"study {study.study_name!r} has {len(study.directions)} objectives, so 'autotune run' did not write it; pick an autotune study with 'autotune studies'")
+        raise UserError(f"study {study.study_name!r} in {mask_url(storage_url)} was not made by autotune (it has {len(study.directions)} objectives; "
+                        "autotune's maximize samples/s); pick an autotune study with 'autotune studies'")
     best, _ = winner(study)
     if not isinstance(best.user_attrs.get("loader"), dict):
         raise UserError(f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); pick an autotune study with 'autotune studies'")

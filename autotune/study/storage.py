@@ -307,6 +307,19 @@ def _tilde_problem(url: str, local: Path) -> str:
     return f"starts with '~', which is not expanded in --storage; write the whole path, e.g. {whole}"
 
 
+def not_ours(study: optuna.Study) -> str | None:
+    """Why ``study`` is not one autotune made (another program's, in a shared storage), or None: autotune's
+    maximize samples/s, and its studies or their trials carry autotune's record (a new empty study is taken as ours)."""
+    if len(study.directions) != 1:
+        return f"it has {len(study.directions)} objectives; autotune's maximize samples/s"
+    if study.direction != optuna.study.StudyDirection.MAXIMIZE:
+        return "it minimizes its objective; autotune's maximize samples/s"
+    trials = study.get_trials(deepcopy=False)
+    if trials and "fingerprint_key" not in study.user_attrs and not any(t.user_attrs.get("outcome") or t.user_attrs.get("role") for t in trials):
+        return "neither it nor its trials carry autotune's record"
+    return None
+
+
 def in_memory(url: str) -> bool:
     """Whether ``url`` is an in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``): gone with the
     process, and each connection gets its own."""

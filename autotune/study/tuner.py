@@ -38,7 +38,7 @@ from autotune.study.evidence import (
 )
 from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.space import SearchSpace
-from autotune.study.storage import is_storage_error, mask_url, open_storage, storage_failure
+from autotune.study.storage import is_storage_error, mask_url, not_ours, open_storage, storage_failure
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
 from autotune.trials.logs import remeasure_log, trial_log
@@ -61,17 +61,6 @@ MIN_TRIAL_S = 3.0
 #: writing the YAML, so that a window that comes meanwhile ends it complete and the run still ends about on time
 CUT_GRACE_S = WRITE_RESERVE_S
 PRUNERS = ("median", "percentile", "none")
-
-
-def _not_ours(storage: optuna.storages.BaseStorage, name: str) -> str | None:
-    """Why the stored study ``name`` is not one autotune made (another program's, through the same storage), or None."""
-    study = optuna.load_study(study_name=name, storage=storage)
-    if len(study.directions) != 1 or study.direction != optuna.study.StudyDirection.MAXIMIZE:
-        return f"it {'has ' + str(len(study.directions)) + ' objectives' if len(study.directions) != 1 else 'minimizes its objective'}; autotune's maximize samples/s"
-    trials = study.get_trials(deepcopy=False)
-    if trials and "fingerprint_key" not in study.user_attrs and not any(t.user_attrs.get("outcome") or t.user_attrs.get("role") for t in trials):
-        return "neither it nor its trials carry autotune's record"
-    return None
 
 
 class TrialFailure(Exception):
@@ -300,7 +289,7 @@ class Tuner:
             attempt += 1
             study_name = f"{base}-{attempt}"
         exists = study_name in names
-        foreign = _not_ours(storage_obj, study_name) if exists else None
+        foreign = not_ours(optuna.load_study(study_name=study_name, storage=storage_obj)) if exists else None
         if foreign is not None:  # --resume would add trials to another program's study (and read its trials as ours)
             raise UserError(f"study {study_name!r} in {mask_url(storage)} was not made by autotune ({foreign}); pass another --study-name")
         if exists and not resume:
