@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import types
 
 import pytest
 import torch
@@ -364,3 +365,32 @@ def test_check_refuses_a_pipeline_build_loader_would_refuse(tmp_path, capsys, va
     assert main(["check", str(path), "--no-dataset"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"a.yaml: pipeline: unknown pipeline {'None' if value == 'null' else repr(value)}; use one of: imagenet-train, imagenet-eval" in line
+
+
+@pytest.mark.parametrize(("params", "knob"), [
+    ({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1024}, "lower loader.dali.prefetch_queue_depth"),
+    ({"backend": "torch", "batch_size": 8, "num_workers": 16384, "prefetch_factor": 1024}, "lower loader.torch.prefetch_factor"),
+])
+def test_a_config_that_cannot_fit_this_machine_is_refused_by_build_loader_and_check(tiny_dataset, tmp_path, capsys, monkeypatch, params, knob):
+    """A hand-edited prefetch_queue_depth: 1024 (within the schema's bounds) grew the training's memory until the
+    kernel killed it; build_loader refuses it in one line, and check says it no longer fits."""
+    import psutil
+
+    from autotune.cli import main
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.loaders import build_loader
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=2 * 2**30, available=2**30))  # a 2 GiB machine
+    loader = LoaderConfig.from_params(params)
+    path = tmp_path / "hand.yaml"
+    save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset)), path)
+    with pytest.raises(UserError, match=rf"would need about [\d,]+ GiB of host memory, more than the 2 GiB this machine has .*; {knob}"):
+        build_loader(tiny_dataset, str(path), device="cpu")
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "matters  memory: this loader config would need about" in out and knob in out and "STALE" in out
+    small = LoaderConfig.from_params({**params, "prefetch_queue_depth": 2, "prefetch_factor": 2, "num_workers": 1})
+    save_config(Config(loader=small, hardware=fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset)), path)
+    assert main(["check", str(path)]) == 0  # what fits is not flagged
+    assert build_loader(tiny_dataset, str(path), device="cpu") is not None

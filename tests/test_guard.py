@@ -15,6 +15,8 @@ import pytest
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
+from autotune.loaders import memory
+from autotune.loaders.memory import estimate
 from autotune.outcomes import Outcome
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
@@ -26,7 +28,6 @@ from autotune.trials.guard import (
     TreeMemory,
     check_estimate,
     default_budgets,
-    estimate,
     read_pss_mib,
 )
 from autotune.trials.spec import TrialResult
@@ -92,14 +93,14 @@ def test_estimate_grows_with_the_batches_in_flight():
     assert estimate(_torch(256, 0), ds)["shm_mib"] == 0
     assert small["gpu_mib"] is None
     pinned = estimate(_torch(256, 8, pin=True), ds, device="cuda")
-    assert pinned["parts"]["pinned"] > 0 and pinned["gpu_mib"] > guard.CUDA_CONTEXT_MIB
+    assert pinned["parts"]["pinned"] > 0 and pinned["gpu_mib"] > memory.CUDA_CONTEXT_MIB
     assert "pinned" not in estimate(_torch(256, 8, pin=True), ds)["parts"]  # no pinning without a GPU
 
 
 def test_estimate_sizes_dali_decode_buffers_from_image_bytes():
     big_images = estimate(_dali(256), _dataset(mean_bytes=500_000), device="cuda")
     small_images = estimate(_dali(256), _dataset(mean_bytes=20_000), device="cuda")
-    assert big_images["gpu_mib"] > small_images["gpu_mib"] > guard.CUDA_CONTEXT_MIB + guard.DALI_GPU_BASE_MIB
+    assert big_images["gpu_mib"] > small_images["gpu_mib"] > memory.CUDA_CONTEXT_MIB + memory.DALI_GPU_BASE_MIB
     assert estimate(_dali(256, threads=16), _dataset(), device="cuda")["host_mib"] > estimate(_dali(256, threads=2), _dataset(), device="cuda")["host_mib"]
     assert estimate(_dali(256, q=3), _dataset(), device="cuda")["gpu_mib"] > estimate(_dali(256, q=1), _dataset(), device="cuda")["gpu_mib"]
     cpu = estimate(_dali(64, device="cpu"), _dataset())

@@ -170,12 +170,13 @@ class Difference:
     was: Any
     now: Any
     matters: bool
+    note: str | None = None  # a difference that is no change of a recorded value says what it is instead
 
     def __str__(self) -> str:
-        return f"{self.field}: {self.was!r} -> {self.now!r}"
+        return f"{self.field}: {self.note}" if self.note else f"{self.field}: {self.was!r} -> {self.now!r}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"field": self.field, "was": self.was, "now": self.now, "matters": self.matters}
+        return {"field": self.field, "was": self.was, "now": self.now, "matters": self.matters, **({"note": self.note} if self.note else {})}
 
 
 def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:

@@ -117,7 +117,8 @@ def build_loader(
         seed: seeds shuffling and augmentation.
 
     Files the study found undecodable (``dataset.excluded`` in the YAML) are left out, with one warning that
-    names those still in the folder.
+    names those still in the folder. A config whose batches in flight would need more than this machine's RAM
+    or GPU memory (a hand-edited ``prefetch_queue_depth: 1024``) is refused with a :class:`UserError`.
 
     Returns:
         An iterable of ``(images, labels)`` batches on ``device``; each ``iter()`` is one epoch and ``len()``
@@ -174,7 +175,24 @@ def build_loader(
             f"batch size {loader_cfg.batch_size} is larger than the {per_shard} images of this shard ({len(dataset)} in {path}, "
             f"{num_shards} shard(s)), so an epoch would hold no batch; use more images, or re-tune on this dataset (autotune run --dataset {path})"
         )
+    too_big = _memory_problem(loader_cfg, dataset, pipeline, device)
+    if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
+        raise UserError(too_big)
     return build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
+
+
+def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str) -> str | None:
+    """Why the loader cannot fit this machine's RAM or GPU (:func:`autotune.loaders.memory.machine_problem`), or None."""
+    import psutil
+
+    from autotune.loaders.memory import MiB, machine_problem
+
+    gpu_mib = None
+    if device.startswith("cuda"):
+        import torch
+
+        gpu_mib = torch.cuda.get_device_properties(torch.device(device)).total_memory / MiB
+    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib)
 
 
 def build_from_dataset(

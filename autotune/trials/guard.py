@@ -3,8 +3,8 @@
 - :func:`default_budgets`: GPU memory (a fraction of what is free when the study starts, minus the room the
   training model needs), host memory (a fraction of what is available) and ``/dev/shm`` (a fraction of its
   free space); each can be set on the command line instead.
-- :func:`estimate` / :func:`check_estimate`: the bytes a config needs (batches in flight, decode buffers,
-  pinned copies, worker processes, shared memory); a config predicted to exceed a budget is not run.
+- :func:`check_estimate`: the bytes a config needs (:func:`autotune.loaders.memory.estimate`: batches in flight,
+  decode buffers, pinned copies, worker processes, shared memory); a config predicted to exceed a budget is not run.
 - :class:`Monitor`: the parent samples the child's whole process tree several times a second (host memory
   close to PSS at the cost of RSS, the child's GPU memory through NVML, ``/dev/shm`` use) and says when to
   stop the child, before it crosses a budget.
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from autotune.loaders.memory import MiB, estimate
 from autotune.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -35,25 +36,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-MiB = 2**20
 
 #: Default budgets, as fractions of what is free when the study starts.
 HOST_FRACTION = 0.8
 GPU_FRACTION = 0.9
 SHM_FRACTION = 0.8
 SHM_PATH = "/dev/shm"
-
-#: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x / DALI 2.x, rounded up).
-CHILD_BASE_MIB = 600  # the trial process: Python, torch and torchvision imported (PSS)
-WORKER_BASE_MIB = 60  # a forked DataLoader worker's own pages
-DALI_BASE_MIB = 300  # DALI's libraries and host pools
-CUDA_CONTEXT_MIB = 500  # a CUDA context and torch's allocator slack
-DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
-NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (backends/_dali.py)
-NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
-#: A decoded image is about this many times its JPEG file.
-DECODE_RATIO = 6
-
 
 # --------------------------------------------------------------------------------------------- budgets
 @dataclasses.dataclass(frozen=True)
@@ -153,85 +141,6 @@ def default_budgets(host_mib: float | None = None, gpu_mib: float | None = None,
 
 
 # -------------------------------------------------------------------------------------------- estimate
-def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-train", device: str = "cpu", ranks: int = 1) -> dict[str, Any]:
-    """The memory a config is expected to need, in MiB, with the parts it is made of.
-
-    Args:
-        loader: the config.
-        dataset: sizes the decoded images (mean file bytes times ``DECODE_RATIO``, at least a crop).
-        pipeline: the preset (its crop sizes the output batches: float32, 3 x crop x crop).
-        device: ``cpu`` or ``cuda[:N]``.
-        ranks: loaders measured at once (host memory adds up; GPU memory is per GPU).
-
-    Returns:
-        ``{"host_mib", "gpu_mib" (None on CPU), "shm_mib", "parts": {name: MiB}}``.
-    """
-    from autotune.loaders.presets import get_preset
-    from autotune.outcomes import Backend
-
-    crop = get_preset(pipeline).crop
-    b = loader.batch_size
-    cuda = device.startswith("cuda")
-    out_batch = b * 3 * crop * crop * 4 / MiB  # float32 CHW, what both backends deliver
-    file_b = max(1, dataset.mean_bytes)
-    decoded = max(file_b * DECODE_RATIO, 3 * crop * crop) / MiB  # one decoded uint8 RGB image
-    parts: dict[str, float] = {}
-    gpu_parts: dict[str, float] = {}
-    shm = 0.0
-    if loader.backend is Backend.TORCH:
-        t = loader.torch
-        assert t is not None
-        w = t.num_workers
-        if w > 0:
-            in_flight = w * (t.prefetch_factor or 2)
-            parts["workers"] = w * (WORKER_BASE_MIB + 2 * decoded + 2 * out_batch)  # PIL decode + convert, per-sample tensors + collate
-            shm = in_flight * out_batch  # each worker's finished batches wait in /dev/shm
-            parts["batches_in_flight"] = shm
-        else:
-            in_flight = 1
-            parts["decode"] = 2 * decoded + 2 * out_batch
-        parts["consumer"] = out_batch
-        if t.pin_memory and cuda:
-            parts["pinned"] = in_flight * out_batch
-        if cuda:
-            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-            gpu_parts["batches_on_gpu"] = 2 * out_batch
-    else:
-        d = loader.dali
-        assert d is not None
-        q = d.prefetch_queue_depth
-        parts["dali"] = DALI_BASE_MIB
-        parts["encoded_queue"] = q * b * file_b / MiB
-        parts["decode_threads"] = d.num_threads * decoded  # each thread's decode scratch buffer
-        stage = b * (decoded + 3 * crop * crop / MiB)  # decoded images + resized crops, one batch
-        if d.device == "gpu":
-            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-            gpu_parts["decoder"] = DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB
-            parts["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
-            gpu_parts["stages"] = q * (stage + out_batch)
-            gpu_parts["batches_on_gpu"] = 2 * out_batch
-        else:
-            parts["stages"] = q * stage
-            if cuda:
-                gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-                gpu_parts["stages"] = q * out_batch
-                gpu_parts["batches_on_gpu"] = 2 * out_batch
-            else:
-                parts["stages"] += q * out_batch
-                parts["consumer"] = out_batch
-    n = max(1, ranks)
-    host = CHILD_BASE_MIB + n * sum(parts.values())
-    out_parts = {"process": CHILD_BASE_MIB, **{k: round(v * n, 1) for k, v in parts.items()}}
-    if gpu_parts:
-        out_parts.update({f"gpu_{k}": round(v, 1) for k, v in gpu_parts.items()})
-    return {
-        "host_mib": round(host, 1),
-        "gpu_mib": round(sum(gpu_parts.values()), 1) if cuda else None,
-        "shm_mib": round(n * shm, 1),
-        "parts": out_parts,
-    }
-
-
 def check_estimate(
     loader: LoaderConfig,
     dataset: Dataset,

@@ -1,0 +1,127 @@
+"""The memory a loader config needs, estimated from its knobs and the dataset's image sizes, before it runs.
+
+The study's memory guard (:mod:`autotune.trials.guard`) skips a trial predicted to exceed its budget;
+:func:`machine_problem` refuses, in :func:`autotune.build_loader`, a config (a hand-edited YAML) that could not fit
+this machine at all, which would otherwise grow until the kernel kills the training.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autotune.config.schema import LoaderConfig
+    from autotune.dataset.scan import Dataset
+
+MiB = 2**20
+
+#: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x / DALI 2.x, rounded up).
+CHILD_BASE_MIB = 600  # the trial process: Python, torch and torchvision imported (PSS)
+WORKER_BASE_MIB = 60  # a forked DataLoader worker's own pages
+DALI_BASE_MIB = 300  # DALI's libraries and host pools
+CUDA_CONTEXT_MIB = 500  # a CUDA context and torch's allocator slack
+DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
+NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (backends/_dali.py)
+NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
+#: A decoded image is about this many times its JPEG file.
+DECODE_RATIO = 6
+
+
+def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-train", device: str = "cpu", ranks: int = 1) -> dict[str, Any]:
+    """The memory a config is expected to need, in MiB, with the parts it is made of.
+
+    Args:
+        loader: the config.
+        dataset: sizes the decoded images (mean file bytes times ``DECODE_RATIO``, at least a crop).
+        pipeline: the preset (its crop sizes the output batches: float32, 3 x crop x crop).
+        device: ``cpu`` or ``cuda[:N]``.
+        ranks: loaders measured at once (host memory adds up; GPU memory is per GPU).
+
+    Returns:
+        ``{"host_mib", "gpu_mib" (None on CPU), "shm_mib", "parts": {name: MiB}}``.
+    """
+    from autotune.loaders.presets import get_preset
+    from autotune.outcomes import Backend
+
+    crop = get_preset(pipeline).crop
+    b = loader.batch_size
+    cuda = device.startswith("cuda")
+    out_batch = b * 3 * crop * crop * 4 / MiB  # float32 CHW, what both backends deliver
+    file_b = max(1, dataset.mean_bytes)
+    decoded = max(file_b * DECODE_RATIO, 3 * crop * crop) / MiB  # one decoded uint8 RGB image
+    parts: dict[str, float] = {}
+    gpu_parts: dict[str, float] = {}
+    shm = 0.0
+    if loader.backend is Backend.TORCH:
+        t = loader.torch
+        assert t is not None
+        w = t.num_workers
+        if w > 0:
+            in_flight = w * (t.prefetch_factor or 2)
+            parts["workers"] = w * (WORKER_BASE_MIB + 2 * decoded + 2 * out_batch)  # PIL decode + convert, per-sample tensors + collate
+            shm = in_flight * out_batch  # each worker's finished batches wait in /dev/shm
+            parts["batches_in_flight"] = shm
+        else:
+            in_flight = 1
+            parts["decode"] = 2 * decoded + 2 * out_batch
+        parts["consumer"] = out_batch
+        if t.pin_memory and cuda:
+            parts["pinned"] = in_flight * out_batch
+        if cuda:
+            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+            gpu_parts["batches_on_gpu"] = 2 * out_batch
+    else:
+        d = loader.dali
+        assert d is not None
+        q = d.prefetch_queue_depth
+        parts["dali"] = DALI_BASE_MIB
+        parts["encoded_queue"] = q * b * file_b / MiB
+        parts["decode_threads"] = d.num_threads * decoded  # each thread's decode scratch buffer
+        stage = b * (decoded + 3 * crop * crop / MiB)  # decoded images + resized crops, one batch
+        if d.device == "gpu":
+            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+            gpu_parts["decoder"] = DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB
+            parts["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
+            gpu_parts["stages"] = q * (stage + out_batch)
+            gpu_parts["batches_on_gpu"] = 2 * out_batch
+        else:
+            parts["stages"] = q * stage
+            if cuda:
+                gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
+                gpu_parts["stages"] = q * out_batch
+                gpu_parts["batches_on_gpu"] = 2 * out_batch
+            else:
+                parts["stages"] += q * out_batch
+                parts["consumer"] = out_batch
+    n = max(1, ranks)
+    host = CHILD_BASE_MIB + n * sum(parts.values())
+    out_parts = {"process": CHILD_BASE_MIB, **{k: round(v * n, 1) for k, v in parts.items()}}
+    if gpu_parts:
+        out_parts.update({f"gpu_{k}": round(v, 1) for k, v in gpu_parts.items()})
+    return {
+        "host_mib": round(host, 1),
+        "gpu_mib": round(sum(gpu_parts.values()), 1) if cuda else None,
+        "shm_mib": round(n * shm, 1),
+        "parts": out_parts,
+    }
+
+
+def _fix(loader: LoaderConfig) -> str:
+    """The knobs that set how many batches a config holds, with their values and how to lower them."""
+    if loader.torch is not None:
+        t = loader.torch
+        return f"num_workers {t.num_workers} x prefetch_factor {t.prefetch_factor or 2}); lower loader.torch.prefetch_factor (2 is torch's default) or num_workers"
+    assert loader.dali is not None
+    return f"prefetch_queue_depth {loader.dali.prefetch_queue_depth}); lower loader.dali.prefetch_queue_depth (the search spaces try 1 to 4)"
+
+
+def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str, *, host_mib: float | None, gpu_mib: float | None) -> str | None:
+    """Why ``loader`` cannot fit this machine's whole memory (``host_mib`` of RAM, ``gpu_mib`` on the GPU; None:
+    unknown), or None. Only a config predicted to need more than the machine has is refused: the estimate is rough,
+    and a study's own winners fit its budgets, which are a fraction of what was free."""
+    est = estimate(loader, dataset, pipeline, device)
+    for need, have, what in ((est["host_mib"], host_mib, "host memory"), (est["gpu_mib"], gpu_mib, "GPU memory")):
+        if need is not None and have is not None and need > have:
+            return (f"this loader config would need about {need / 1024:,.0f} GiB of {what}, more than the {have / 1024:,.0f} GiB this machine "
+                    f"has (batch size {loader.batch_size}, {_fix(loader)}, or the batch size")
+    return None
