@@ -494,3 +494,18 @@ def test_autoloader_takes_what_it_took_before_its_argument_checks(tmp_path, tiny
         al.close()
     with pytest.raises(UserError, match=r"candidates\[0\] .* is not a loader config"):
         autotune.AutoLoader(tiny_dataset, device="cpu", config=None, storage=None, candidates=[{"backend": "torch", "batch_size": None}])
+
+
+def test_synth_names_a_file_or_folder_in_the_way(tmp_path, capsys):
+    """A file where a class folder goes was reported as a full disk; a folder where an image goes counted as an
+    image (the class came out one short); a file given as DIR said 'cannot create (File exists)'."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "class_0000").write_text("")
+    (tmp_path / "b" / "class_0001" / "img_000001.jpg").mkdir(parents=True)
+    (tmp_path / "c").write_text("")
+    for name, needle in (("a", "'a/class_0000' is a file where a class folder goes; move it away"),
+                         ("b", "'b/class_0001/img_000001.jpg' is a folder where an image goes; remove it"),
+                         ("c", "'c' is a file; pass a folder to write the class sub-folders into")):
+        assert main(["synth", str(tmp_path / name), "--images", "4", "--classes", "2"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert needle.replace("'", "'" + str(tmp_path) + "/", 1) in line and "disk" not in line

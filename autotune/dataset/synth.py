@@ -100,9 +100,15 @@ def synthesize(
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise UserError(f"{str(root)!r} is a file; pass a folder to write the dataset into")
+    paths = image_paths(root, images, classes)
+    for folder in dict.fromkeys(p.parent for p in paths):
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{str(folder)!r} is a file where a class folder goes; move it away, or pass another folder")
     jobs = []
-    for i, p in enumerate(image_paths(root, images, classes)):
+    for i, p in enumerate(paths):
         p.parent.mkdir(parents=True, exist_ok=True)
+        if p.is_dir():  # not an image: counting it as one would leave the class an image short
+            raise UserError(f"{str(p)!r} is a folder where an image goes; remove it, or pass another folder")
         if not p.exists():
             jobs.append((str(p), seed * 1_000_003 + i, min_side, max_side, quality))
     if jobs:
