@@ -4,6 +4,7 @@ YAML means no exploration, the YAML and the study it writes, the budget and the 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import math
 import os
@@ -460,12 +461,27 @@ def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, spac
     assert names == ["same", "same-2"]
 
 
-def test_zero_budget_explores_nothing(tiny_dataset, space):
-    al = make(tiny_dataset, space, candidates=CANDIDATES, budget_s=0.0)
+@pytest.mark.parametrize("how", ["argument", "exploration"])
+def test_zero_budget_explores_nothing(tiny_dataset, space, how):
+    """Exploration(budget_s=...) was overwritten by AutoLoader's own default (180 s) and explored on."""
+    kw = {"budget_s": 0.0} if how == "argument" else {"budget_s": None, "max_slowdown": None, "exploration": dataclasses.replace(QUICK, budget_s=0.0)}
+    al = make(tiny_dataset, space, candidates=CANDIDATES, **kw)
     epochs_exactly_once(al, tiny_dataset, 1)
     assert [h["action"] for h in al.history] == ["settle"] and al.settled.describe() == "torch b=4 workers=0"
     assert not Path("autotune.yaml").exists()  # nothing measured: nothing to write
     assert al.source is None and not Path("autotune.db").exists()  # and no empty study to list
+
+
+def test_exploration_budget_and_slowdown_count_unless_given_twice():
+    from autotune.autoloader._setup import rules_of
+
+    assert rules_of(Exploration(budget_s=3.0, max_slowdown=2.0), budget_s=None, max_slowdown=None) == Exploration(budget_s=3.0, max_slowdown=2.0)
+    assert rules_of(Exploration(warmup_batches=2), budget_s=40.0, max_slowdown=None).budget_s == 40.0  # at its default: yields
+    assert rules_of(None, budget_s=None, max_slowdown=None) == Exploration()
+    with pytest.raises(autotune.UserError, match=r"^budget_s is given twice: AutoLoader\(budget_s=40\.0\) and Exploration\(budget_s=3\.0\); pass it once$"):
+        rules_of(Exploration(budget_s=3.0), budget_s=40.0, max_slowdown=None)
+    with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
+        rules_of(None, budget_s=None, max_slowdown=0.5)
 
 
 class _Slow:

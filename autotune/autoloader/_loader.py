@@ -76,8 +76,10 @@ class AutoLoader:
         config: the YAML to read and, after exploring, to write; None reads and writes nothing.
         batch_size: an int fixes it (changing it mid-training changes the optimisation); a list lets exploration
             choose among those; None takes the matching YAML's, else 256 (at most the samples per rank).
-        budget_s: seconds of training after which exploration stops (default three minutes).
-        max_slowdown: a candidate slower than the best so far by more than this factor is abandoned.
+        budget_s: seconds of training after which exploration stops (default ``exploration.budget_s``, three
+            minutes).
+        max_slowdown: a candidate slower than the best so far by more than this factor is abandoned (default
+            ``exploration.max_slowdown``, 1.5).
         pipeline: the preset (``imagenet-train``: augmentations stay those of the preset).
         space: the search space, a name under ``search_spaces/`` or a YAML file.
         candidates: loader parameters to try first (flat names, as in a search space).
@@ -86,7 +88,8 @@ class AutoLoader:
         study_name: default ``<dataset>-<fingerprint>-autoloader-<time>``.
         with_indices: yield ``(images, labels, indices)``: ``indices`` are the dataset positions of the batch
             (int64, on the device; in the order of ``autotune``'s scan, i.e. ``ImageFolder``'s).
-        exploration: finer exploration settings (warm-up and measured batches, check points, candidates).
+        exploration: finer exploration settings (warm-up and measured batches, check points, candidates); its
+            ``budget_s`` and ``max_slowdown`` count unless given here too (both, and different, is an error).
 
     Under DDP (``torch.distributed`` initialised) every rank builds its own ``AutoLoader`` with the same
     arguments; rank 0 decides, all ranks switch at the same batch, and a candidate's score is the slowest
@@ -100,8 +103,8 @@ class AutoLoader:
         device: str | None = None,
         config: str | os.PathLike[str] | None = "autotune.yaml",
         batch_size: int | Sequence[int] | None = None,
-        budget_s: float = 180.0,
-        max_slowdown: float = 1.5,
+        budget_s: float | None = None,
+        max_slowdown: float | None = None,
         pipeline: str = "imagenet-train",
         space: str = "default",
         candidates: Sequence[dict[str, Any]] = (),
@@ -115,12 +118,13 @@ class AutoLoader:
             agreed,
             check_arguments,
             resolve,
+            rules_of,
             start_source,
         )
 
         candidates = check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
                                      storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
-        self.rules = dataclasses.replace(exploration or Exploration(), budget_s=budget_s, max_slowdown=max_slowdown)
+        self.rules = rules_of(exploration, budget_s=budget_s, max_slowdown=max_slowdown)
         self.comm = Agreement.detect()
         self.config_path = None if config is None else str(config)
         self.with_indices = with_indices

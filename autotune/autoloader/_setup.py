@@ -96,6 +96,19 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
     return out
 
 
+def rules_of(exploration: Any, *, budget_s: Any, max_slowdown: Any) -> Any:
+    """The :class:`Exploration` an AutoLoader follows: ``exploration``'s (or the defaults), with ``budget_s`` and
+    ``max_slowdown`` where given; one set in both places to two values is refused (one would be ignored)."""
+    from autotune.autoloader._explore import Exploration
+
+    given = {k: v for k, v in (("budget_s", budget_s), ("max_slowdown", max_slowdown)) if v is not None}
+    defaults = Exploration()
+    for k, v in given.items():  # an Exploration at its default for k (given for its other fields) yields to v
+        if exploration is not None and getattr(exploration, k) != getattr(defaults, k) and getattr(exploration, k) != v:
+            raise UserError(f"{k} is given twice: AutoLoader({k}={v!r}) and Exploration({k}={getattr(exploration, k)!r}); pass it once")
+    return dataclasses.replace(exploration or Exploration(), **given)
+
+
 def storage_check(storage: str | None) -> str | None:
     """``storage`` as the study is kept in (rank 0, before it opens it): None, Optuna's in-memory storage, for an
     in-memory SQLite URL (each of SQLite's connections would get its own empty database); one line when it cannot
