@@ -248,10 +248,13 @@ def test_quiet_and_verbose_together_are_refused(capsys):
 
 
 def test_an_option_of_another_command_is_named_with_its_command(capsys):
-    """`autotune check --if-stale` pointed at 'autotune --help'; the error is check's, and says whose option it is."""
+    """`autotune check --if-stale` pointed at 'autotune --help', then at check's help, where --if-stale is not; the
+    error is check's, says whose option it is, and points at that command's help."""
     assert main(["check", "--if-stale"]) == 2
     assert capsys.readouterr().err.strip() == ("autotune check: error: unrecognized arguments: --if-stale; --if-stale is an option of "
-                                               "'autotune run' (see 'autotune check --help')")
+                                               "'autotune run' (see 'autotune run --help')")
+    assert main(["check", "--if-stale", "--bogus"]) == 2  # a flag no command has: check's help
+    assert capsys.readouterr().err.strip().endswith("--if-stale is an option of 'autotune run' (see 'autotune check --help')")
     assert main(["show", "a.yaml", "--bogus"]) == 2
     assert capsys.readouterr().err.strip() == "autotune show: error: unrecognized arguments: --bogus (see 'autotune show --help')"
     assert main(["--bogus"]) == 2
@@ -393,7 +396,7 @@ def test_autoloader_refuses_a_local_world_size_that_is_no_count(tmp_path, tiny_d
 @pytest.mark.parametrize(("kwargs", "needle"), [
     ({"budget_s": "x"}, "budget_s must be a number of seconds"),
     ({"budget_s": True}, "budget_s must be a number of seconds"),
-    ({"max_slowdown": None}, "max_slowdown must be a number"),
+    ({"max_slowdown": "x"}, "max_slowdown must be a number"),
     ({"space": 5}, "space must be a search space's name"),
     ({"storage": 5}, "storage must be a storage URL"),
     ({"storage": "autotune.db"}, "storage 'autotune.db' is not a storage URL; pass sqlite:///autotune.db"),

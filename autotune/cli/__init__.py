@@ -26,7 +26,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``autotune run: error: ... (see 'autotune run --help')``."""
 
     def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+        see = "" if message.endswith("--help')") else f" (see '{self.prog} --help')"  # a message that names the help to read
+        self.exit(2, f"{self.prog}: error: {message}{see}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,6 +75,9 @@ def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: l
             if has:
                 owners[flag] = has
     hint = "".join(f"; {flag} is an option of " + " and ".join(f"'autotune {n}'" for n in names) for flag, names in owners.items())
+    helps = list(dict.fromkeys(n for names in owners.values() for n in names))
+    if owners and all(w.split("=", 1)[0] in owners for w in extra if w.startswith("-")):  # each stray flag is another command's: read its help
+        hint += " (see " + " or ".join(f"'autotune {n} --help'" for n in helps) + ")"
     (commands.get(command or "") or parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
