@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -243,7 +244,7 @@ def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_d
     assert [h["reason"] for h in al.history].count("failed") == 2
 
 
-def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset, space):
+def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset, space, capsys):
     al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0))
     try:
         for _ in range(3):
@@ -259,7 +260,13 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     out = subprocess.run([sys.executable, "-m", "autotune", "studies", "--json"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
     rows = json.loads(out.stdout)
     assert [r["name"] for r in rows] == [al.source.study.study_name]
-    assert rows[0]["best_config"] == cfg.loader.describe()
+    assert rows[0]["best_config"] == cfg.loader.describe() and rows[0]["in_training"] is True
+    from autotune.cli import main
+
+    assert main(["studies"]) == 0  # beside `autotune run`'s studies, whose samples/s are the loader's alone
+    assert "(loop): tuned by AutoLoader inside training" in capsys.readouterr().out
+    assert main(["show", "autotune.yaml"]) == 0  # its samples/s are the training loop's, not the loader's alone: show says so
+    assert "tuned by AutoLoader, inside the training loop; samples/s: samples/s of the training loop (loader plus step)" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
 
 
 def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -73,14 +74,21 @@ def test_queued_trials_the_budget_left_unrun_are_counted_apart(workdir, capsys):
 
 
 def test_show_a_study_has_a_row_per_trial(workdir, capsys):
+    """And where the run's time went (the study attr ``time``), which the docs said show prints: only the report did."""
+    import optuna
+
     url = _study(workdir)
+    spent = {"elapsed_s": 58.2, "budget_s": 60, "spent_s": {"set-up": 6.1, "trials": 44.0, "re-measurement": 8.1}, "trials_measured": 7}
+    optuna.load_study(study_name="cli-study", storage=url).set_user_attr("time", spent)
     assert main(["show", "--storage", url, "--study", "cli-study", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [t["outcome"] for t in data["trials"]] == ["complete", "complete", "oom-host"]
     assert data["config"]["loader"]["torch"]["num_workers"] == 4
+    assert data["time"] == spent
     assert main(["show", "--storage", url, "--study", "cli-study"]) == 0
     out = capsys.readouterr().out
     assert "oom-host" in out and "stopped: over the host memory budget" in out
+    assert "58 s of a 60 s budget before the YAML and the report were written (set-up 6.1 s, trials 44 s, re-measurement 8.1 s); 7 trials" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", out).split())  # the table's wrapped cell, read as text
 
 
 def test_report_command_writes_the_folder(workdir, capsys):

@@ -20,7 +20,7 @@ EXAMPLES = """examples:
   autotune show autotune.yaml
   autotune show autotune.yaml --json
   autotune show --storage sqlite:///autotune.db --study NAME
-  autotune show --study NAME --json          # {study, storage, config, outcomes, trials}
+  autotune show --study NAME --json          # {study, storage, config, outcomes, time, trials}
 
 exit codes: 0 shown; 2 bad input (no such file, storage or study, or another program's study)
 """
@@ -40,6 +40,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     rows = [
         ("loader", cfg.loader.describe()),
         ("samples/s", f"{fmt_rate(r.get('samples_per_s'))}  spread {fmt_spread(r.get('spread'))}"),
+        *([("tuned by", f"{r['tuned_by']}; samples/s: {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
         ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
         ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
     ]
@@ -63,7 +64,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     return rows
 
 
-def _config_table(cfg, title: str):
+def _config_table(cfg, title: str, extra: tuple[tuple[str, str], ...] = ()):
     from rich.table import Table
 
     from autotune.cli._text import cell
@@ -71,7 +72,7 @@ def _config_table(cfg, title: str):
     table = Table(title=cell(title), show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    for k, v in _config_rows(cfg):
+    for k, v in (*_config_rows(cfg), *extra):
         table.add_row(k, cell(v))
     return table
 
@@ -83,7 +84,7 @@ def _show_study(args: argparse.Namespace) -> int:
     from autotune.cli._text import cell
     from autotune.errors import UserError
     from autotune.report import load, overview, trial_rows
-    from autotune.report._render import TRIAL_COLUMNS, outcome_text, trial_cells
+    from autotune.report._render import TRIAL_COLUMNS, outcome_text, time_text, trial_cells
     from autotune.study.result import config_from_study
 
     storage = args.storage or "sqlite:///autotune.db"
@@ -95,15 +96,18 @@ def _show_study(args: argparse.Namespace) -> int:
     rows = trial_rows(study)
     ov = overview(study, storage)
     if args.json:
-        out = {"study": study.study_name, "storage": ov["storage"], "config": cfg.to_dict() if cfg else None, "outcomes": ov["outcomes"], "trials": rows}
+        out = {"study": study.study_name, "storage": ov["storage"], "config": cfg.to_dict() if cfg else None, "outcomes": ov["outcomes"], "time": ov["time"], "trials": rows}
         write_json(out, indent=2)
         sys.stdout.write("\n")
         return 0
     console = Console(width=max(140, Console().width))
+    spent = (("time", time_text(ov["time"], "the YAML and the report")),) if ov["time"] else ()
     if cfg is not None:
-        console.print(_config_table(cfg, study.study_name))
+        console.print(_config_table(cfg, study.study_name, spent))
     else:
         console.print(cell(f"no config: {why}"))
+        for k, v in spent:
+            console.print(cell(f"{k}: {v}"))
     with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
     trials = Table(title=cell(f"{len(rows)} trials: " + ", ".join(f"{outcome_text(k)} {v}" for k, v in ov["outcomes"].items())))
     for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):

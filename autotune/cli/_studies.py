@@ -56,12 +56,14 @@ def run(args: argparse.Namespace) -> int:
             cell(r["name"]),
             f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")
             + (", interrupted (--resume)" if r.get("interrupted") else ""),
-            _number(r["best_samples_per_s"], "{:,.0f}"),
+            _number(r["best_samples_per_s"], "{:,.0f} (loop)" if r.get("in_training") else "{:,.0f}"),
             _number(r["speedup_vs_defaults"], "{:.1f}x"),
             cell(r["best_config"] or "-"),
             _when(r["created"]),
         )
     Console(width=max(120, Console().width)).print(table)
+    if any(r.get("in_training") and r.get("best_samples_per_s") for r in rows):
+        print("(loop): tuned by AutoLoader inside training: samples/s of the whole training loop (loader plus step), not of the loader alone")
     return 0
 
 

@@ -327,6 +327,8 @@ def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummar
         "dataset": dataset.get("path"),
         "created": o["created"] or (s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None),
         "interrupted": study.user_attrs.get("interrupted") is True,  # the latest run was stopped: --resume continues it
+        # AutoLoader's: its samples/s are the training loop's (loader plus step), not the loader's alone
+        "in_training": isinstance(study.user_attrs.get("measurement"), dict) and study.user_attrs["measurement"].get("in_training") is True,
     }
 
 

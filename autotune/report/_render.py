@@ -115,16 +115,22 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
                      + (" (the figures moved with them)" if too_busy(load) else "")))
     t = ov.get("time")
     if t:
-        spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
-        # written by `autotune run` before the YAML and this report: its "took" line adds their writing
-        until = "" if "writing" in (t.get("spent_s") or {}) else " before the YAML and this report were written"
-        rows.append(("time", f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
-                     + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")
-                     + (f"; the latest of {_num(t['runs'])} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if (t.get("runs") or 1) > 1 else "")))
+        rows.append(("time", time_text(t, "the YAML and this report")))
     if ov.get("model"):
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
                      + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else "")))
     return rows
+
+
+def time_text(t: dict[str, Any], written: str) -> str:
+    """Where a run's time went (the study attr ``time``), as the report and ``autotune show --study`` say it;
+    ``written``: what the run wrote after recording it (the report says "the YAML and this report")."""
+    spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
+    # recorded by `autotune run` before it wrote the YAML and the report: its "took" line adds their writing
+    until = "" if "writing" in (t.get("spent_s") or {}) else f" before {written} were written"
+    return (f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
+            + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")
+            + (f"; the latest of {_num(t['runs'])} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if (t.get("runs") or 1) > 1 else ""))
 
 
 TRIAL_COLUMNS = ("trial", "outcome", "role", "config", "samples/s", "spread", "host MiB", "GPU MiB", "startup s", "duration s")
