@@ -149,6 +149,7 @@ def test_rules_finish_the_epoch_on_the_current_candidate_when_a_second_start_cos
 def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder():
     """Then DALI's usual 0.65 share, then the torch heuristic: a loader decoding on the GPU's cores slows the step."""
     from autotune.autoloader._source import CandidateSource
+    from autotune.config.schema import LoaderConfig
     from autotune.study.space import load_space
 
     space = load_space("default", cores=16, device="cuda", dali=True).fix("batch_size", 256)
@@ -156,6 +157,22 @@ def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder
     asked = [source.ask() for _ in range(3)]
     assert [c.trial.user_attrs["role"] for c in asked] == ["dali-hw", "dali-heuristic", "heuristic"]
     assert asked[0].loader.describe() == "dali-gpu b=256 threads=4 queue=2 hw_load=1"
+    for c in asked:  # in the default space: each with its params, which are its config
+        assert c.trial.params and LoaderConfig.from_params({**c.trial.params}).describe() == c.loader.describe()
+
+
+def test_a_starting_point_outside_the_space_is_measured_without_params():
+    from autotune.autoloader._source import CandidateSource
+    import yaml
+
+    from autotune.study.space import parse_space
+
+    space = parse_space(yaml.safe_load(SPACE))
+    first = [{"backend": "torch", "batch_size": 4, "num_workers": 3}, {"backend": "torch", "batch_size": 4, "num_workers": 1}]
+    source = CandidateSource(space, storage=None, study_name="outside", attrs={}, seed=0, device="cpu", cores=1, first=first)
+    outside, partial = source.ask(), source.ask()
+    assert outside.loader.describe() == "torch b=4 workers=3" and outside.trial.params == {}  # sampled, params would say 0 or 1
+    assert partial.loader.describe() == "torch b=4 workers=1" and partial.trial.params == {}  # prefetch_factor left to its default
 
 
 def test_a_repeated_proposal_names_the_trial_that_measured_it():
@@ -256,6 +273,16 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     best = max((t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
     assert cfg.loader.describe() == best.user_attrs["config"] == al.settled.describe()
     assert cfg.result["tuned_by"].startswith("AutoLoader") and cfg.study["name"] == al.source.study.study_name
+    # the starting points carry their params as sampled trials do (they had none: importance, the sampler and
+    # optuna-dashboard did not count them)
+    firsts = [t for t in al.source.study.trials if t.user_attrs.get("role") in ("user", "defaults") and t.user_attrs.get("outcome") == "complete"]
+    assert len(firsts) == 3
+    # the first candidate is the torch defaults: the YAML's defaults figure (it was null though they were measured)
+    assert firsts[0].user_attrs["role"] == "defaults" and cfg.result["defaults_samples_per_s"] == firsts[0].user_attrs["samples_per_s"]
+    assert cfg.result["speedup_vs_defaults"] is not None
+    assert [t.params for t in firsts] == [{"backend": "torch", "batch_size": 4, "num_workers": 0},
+                                          {"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2},
+                                          {"backend": "torch", "batch_size": 4, "num_workers": 0}]
     assert is_stale("autotune.yaml", dataset=tiny_dataset) == (False, [])
     out = subprocess.run([sys.executable, "-m", "autotune", "studies", "--json"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
     rows = json.loads(out.stdout)

@@ -82,6 +82,9 @@ class CandidateSource:
         for params in first:
             self._enqueue(params, "user")
         base = baseline_configs(space, TuneSettings(device=device, cores=cores))
+        # the torch defaults are not queued (a loop at their pace costs training time), but when the sampler or a
+        # user candidate measures them they are the YAML's defaults figure, as in `autotune run`'s
+        self._defaults = LoaderConfig.from_params(base["defaults"]).describe() if "torch" in space.backends() else None
         # on a GPU, every JPEG on the hardware decoder first: it keeps the GPU's cores for the training step, which a
         # loader that decodes on them slows without the loop ever waiting for data (on an H200 with ResNet-50 the
         # offline study picked it, 1.9 % ahead of DALI's usual 0.65 share: benchmarks/RESULTS.md); then DALI's
@@ -93,13 +96,21 @@ class CandidateSource:
 
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)}
-        self.study.enqueue_trial(fixed, user_attrs={"role": role, "loader_params": dict(params)}, skip_if_exists=False)
+        values = {**self.context, **params}
+        # a value outside the space, or a knob the space would sample that the config leaves at its default: the
+        # sampler's params would not be this config, so it is measured as it is, without params
+        outside = any(k in self.space and k not in fixed for k in params) or any(p.applies(values) and p.name not in fixed for p in self.space.params)
+        attrs = {"role": role, "loader_params": dict(params), **({"outside_space": True} if outside else {})}
+        self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
 
     def ask(self) -> Candidate | None:
         """The next config to try, or None when the sampler only repeats configs already measured."""
         for _ in range(_MAX_REPEATS):
             trial = self.study.ask()
-            params = trial.user_attrs.get("loader_params") or self.space.suggest(trial, self.context)
+            # a queued config is suggested too (its values are taken as they are), so that the trial has its params:
+            # the sampler learns from it, and importance and optuna-dashboard count it
+            suggested = None if trial.user_attrs.get("outside_space") else self.space.suggest(trial, self.context)
+            params = trial.user_attrs.get("loader_params") or suggested
             try:
                 loader = LoaderConfig.from_params(params)
             except Exception as e:  # noqa: BLE001 - a user candidate that does not describe a loader
@@ -109,6 +120,8 @@ class CandidateSource:
             desc = loader.describe()
             trial.set_user_attr("loader", loader.to_params())
             trial.set_user_attr("config", desc)
+            if desc == self._defaults and trial.user_attrs.get("role") in (None, "user"):
+                trial.set_user_attr("role", "defaults")
             if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
                 earlier, value = self.measured[desc]
                 trial.set_user_attr("outcome", "repeat")
