@@ -649,11 +649,16 @@ class Tuner:
                 on_step(k, max(n, k), t, r)
             return True
 
+        def round_fits(ts: list[optuna.trial.FrozenTrial]) -> bool:
+            """Whether a whole round of ``ts`` fits the time left: one that does not is not begun (it would be cut
+            short, and its scores set aside)."""
+            return fits is None or fits(sum(float(t.user_attrs.get("duration_s") or 0.0) for t in ts))
+
         partial = 0  # re-measurements of a round the time budget cut short
         if len(cands) > 1 and s.confirm_repeats > 0:
             try:
-                # interleaved; the time budget may end it early (the scores so far are kept)
-                in_time = all(again(t) for _ in range(s.confirm_repeats) for t in cands)
+                # interleaved, round by round; the time budget may end it early (the scores so far are kept)
+                in_time = all(round_fits(cands) and all(again(t) for t in cands) for _ in range(s.confirm_repeats))
                 partial = 0 if in_time else k % len(cands)
                 # a close call: the two leaders again, alternately, while they stay within CLOSE_CALL of each other
                 for _ in range(TIEBREAK_ROUNDS if in_time else 0):
@@ -662,7 +667,7 @@ class Tuner:
                     if med[first.number] - med[second.number] > CLOSE_CALL * med[first.number]:
                         break
                     before = k
-                    in_time = again(second) and again(first)
+                    in_time = round_fits([second, first]) and again(second) and again(first)
                     tiebreak += k - before
                     if not in_time:
                         partial = (k - before) % 2
