@@ -525,9 +525,12 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study, stated)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
     if not args.quiet:
         r = cfg.result
-        line = f"best: {cfg.loader.describe()}: {r['samples_per_s']:,.0f} samples/s"
+        from autotune.report._render import fmt_rate, fmt_speedup
+
+        # the YAML's figures as the YAML, show and the report write them (1.37x, not 1.4x beside a YAML's 1.37)
+        line = f"best: {cfg.loader.describe()}: {fmt_rate(r['samples_per_s'])} samples/s"
         if r.get("speedup_vs_defaults"):
-            line += f" ({r['speedup_vs_defaults']:.1f}x the defaults' {r['defaults_samples_per_s']:,.0f})"
+            line += f" ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})"
         if r.get("fraction_of_ceiling"):
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)

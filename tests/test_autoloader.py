@@ -162,9 +162,9 @@ def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder
 
 
 def test_a_starting_point_outside_the_space_is_measured_without_params():
-    from autotune.autoloader._source import CandidateSource
     import yaml
 
+    from autotune.autoloader._source import CandidateSource
     from autotune.study.space import parse_space
 
     space = parse_space(yaml.safe_load(SPACE))

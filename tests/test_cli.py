@@ -297,3 +297,7 @@ def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_data
     err = capsys.readouterr().err
     assert "the budget ended the re-measurement round part-way: trial " in err
     assert "'s 402 set aside, so that every candidate is judged on as many measurements" in err
+    from autotune.report._render import fmt_rate, fmt_speedup
+
+    r = load_config("autotune.yaml").result  # the last line's figures are the YAML's, as written (1.37x, not 1.4x)
+    assert f"{fmt_rate(r['samples_per_s'])} samples/s ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})" in err

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from autotune.cli._text import cell
+    from autotune.report._render import fmt_speedup
 
     table = Table(title=cell(f"studies in {mask_url(args.storage)}"))
     for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right"}), ("best samples/s", {"justify": "right"}),
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
             cell(r["name"]),
             f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")
             + (", interrupted (--resume)" if r.get("interrupted") else ""),
-            _number(r["best_samples_per_s"], "{:,.0f} (loop)" if r.get("in_training") else "{:,.0f}"),
-            _number(r["speedup_vs_defaults"], "{:.1f}x"),
+            _number(r["best_samples_per_s"], "{:,.1f} (loop)" if r.get("in_training") else "{:,.1f}"),  # the YAML's precision
+            fmt_speedup(r["speedup_vs_defaults"]) if r["speedup_vs_defaults"] else "-",  # as the YAML, show and the report write it
             cell(r["best_config"] or "-"),
             _when(r["created"]),
         )
