@@ -103,6 +103,12 @@ def test_check_max_age(tmp_path, capsys):
     assert main(["check", f]) == 0
     assert main(["check", f, "--max-age", "30"]) == 1
     assert "age_days" in capsys.readouterr().out
+    now = _dt.datetime.now(_dt.timezone.utc)
+    f = _write(tmp_path / "b.yaml", fingerprint.collect(), created=(now - _dt.timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    assert main(["check", f, "--max-age", "0.0001"]) == 1  # 30 s is over 8.6 s: the age shown is over the limit too (was 0.0)
+    (line,) = [ln for ln in capsys.readouterr().out.splitlines() if "age_days" in ln]
+    shown = float(line.split("age_days: ")[1].split(" ->")[0])
+    assert 0.0003 <= shown <= 0.001
 
 
 def test_check_compares_the_dataset(tiny_dataset, tmp_path, capsys):

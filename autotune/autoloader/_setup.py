@@ -228,7 +228,7 @@ def _log_match(result: tuple[dict[str, Any] | None, str, int | None], path: str 
     if params is None and recorded is not None:
         logger.warning("%s does not match (%s): exploring again; it is rewritten when exploration ends", path, why)
     elif params is None:
-        logger.info("exploring the loader: %s", why)
+        logger.info("no tuned config to build: %s", why)  # exploring, unless budget_s is 0
     return params, recorded
 
 

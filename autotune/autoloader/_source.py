@@ -64,7 +64,7 @@ class CandidateSource:
         first: list[dict[str, Any]],
     ) -> None:
         self.space = space
-        self.storage_url = storage or "in-memory"
+        self.storage_url = storage or "memory"  # the YAML and its log say "study NAME in memory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage_obj = open_storage(storage) if storage else None
         for attempt in range(1, 100):  # two loaders started in the same second: the second name gets -2
