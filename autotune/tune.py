@@ -433,7 +433,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             callbacks.append(budget.stop_callback(settings.confirm_top, settings.confirm_repeats))
         if not unwritten:
             with stage("trials"):
-                tuner.optimize(callbacks=callbacks)
+                tuner.optimize(callbacks=callbacks, keep_warm=True)  # closed below, after the re-measurement
         if tuner.complete_trials() and not unwritten:
             if budget is not None:
                 budget.confirm_planned = budget.confirm_fit(settings.confirm_top, settings.confirm_repeats, budget.contender_cost(tuner.study, settings.confirm_top))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+import optuna
 import psutil
 import pytest
 
@@ -51,3 +52,20 @@ def test_zygote_ends_with_close_and_its_trials_with_it(tiny_dataset):
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     # a closed zygote falls back to spawning
     assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE
+
+
+def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset, monkeypatch):
+    """The trials' pre-imported process was ended after the last trial and started again for the re-measurement:
+    on an H200 that took 7 s of a 60 s run, and with them the re-measurement round it had planned."""
+    from autotune.cli import main
+    from autotune.trials.zygote import Zygote
+
+    monkeypatch.setattr("autotune.study.tuner.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
+    launched = []
+    real_launch = Zygote.launch
+    monkeypatch.setattr(Zygote, "launch", classmethod(lambda cls, *a, **k: launched.append(1) or real_launch(*a, **k)))
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "2", "--batch-size", "4", "--window", "0.2",
+                 "--windows", "2", "--confirm-top", "2", "--confirm-repeats", "1", "--quiet", "--no-report"]) == 0
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    assert study.user_attrs["confirmation"]["attempted"] == 2  # re-measured, from the same process as the trials
+    assert launched == [1]

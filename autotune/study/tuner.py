@@ -544,7 +544,13 @@ class Tuner:
         raise TrialFailure(f"{result.outcome.value}: {result.message}")
 
     # -- the study ---------------------------------------------------------------------------------------
-    def optimize(self, callbacks: list[Callable] | None = None) -> None:
+    def optimize(self, callbacks: list[Callable] | None = None, *, keep_warm: bool = False) -> None:
+        """Run the study's trials (the baselines queued first) until ``n_trials``, the timeout or a callback stops it.
+
+        ``keep_warm``: leave the pre-imported trial process running for the re-measurement that follows (the
+        caller then calls :meth:`close`); started again, it cost a 60 s run on an H200 7 s, and with them the
+        re-measurement round it had planned.
+        """
         s = self.settings
         if s.cache == "warm":
             pagecache.warm(self.dataset)
@@ -574,7 +580,8 @@ class Tuner:
                 raise storage_failure(self.storage_url, e) from None
             raise
         finally:
-            self.close()
+            if not keep_warm:
+                self.close()
 
     def _fail_own_running(self, running_before: set[int]) -> list[int]:
         """Mark failed (outcome ``interrupted``) the trial that a Ctrl-C or SIGTERM left RUNNING.
