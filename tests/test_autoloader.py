@@ -173,6 +173,17 @@ def test_a_starting_point_outside_the_space_is_measured_without_params():
     outside, partial = source.ask(), source.ask()
     assert outside.loader.describe() == "torch b=4 workers=3" and outside.trial.params == {}  # sampled, params would say 0 or 1
     assert partial.loader.describe() == "torch b=4 workers=1" and partial.trial.params == {}  # prefetch_factor left to its default
+    import warnings
+
+    from autotune.study.space import load_space
+
+    gpu = load_space("default", cores=16, device="cuda", dali=True).fix("batch_size", 256)
+    between = {"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": 4, "prefetch_queue_depth": 2, "hw_decoder_load": 0.63}
+    source = CandidateSource(gpu, storage=None, study_name="between", attrs={}, seed=0, device="cuda", cores=16, first=[between])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Optuna warned of a fixed value off the 0.05 step, and recorded it
+        cand = source.ask()
+    assert cand.loader.describe() == "dali-gpu b=256 threads=4 queue=2 hw_load=0.63" and cand.trial.params == {}
 
 
 def test_a_repeated_proposal_names_the_trial_that_measured_it():
@@ -516,6 +527,8 @@ def test_exploration_budget_and_slowdown_count_unless_given_twice():
         rules_of(Exploration(budget_s=3.0), budget_s=40.0, max_slowdown=None)
     with pytest.raises(autotune.UserError, match="max_slowdown must be >= 1.0"):
         rules_of(None, budget_s=None, max_slowdown=0.5)
+    with pytest.raises(autotune.UserError, match="budget_s must be a number of seconds"):  # not "given twice"
+        rules_of(Exploration(budget_s=60.0), budget_s="x", max_slowdown=None)
 
 
 class _Slow:

@@ -265,6 +265,8 @@ def test_a_round_the_budget_cut_short_is_set_aside(tiny_dataset, workdir, monkey
     assert [c["scores"] for c in record["candidates"]] == [[31088.0], [26455.0]]
     assert confirmation_method(record) == record["method"] == (
         "best single trial: the time budget ended the one re-measurement round part-way, its 1 score set aside (like for like)")
+    failed_first = {**record, "repeats": 2, "attempted": 3}  # a whole round whose two re-measurements failed came first
+    assert "failed" in confirmation_method(failed_first) and "the one re-measurement round" not in confirmation_method(failed_first)
 
 
 def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypatch):

@@ -88,6 +88,10 @@ def test_show_a_study_has_a_row_per_trial(workdir, capsys):
     assert main(["show", "--storage", url, "--study", "cli-study"]) == 0
     out = capsys.readouterr().out
     assert "oom-host" in out and "stopped: over the host memory budget" in out
+    hand = {"elapsed_s": "x", "spent_s": "a string", "runs": "two", "remeasured": {"top": "y", "repeats": None}}  # edited by hand
+    optuna.load_study(study_name="cli-study", storage=url).set_user_attr("time", hand)
+    assert main(["show", "--storage", url, "--study", "cli-study"]) == 0  # shown as it is, never a crash
+    assert "no re-measurement planned" in capsys.readouterr().out
     assert "58 s of a 60 s budget before the YAML and the report were written (set-up 6.1 s, trials 44 s, re-measurement 8.1 s); 7 trials" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", out).split())  # the table's wrapped cell, read as text
 
 

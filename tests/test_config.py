@@ -373,24 +373,55 @@ def test_check_refuses_a_pipeline_build_loader_would_refuse(tmp_path, capsys, va
 ])
 def test_a_config_that_cannot_fit_this_machine_is_refused_by_build_loader_and_check(tiny_dataset, tmp_path, capsys, monkeypatch, params, knob):
     """A hand-edited prefetch_queue_depth: 1024 (within the schema's bounds) grew the training's memory until the
-    kernel killed it; build_loader refuses it in one line, and check says it no longer fits."""
+    kernel killed it; build_loader refuses it in one line, and check, load_config and --if-stale call it no match."""
     import psutil
 
     from autotune.cli import main
     from autotune.config import fingerprint
     from autotune.config.files import save_config
+    from autotune.config.staleness import is_stale
     from autotune.loaders import build_loader
 
     monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=2 * 2**30, available=2**30))  # a 2 GiB machine
     loader = LoaderConfig.from_params(params)
     path = tmp_path / "hand.yaml"
     save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset)), path)
-    with pytest.raises(UserError, match=rf"would need about [\d,]+ GiB of host memory, more than the 2 GiB this machine has .*; {knob}"):
+    with pytest.raises(UserError, match=rf"would need about [\d,]+ GiB of host memory, over twice the 2 GiB this machine has .*; {knob}"):
         build_loader(tiny_dataset, str(path), device="cpu")
     assert main(["check", str(path)]) == 1
     out = capsys.readouterr().out
     assert "matters  memory: this loader config would need about" in out and knob in out and "STALE" in out
+    stale, reasons = is_stale(path)  # run --if-stale re-tunes it; training is warned, strict refuses
+    assert stale and any(r.startswith("memory: this loader config would need") for r in reasons)
+    with pytest.warns(UserWarning, match="memory: this loader config would need"):
+        load_config(path)
     small = LoaderConfig.from_params({**params, "prefetch_queue_depth": 2, "prefetch_factor": 2, "num_workers": 1})
     save_config(Config(loader=small, hardware=fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset)), path)
     assert main(["check", str(path)]) == 0  # what fits is not flagged
     assert build_loader(tiny_dataset, str(path), device="cpu") is not None
+
+
+def test_a_config_over_the_machine_but_not_twice_is_built_and_called_stale(tiny_dataset, tmp_path, capsys, monkeypatch):
+    """The estimate errs high: between the machine's memory and twice it, build_loader builds (with load_config's
+    warning) rather than refuse what may run; check still calls the YAML no match. GiB figures read apart."""
+    import psutil
+
+    from autotune.cli import main
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.dataset.scan import scan
+    from autotune.loaders import build_loader
+    from autotune.loaders.memory import estimate
+
+    loader = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1024})
+    need = estimate(loader, scan(tiny_dataset))["host_mib"]
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: types.SimpleNamespace(total=int(need * 0.99 * 2**20), available=2**30))
+    path = tmp_path / "hand.yaml"
+    save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset)), path)
+    assert main(["check", str(path)]) == 1
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if "memory:" in ln)
+    shown_need, shown_have = line.split("about ")[1].split(" GiB")[0], line.split("more than the ")[1].split(" GiB")[0]
+    assert shown_need != shown_have  # never "about 7 GiB ..., more than the 7 GiB"
+    with pytest.warns(UserWarning, match="memory: this loader config would need"):
+        cfg = load_config(path)
+    assert build_loader(tiny_dataset, cfg, device="cpu") is not None

@@ -89,7 +89,8 @@ class AutoLoader:
         with_indices: yield ``(images, labels, indices)``: ``indices`` are the dataset positions of the batch
             (int64, on the device; in the order of ``autotune``'s scan, i.e. ``ImageFolder``'s).
         exploration: finer exploration settings (warm-up and measured batches, check points, candidates); its
-            ``budget_s`` and ``max_slowdown`` count unless given here too (both, and different, is an error).
+            ``budget_s`` and ``max_slowdown`` count unless given here too (set in both places, the Exploration's
+            not at its default, to two values is an error).
 
     Under DDP (``torch.distributed`` initialised) every rank builds its own ``AutoLoader`` with the same
     arguments; rank 0 decides, all ranks switch at the same batch, and a candidate's score is the slowest

@@ -98,10 +98,12 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
 
 def rules_of(exploration: Any, *, budget_s: Any, max_slowdown: Any) -> Any:
     """The :class:`Exploration` an AutoLoader follows: ``exploration``'s (or the defaults), with ``budget_s`` and
-    ``max_slowdown`` where given; one set in both places to two values is refused (one would be ignored)."""
+    ``max_slowdown`` where given; one set in both places (the Exploration's not at its default) to two values is
+    refused, as one would be ignored."""
     from autotune.autoloader._explore import Exploration
 
     given = {k: v for k, v in (("budget_s", budget_s), ("max_slowdown", max_slowdown)) if v is not None}
+    dataclasses.replace(Exploration(), **given)  # a value of the wrong kind is said as such, before any comparison
     defaults = Exploration()
     for k, v in given.items():  # an Exploration at its default for k (given for its other fields) yields to v
         if exploration is not None and getattr(exploration, k) != getattr(defaults, k) and getattr(exploration, k) != v:

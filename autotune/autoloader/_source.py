@@ -48,6 +48,18 @@ def study_name_for(dataset: Dataset, key: str) -> str:
     return f"{safe_name(Path(dataset.root).name)}-{key}-autoloader-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
+def _on_grid(param: Any, value: Any) -> bool:
+    """Whether the sampler could suggest ``value`` for ``param``: in its range and on its step (0.63 is not, on a
+    0.05 step; Optuna would warn and record it anyway)."""
+    if not param.contains(value):
+        return False
+    dist = param.distribution()
+    try:
+        return bool(dist._contains(dist.to_internal_repr(value)))
+    except (ValueError, TypeError):
+        return False
+
+
 class CandidateSource:
     """Ask for candidates, tell how they did, and write the winner's YAML."""
 
@@ -95,7 +107,7 @@ class CandidateSource:
                 self._enqueue(base[role], role)
 
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
-        fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)}
+        fixed = {k: v for k, v in params.items() if k in self.space and _on_grid(self.space[k], v)}
         values = {**self.context, **params}
         # a value outside the space, or a knob the space would sample that the config leaves at its default: the
         # sampler's params would not be this config, so it is measured as it is, without params
@@ -120,8 +132,6 @@ class CandidateSource:
             desc = loader.describe()
             trial.set_user_attr("loader", loader.to_params())
             trial.set_user_attr("config", desc)
-            if desc == self._defaults and trial.user_attrs.get("role") in (None, "user"):
-                trial.set_user_attr("role", "defaults")
             if desc in self.measured:  # the sampler proposed a config already measured: tell it the same again
                 earlier, value = self.measured[desc]
                 trial.set_user_attr("outcome", "repeat")
@@ -132,6 +142,8 @@ class CandidateSource:
                 else:
                     self.study.tell(trial, value)
                 continue
+            if desc == self._defaults and trial.user_attrs.get("role") in (None, "user"):  # measured, not a repeat
+                trial.set_user_attr("role", "defaults")
             return Candidate(trial.number, loader.to_params(), trial)
         return None
 

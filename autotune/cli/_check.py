@@ -37,26 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing; the exit code says it")
 
 
-def _memory_problem(cfg, current: dict) -> str | None:
-    """Why the config's loader cannot fit this machine's RAM or GPU (what ``build_loader`` refuses), or None; sized
-    with the image bytes the YAML recorded, as the study estimated each trial."""
-    from autotune.dataset.scan import Dataset
-    from autotune.loaders.memory import machine_problem
-
-    if cfg.loader is None:
-        return None
-    mean = cfg.dataset.get("mean_bytes")
-    mean = mean if isinstance(mean, int) and not isinstance(mean, bool) and mean > 0 else 0
-    images = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=mean)  # one image of the recorded mean size
-    device = cfg.device if cfg.device == "cpu" or not current.get("gpu_mib") else "cuda"
-    ram = current.get("ram_gib")
-    return machine_problem(cfg.loader, images, cfg.pipeline, device, host_mib=ram * 1024 if ram else None, gpu_mib=current.get("gpu_mib"))
-
-
 def run(args: argparse.Namespace) -> int:
     from autotune.config import fingerprint
     from autotune.config.files import read_yaml
-    from autotune.config.fingerprint import Difference
     from autotune.config.schema import Config
     from autotune.config.staleness import assess, dataset_not_compared
     from autotune.errors import ConfigError, DatasetError, UserError
@@ -74,9 +57,6 @@ def run(args: argparse.Namespace) -> int:
         diffs = assess(cfg, current, max_age_days=args.max_age, dataset=args.dataset, compare_dataset=not args.no_dataset)
     except DatasetError as e:
         raise DatasetError(str(e) + ("" if args.dataset else "; or pass --no-dataset")) from None
-    too_big = _memory_problem(cfg, current)
-    if too_big is not None:  # build_loader would refuse it here: no match for this machine either
-        diffs.append(Difference("memory", None, None, True, note=too_big))
     stale = any(d.matters for d in diffs)
     unchecked = dataset_not_compared(cfg, args.dataset, compare_dataset=not args.no_dataset)
     if args.json:

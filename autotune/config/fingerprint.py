@@ -19,7 +19,7 @@ import os
 import platform
 import shutil
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -227,6 +227,17 @@ def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     return out
 
 
+#: checks that a config can run on this machine at all, registered by layers above (``autotune.loaders``: the
+#: memory its batches in flight need): ``check(cfg, current)`` returns a :class:`Difference` that matters, or None
+_fit_checks: list[Callable[[Config, dict[str, Any]], Difference | None]] = []
+
+
+def register_fit_check(check: Callable[[Config, dict[str, Any]], Difference | None]) -> None:
+    """Called once by :mod:`autotune.loaders`: :func:`compare` then reports what ``check`` finds."""
+    if check not in _fit_checks:
+        _fit_checks.append(check)
+
+
 def compare(
     cfg: Config,
     current: dict[str, Any] | None = None,
@@ -253,6 +264,10 @@ def compare(
     # recorded without a GPU (a GPU machine's record differs in `gpus` already): edited by hand to need one
     if needs and not (cfg.hardware or {}).get("gpus") and not current.get("gpus") and not cuda_usable(current):
         out.append(Difference(needs, "a CUDA GPU", "no GPU on this machine", True))
+    for check in _fit_checks:  # a hand-edited queue of 1,024 batches fits no machine of this size
+        found = check(cfg, current)
+        if found is not None:
+            out.append(found)
     if dataset is not None:
         out.extend(diff_dataset(cfg.dataset, dataset))
     elif dataset_signature is not None and cfg.dataset.get("signature") not in (None, dataset_signature):

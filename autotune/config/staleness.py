@@ -72,7 +72,7 @@ def assess(
         elif age < -FUTURE_SLACK_DAYS:  # a clock ahead by more than skew: its age cannot be known
             diffs.append(Difference("created", cfg.created, f"in the future, so not within the {max_age_days:g}-day limit", True))
         elif age > max_age_days:
-            shown = round(age, 1) if round(age, 1) > max_age_days else float(f"{age:.3g}")  # never "0.0 -> over the 0.0001-day limit"
+            shown = next((round(age, d) for d in range(1, 10) if round(age, d) > max_age_days), age)  # never "0.0 -> over the 0.0001-day limit"
             diffs.append(Difference("age_days", shown, f"over the {max_age_days:g}-day limit", True))
     return diffs
 

@@ -117,7 +117,7 @@ def build_loader(
         seed: seeds shuffling and augmentation.
 
     Files the study found undecodable (``dataset.excluded`` in the YAML) are left out, with one warning that
-    names those still in the folder. A config whose batches in flight would need more than this machine's RAM
+    names those still in the folder. A config whose batches in flight would need over twice this machine's RAM
     or GPU memory (a hand-edited ``prefetch_queue_depth: 1024``) is refused with a :class:`UserError`.
 
     Returns:
@@ -181,8 +181,14 @@ def build_loader(
     return build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
 
 
+#: build_loader refuses a config predicted to need this many times the machine's memory (the estimate errs high;
+#: over the machine itself, ``check`` and ``load_config`` already call the YAML no match for it)
+REFUSE_FACTOR = 2.0
+
+
 def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str) -> str | None:
-    """Why the loader cannot fit this machine's RAM or GPU (:func:`autotune.loaders.memory.machine_problem`), or None."""
+    """Why the loader cannot fit this machine's RAM or GPU (:func:`autotune.loaders.memory.machine_problem`), or
+    None; under DDP, host memory holds every local rank's loader (``LOCAL_WORLD_SIZE``)."""
     import psutil
 
     from autotune.loaders.memory import MiB, machine_problem
@@ -192,7 +198,10 @@ def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
         import torch
 
         gpu_mib = torch.cuda.get_device_properties(torch.device(device)).total_memory / MiB
-    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib)
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    ranks = int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
+    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib,
+                           ranks=ranks, factor=REFUSE_FACTOR)
 
 
 def build_from_dataset(

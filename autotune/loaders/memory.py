@@ -115,13 +115,54 @@ def _fix(loader: LoaderConfig) -> str:
     return f"prefetch_queue_depth {loader.dali.prefetch_queue_depth}); lower loader.dali.prefetch_queue_depth (the search spaces try 1 to 4)"
 
 
-def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str, *, host_mib: float | None, gpu_mib: float | None) -> str | None:
+def _gib(need: float, have: float) -> tuple[str, str]:
+    """``need`` and ``have`` (MiB) in GiB, with as many decimals as it takes for them to read apart."""
+    for digits in (0, 1, 2):
+        a, b = f"{need / 1024:,.{digits}f}", f"{have / 1024:,.{digits}f}"
+        if a != b:
+            return a, b
+    return f"{need / 1024:,.2f}", f"{have / 1024:,.2f}"
+
+
+def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str, *, host_mib: float | None, gpu_mib: float | None,
+                    ranks: int = 1, factor: float = 1.0) -> str | None:
     """Why ``loader`` cannot fit this machine's whole memory (``host_mib`` of RAM, ``gpu_mib`` on the GPU; None:
-    unknown), or None. Only a config predicted to need more than the machine has is refused: the estimate is rough,
-    and a study's own winners fit its budgets, which are a fraction of what was free."""
-    est = estimate(loader, dataset, pipeline, device)
+    unknown), or None: the estimate (``ranks`` loaders at once on the host) over ``factor`` times what there is.
+
+    The estimate is rough and errs high (a batch in ``/dev/shm`` and its pinned copy both count), so
+    :func:`autotune.build_loader` refuses only at twice the machine; ``check`` and ``load_config`` call a config
+    over the machine itself no match for it. A study's own winners fit its budgets, a fraction of what was free."""
+    est = estimate(loader, dataset, pipeline, device, ranks)
     for need, have, what in ((est["host_mib"], host_mib, "host memory"), (est["gpu_mib"], gpu_mib, "GPU memory")):
-        if need is not None and have is not None and need > have:
-            return (f"this loader config would need about {need / 1024:,.0f} GiB of {what}, more than the {have / 1024:,.0f} GiB this machine "
+        if need is not None and have is not None and need > factor * have:
+            shown_need, shown_have = _gib(need, have)
+            over = "more than" if factor <= 1.0 else ("over twice" if factor == 2.0 else f"over {factor:g} times")
+            per = f" for {ranks} ranks" if ranks > 1 and what == "host memory" else ""
+            return (f"this loader config would need about {shown_need} GiB of {what}{per}, {over} the {shown_have} GiB this machine "
                     f"has (batch size {loader.batch_size}, {_fix(loader)}, or the batch size")
     return None
+
+
+def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
+    """A :class:`~autotune.config.fingerprint.Difference` that matters when ``cfg``'s loader needs more memory than
+    this machine has (registered with :func:`autotune.config.fingerprint.register_fit_check`), sized with the image
+    bytes and the ranks the YAML recorded; None when it fits, or when the YAML cannot say (an unknown pipeline)."""
+    from autotune.config.fingerprint import Difference
+    from autotune.dataset.scan import Dataset
+    from autotune.errors import UserError
+
+    if cfg.loader is None:
+        return None
+    mean = cfg.dataset.get("mean_bytes") if isinstance(cfg.dataset, dict) else None
+    mean = mean if isinstance(mean, int) and not isinstance(mean, bool) and 0 < mean < 2**40 else 0
+    images = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=mean)  # one image of the recorded mean size
+    ranks = (cfg.result or {}).get("ranks") if isinstance(cfg.result, dict) else None
+    ranks = ranks if isinstance(ranks, int) and not isinstance(ranks, bool) and 1 <= ranks <= 1024 else 1
+    device = "cuda" if str(cfg.device).startswith("cuda") and current.get("gpu_mib") else "cpu"
+    ram = current.get("ram_gib")
+    try:
+        why = machine_problem(cfg.loader, images, cfg.pipeline, device, host_mib=ram * 1024 if isinstance(ram, (int, float)) and ram else None,
+                              gpu_mib=current.get("gpu_mib"), ranks=ranks)
+    except UserError:  # an unknown pipeline: said by whoever builds it
+        return None
+    return None if why is None else Difference("memory", None, None, True, note=why)

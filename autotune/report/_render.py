@@ -10,6 +10,7 @@ import base64
 import dataclasses
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,10 @@ def fmt_speedup(v: Any) -> str:
 
 def _remeasure_plan(r: dict[str, Any]) -> str:
     """What the budget left for re-measurement (what was done is in the re-measurement section)."""
-    top, repeats = int(r.get("top") or 0), int(r.get("repeats") or 0)
+    def whole(v: Any) -> int:
+        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 1e9 else 0
+
+    top, repeats = whole(r.get("top")), whole(r.get("repeats"))
     if repeats <= 0 or top < 2:
         return ", no re-measurement planned"
     return f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
@@ -125,12 +129,14 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
 def time_text(t: dict[str, Any], written: str) -> str:
     """Where a run's time went (the study attr ``time``), as the report and ``autotune show --study`` say it;
     ``written``: what the run wrote after recording it (the report says "the YAML and this report")."""
-    spent = ", ".join(f"{k} {_num(v)} s" for k, v in (t.get("spent_s") or {}).items())
+    parts = t.get("spent_s") if isinstance(t.get("spent_s"), dict) else {}  # a hand-edited attribute is shown, never a crash
+    spent = ", ".join(f"{k} {_num(v)} s" for k, v in parts.items())
     # recorded by `autotune run` before it wrote the YAML and the report: its "took" line adds their writing
-    until = "" if "writing" in (t.get("spent_s") or {}) else f" before {written} were written"
+    until = "" if "writing" in parts else f" before {written} were written"
+    runs = t.get("runs") if isinstance(t.get("runs"), (int, float)) and not isinstance(t.get("runs"), bool) else 1
     return (f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
-            + (_remeasure_plan(t["remeasured"]) if t.get("remeasured") else "")
-            + (f"; the latest of {_num(t['runs'])} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if (t.get("runs") or 1) > 1 else ""))
+            + (_remeasure_plan(t["remeasured"]) if isinstance(t.get("remeasured"), dict) else "")
+            + (f"; the latest of {_num(runs)} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if runs > 1 else ""))
 
 
 TRIAL_COLUMNS = ("trial", "outcome", "role", "config", "samples/s", "spread", "host MiB", "GPU MiB", "startup s", "duration s")

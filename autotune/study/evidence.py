@@ -50,7 +50,7 @@ def confirmation_method(record: dict[str, Any]) -> str:
         return "best single trial (no re-measurement)"
     if done == 0:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
-    if done == len(aside):  # every score came from the round the budget cut short: none counted
+    if attempted == len(aside):  # every re-measurement was of the round the budget cut short: none counted
         return (f"best single trial: the time budget ended the one re-measurement round part-way, its "
                 f"{len(aside)} {'score' if len(aside) == 1 else 'scores'} set aside (like for like)")
     failed = attempted - done
