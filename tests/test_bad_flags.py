@@ -512,3 +512,12 @@ def test_synth_names_a_file_or_folder_in_the_way(tmp_path, capsys):
         assert main(["synth", str(tmp_path / name), "--images", "4", "--classes", "2"]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert needle.replace("'", "'" + str(tmp_path) + "/", 1) in line and "disk" not in line
+
+
+@pytest.mark.parametrize("argv", [["synth", "{long}"], ["check", "{long}.yaml"], ["run", "--dataset", "{long}"], ["studies", "--storage", "{long}.log"]])
+def test_a_path_too_long_for_the_system_is_one_line(workdir, capsys, argv):
+    """A 300-character name was an OSError traceback (File name too long) in every command."""
+    long = "x" * 300
+    assert main([a.format(long=long) for a in argv]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "is too long a path for this system (File name too long); pass a shorter one" in line and len(line) < 200

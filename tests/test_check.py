@@ -247,3 +247,20 @@ def test_a_gpu_machines_config_on_a_cpu_machine_says_so_once(tmp_path):
     save_config(cfg, tmp_path / "g.yaml")
     stale, why = is_stale(tmp_path / "g.yaml", current={**gpu_machine, "gpu": None, "gpus": 0, "cuda_usable": False})
     assert stale and [w.split(":")[0] for w in why] == ["gpu", "gpus"]
+
+
+@pytest.mark.parametrize("value", ["1" + "0" * 400, ".inf", "big", "-100", "true", "[1]"])
+@pytest.mark.parametrize("key", ["mean_bytes", "classes", "samples"])
+def test_a_dataset_figure_that_is_no_count_is_a_bad_yaml(tmp_path, capsys, key, value):
+    """10**400 was an OverflowError traceback in check, --if-stale and build_loader; .inf passed the 10 % tolerance
+    as a difference that does not matter; a string was a 'STALE' with a re-tune."""
+    import yaml
+
+    f = tmp_path / "a.yaml"
+    _write(f, fingerprint.collect())
+    data = yaml.safe_load(f.read_text())
+    data["dataset"][key] = yaml.safe_load(value)
+    f.write_text(yaml.safe_dump(data))
+    assert main(["check", str(f)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"dataset.{key} must be a whole number of" in line

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import importlib
 import io
 import os
@@ -113,7 +114,13 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
 
     restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
     try:
-        return int(args._run(args) or 0)
+        try:
+            return int(args._run(args) or 0)
+        except OSError as e:  # a path the system refuses whatever it holds: one line, wherever it was met
+            if e.errno != errno.ENAMETOOLONG:
+                raise
+            name = os.fsdecode(e.filename) if e.filename is not None else "a path given"
+            raise UserError(f"{name[:80]}{'...' if len(name) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one") from None
     except UserError as e:
         print(f"autotune: error: {e}", file=sys.stderr)
         if getattr(args, "json", False):  # a script reading stdout gets an answer too, as `doctor --json` gives

@@ -72,8 +72,9 @@ RESULT_NUMBERS = (
 def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
     path = dataset.get("path")
     _require(path is None or isinstance(path, str), "dataset.path", "a folder name", path)
-    samples = dataset.get("samples")
-    _require(samples is None or (_is_int(samples) and samples >= 0), "dataset.samples", "a whole number of images", samples)
+    for key, what in (("samples", "a whole number of images"), ("classes", "a whole number of classes"), ("mean_bytes", "a whole number of bytes")):
+        v = dataset.get(key)  # at most 2**53 (a float holds it): 10**400 broke every comparison with an OverflowError
+        _require(v is None or (_is_int(v) and 0 <= v <= 2**53), f"dataset.{key}", what, v)
     for k in RESULT_NUMBERS:
         v = result.get(k)
         _require(v is None or _is_number(v), f"result.{k}", "a number", v)
