@@ -927,3 +927,27 @@ def test_two_iterators_read_at_once_while_exploring_are_refused(tiny_dataset, sp
         next(b)  # the newer epoch reads on
     finally:
         al.close()
+
+
+def test_a_candidate_batch_size_outside_those_explored_is_refused(tiny_dataset, space):
+    """batch_size=8 with a candidate of 16 yielded batches of 16 while len() counted 8s; a candidate of 64 over 24
+    images gave empty epochs forever, with nothing measured and nothing said."""
+    for b in (16, 64):
+        with pytest.raises(autotune.UserError, match=rf"^candidates\[0\] sets batch_size {b}, but this AutoLoader explores batch size 4 "):
+            make(tiny_dataset, space, candidates=[{"backend": "torch", "batch_size": b}])
+    al = make(tiny_dataset, space, batch_size=[4, 8], candidates=[{"backend": "torch", "batch_size": 8}])  # among those explored: kept
+    al.close()
+
+
+def test_a_yaml_whose_batch_is_larger_than_the_dataset_is_explored_again(tiny_dataset, space):
+    """It matched (check said OK) and every epoch held no batch."""
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:1])
+    epochs_exactly_once(al, tiny_dataset, 1)
+    al.close()
+    text = Path("autotune.yaml").read_text()
+    assert "batch_size: 4" in text
+    Path("autotune.yaml").write_text(text.replace("batch_size: 4", "batch_size: 25", 1))  # over the 24 images
+    again = make(tiny_dataset, space, candidates=CANDIDATES[:1], batch_size=None)
+    assert again.settled is None and again.batch_size == 24
+    assert [sum(1 for _ in again) for _ in range(2)] == [1, 1]
+    again.close()

@@ -264,3 +264,12 @@ def test_a_dataset_figure_that_is_no_count_is_a_bad_yaml(tmp_path, capsys, key, 
     assert main(["check", str(f)]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert f"dataset.{key} must be a whole number of" in line
+
+
+def test_a_batch_larger_than_the_recorded_dataset_is_no_match(tmp_path, capsys):
+    """check said OK and --if-stale did nothing for a batch of 61 over 60 images, which build_loader refuses."""
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(), dataset={"path": "/nonexistent/train", "samples": 5})  # batch 8
+    assert main(["check", f]) == 1
+    out = capsys.readouterr().out
+    assert "matters  loader.batch_size: 8 is larger than the 5 images per rank of the dataset the YAML records (5), so an epoch would hold no batch" in out
+    assert is_stale(f)[0]

@@ -133,6 +133,12 @@ class AutoLoader:
         self._told_unwritten = False
         self._epoch_batches = 0  # batches in an epoch too short to measure in, when candidates were scored over whole ones
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
+        for i, c in enumerate(candidates if s.settled is None else ()):  # every rank, alike: found before training starts
+            b = c.get("batch_size")
+            if b is not None and s.batch_choices is not None and b not in s.batch_choices:  # it overrode a fixed batch, or gave empty epochs
+                raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
+                                "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
+                                "batch_size=[...] to explore several")
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
         self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions

@@ -139,7 +139,7 @@ def _batch_choices(batch_size: int | Sequence[int] | None) -> tuple[int, ...] | 
 
 
 def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device: str, batch_choices: tuple[int, ...] | None,
-                    current: dict[str, Any]) -> tuple[dict[str, Any] | None, str, int | None]:
+                    current: dict[str, Any], per_rank: int | None = None) -> tuple[dict[str, Any] | None, str, int | None]:
     """The YAML's loader parameters when it still holds here, else None; why not; and the YAML's batch size.
 
     It holds when this machine's fingerprint and the dataset match the recorded ones in every field that matters
@@ -162,6 +162,9 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
         reasons.append(f"device {cfg.device} -> {kind}")
     if batch_choices is not None and cfg.loader.batch_size not in batch_choices:
         reasons.append(f"batch size {cfg.loader.batch_size} -> {'/'.join(map(str, batch_choices))}")
+    elif (per_rank is not None and get_preset(pipeline).train and cfg.loader.batch_size > per_rank  # every epoch would be empty
+          and not any(r.startswith("loader.batch_size:") for r in reasons)):
+        reasons.append(f"batch size {cfg.loader.batch_size} is larger than the {per_rank} images per rank")
     if cfg.loader.backend is Backend.DALI and not is_available("dali"):
         reasons.append("DALI is not installed")
     if reasons:
@@ -205,7 +208,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     seed = agreed(comm, lambda: seed if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
     settled, recorded = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices,
-                                                                        current=current), config_path))
+                                                                        current=current, per_rank=per_rank), config_path))
     if settled is not None:
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256

@@ -144,12 +144,13 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
 
 
 def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
-    """A :class:`~autotune.config.fingerprint.Difference` that matters when ``cfg``'s loader needs more memory than
-    this machine has (registered with :func:`autotune.config.fingerprint.register_fit_check`), sized with the image
+    """A :class:`~autotune.config.fingerprint.Difference` that matters when ``cfg``'s loader cannot run here: a train
+    batch larger than the recorded dataset's images per rank, or more memory than this machine has (registered with :func:`autotune.config.fingerprint.register_fit_check`), sized with the image
     bytes and the ranks the YAML recorded; None when it fits, or when the YAML cannot say (an unknown pipeline)."""
     from autotune.config.fingerprint import Difference
     from autotune.dataset.scan import Dataset
     from autotune.errors import UserError
+    from autotune.loaders.presets import get_preset
 
     if cfg.loader is None:
         return None
@@ -158,6 +159,16 @@ def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
     images = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=mean)  # one image of the recorded mean size
     ranks = (cfg.result or {}).get("ranks") if isinstance(cfg.result, dict) else None
     ranks = ranks if isinstance(ranks, int) and not isinstance(ranks, bool) and 1 <= ranks <= 1024 else 1
+    samples = cfg.dataset.get("samples") if isinstance(cfg.dataset, dict) else None
+    try:
+        train = get_preset(cfg.pipeline).train
+    except UserError:  # an unknown pipeline: said by whoever builds it
+        return None
+    if train and isinstance(samples, int) and not isinstance(samples, bool) and 0 < samples // ranks < cfg.loader.batch_size:
+        # the last partial batch is dropped: build_loader refuses it, and AutoLoader would deliver empty epochs
+        return Difference("loader.batch_size", None, None, True, note=(
+            f"{cfg.loader.batch_size} is larger than the {samples // ranks} images per rank of the dataset the YAML records "
+            f"({samples}{f' over {ranks} ranks' if ranks > 1 else ''}), so an epoch would hold no batch"))
     device = "cuda" if str(cfg.device).startswith("cuda") and current.get("gpu_mib") else "cpu"
     ram = current.get("ram_gib")
     try:
