@@ -45,7 +45,7 @@ def test_a_storage_failure_hidden_behind_optunas_assertion_is_named():
 def test_a_full_disk_mid_run_is_one_line(workdir, tiny_dataset, monkeypatch, capsys):
     from autotune.study import tuner as tuner_mod
 
-    def full(self, callbacks=None):  # noqa: ANN001, ARG001 - Tuner.optimize's signature
+    def full(self, callbacks=None, **kw):  # noqa: ANN001, ARG001 - Tuner.optimize's signature
         raise _optuna_commit_failure()
 
     monkeypatch.setattr(tuner_mod.Tuner, "optimize", full)
@@ -521,3 +521,16 @@ def test_a_path_too_long_for_the_system_is_one_line(workdir, capsys, argv):
     assert main([a.format(long=long) for a in argv]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "is too long a path for this system (File name too long); pass a shorter one" in line and len(line) < 200
+
+
+def test_synth_in_a_folder_it_cannot_write_names_that_fix(tmp_path, monkeypatch, capsys):
+    """A read-only file system was told to 'free some space'."""
+    from PIL import Image
+
+    def save(self, fp, *a, **k):  # noqa: ARG001 - PIL's signature
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(Image.Image, "save", save)
+    assert main(["synth", str(tmp_path / "s"), "--images", "2", "--classes", "1"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "(Read-only file system); pass a folder you can write" in line and "free some space" not in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{how} to draw images of up to {args.max_side} px ({args.max_side ** 2 * 3 * 8 // 2**20:,} MiB each while drawn, "
                         "one per core); pass a smaller --max-side (the images written so far are kept)") from None
     except OSError as e:  # a full disk, a folder made read-only meanwhile: the images written so far are whole and kept
-        raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); free some space or pass another DIR "
+        fix = "free some space or pass another DIR" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "pass a folder you can write"
+        raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); {fix} "
                         "(the images written so far are kept, and the same command completes them)") from None
     if kept == args.images:
         print(f"wrote nothing: all {args.images} images were already under {root} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)

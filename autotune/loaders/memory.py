@@ -110,6 +110,8 @@ def _fix(loader: LoaderConfig) -> str:
     """The knobs that set how many batches a config holds, with their values and how to lower them."""
     if loader.torch is not None:
         t = loader.torch
+        if t.num_workers == 0:  # no batches in flight: the batch itself is what does not fit
+            return "no workers); lower the batch size"
         return f"num_workers {t.num_workers} x prefetch_factor {t.prefetch_factor or 2}); lower loader.torch.prefetch_factor (2 is torch's default) or num_workers"
     assert loader.dali is not None
     return f"prefetch_queue_depth {loader.dali.prefetch_queue_depth}); lower loader.dali.prefetch_queue_depth (the search spaces try 1 to 4)"
@@ -139,7 +141,7 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
             over = "more than" if factor <= 1.0 else ("over twice" if factor == 2.0 else f"over {factor:g} times")
             per = f" for {ranks} ranks" if ranks > 1 and what == "host memory" else ""
             return (f"this loader config would need about {shown_need} GiB of {what}{per}, {over} the {shown_have} GiB this machine "
-                    f"has (batch size {loader.batch_size}, {_fix(loader)}, or the batch size")
+                    f"has (batch size {loader.batch_size}, {_fix(loader)}" + ("" if _fix(loader).endswith("batch size") else ", or the batch size"))
     return None
 
 
