@@ -253,6 +253,10 @@ def test_an_option_of_another_command_is_named_with_its_command(capsys):
     assert main(["check", "--if-stale"]) == 2
     assert capsys.readouterr().err.strip() == ("autotune check: error: unrecognized arguments: --if-stale; --if-stale is an option of "
                                                "'autotune run' (see 'autotune run --help')")
+    assert main(["--json", "studies"]) == 2  # the command's own option before it: named as such, not as run's
+    assert "--json goes after the command: autotune studies --json ..." in capsys.readouterr().out
+    assert main(["-v", "studies"]) == 2
+    assert "autotune studies: error: -v goes after the command: autotune studies -v ..." in capsys.readouterr().err
     assert main(["check", "--if-stale", "--bogus"]) == 2  # a flag no command has: check's help
     assert capsys.readouterr().err.strip().endswith("--if-stale is an option of 'autotune run' (see 'autotune check --help')")
     assert main(["show", "a.yaml", "--bogus"]) == 2

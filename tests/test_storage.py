@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import optuna
@@ -142,6 +143,9 @@ def test_one_unreadable_study_does_not_hide_the_others(workdir, capsys):
     assert rows["broken"]["error"] and rows["broken"]["trials"] is None
     assert rows["not-autotune"]["foreign"] == "it minimizes its objective; autotune's maximize samples/s"
     assert rows["not-autotune"]["trials"] == 1 and rows["not-autotune"]["best_samples_per_s"] is None  # its values are not samples/s
+    # one stamp format for all (autotune's "...T...Z" sorted after Optuna's "... ..." whatever the times), one set of keys
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", r["created"]) for r in rows.values())
+    assert len({frozenset(r) - {"error", "foreign"} for r in rows.values()}) == 1
     assert main(["studies"]) == 0
     out = capsys.readouterr().out
     assert "good" in out and "unreadable" in out and "not made by autotune" in out

@@ -68,6 +68,10 @@ def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: l
     """Words no parser took: the error is the command's (``see 'autotune check --help'``), and an option of another
     command says whose it is (``--if-stale`` belongs to ``run``)."""
     commands: dict[str, argparse.ArgumentParser] = parser.get_default("_commands")
+    own = commands.get(command or "")
+    early = [w for w in extra if own is not None and w.startswith("-") and w.split("=", 1)[0] in own._option_string_actions]
+    if early:  # `autotune --json studies`: the command's own option, given before the command
+        own.error(f"{' '.join(early)} {'goes' if len(early) == 1 else 'go'} after the command: autotune {command} {' '.join(early)} ...")
     owners = {}
     for word in extra:
         flag = word.split("=", 1)[0]

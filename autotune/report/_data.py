@@ -192,7 +192,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     return {
         "study": study.study_name,
         "storage": mask_url(storage_url),
-        "created": a.get("created") or (min(starts).strftime("%Y-%m-%d %H:%M:%S") if starts else None),
+        "created": a.get("created") or (_stamp(min(starts)) if starts else None),
         "dataset": _mapping(a.get("dataset")),
         "pipeline": a.get("pipeline"),
         "device": a.get("device"),
@@ -300,16 +300,22 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
     return out, notes
 
 
-#: a listed study's figures where it has none to show
-_EMPTY_ROW: dict[str, Any] = {"trials": None, "complete": None, "best_samples_per_s": None, "best_config": None, "best_trial": None,
-                              "speedup_vs_defaults": None, "device": None, "dataset": None}
+#: a listed study's figures where it has none to show (the same keys as any row's)
+_EMPTY_ROW: dict[str, Any] = {"trials": None, "complete": None, "queued": 0, "best_samples_per_s": None, "best_config": None, "best_trial": None,
+                              "speedup_vs_defaults": None, "device": None, "dataset": None, "interrupted": False, "in_training": False}
+
+
+def _stamp(when: _dt.datetime) -> str:
+    """Optuna's start time (naive, this machine's local time) as autotune stamps ``created``: UTC, ``...T...Z``, so
+    that the studies of both sort together."""
+    return when.astimezone(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummary, url: str) -> dict[str, Any]:
     study = optuna.load_study(study_name=s.study_name, storage=storage)
     foreign = not_ours(study)
     if foreign is not None:  # listed, so that the name is not a mystery, but none of its figures are samples/s
-        created = s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None
+        created = _stamp(s.datetime_start) if s.datetime_start else None
         return {**_EMPTY_ROW, "name": s.study_name, "trials": len(study.get_trials(deepcopy=False)), "created": created, "foreign": foreign}
     o = overview(study, url)
     w = o["winner"]
@@ -325,7 +331,7 @@ def _study_row(storage: optuna.storages.BaseStorage, s: optuna.study.StudySummar
         "speedup_vs_defaults": o["speedups"].get("defaults"),
         "device": o["device"],
         "dataset": dataset.get("path"),
-        "created": o["created"] or (s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None),
+        "created": o["created"] or (_stamp(s.datetime_start) if s.datetime_start else None),
         "interrupted": study.user_attrs.get("interrupted") is True,  # the latest run was stopped: --resume continues it
         # AutoLoader's: its samples/s are the training loop's (loader plus step), not the loader's alone
         "in_training": isinstance(study.user_attrs.get("measurement"), dict) and study.user_attrs["measurement"].get("in_training") is True,
@@ -346,6 +352,6 @@ def list_studies(url: str) -> list[dict[str, Any]]:
         except Exception as e:  # noqa: BLE001 - one bad study must not break the listing of the others
             logger.info("study %r cannot be read", s.study_name, exc_info=True)
             first = str(e).splitlines()[0] if str(e) else ""
-            created = s.datetime_start.strftime("%Y-%m-%d %H:%M:%S") if s.datetime_start else None
+            created = _stamp(s.datetime_start) if s.datetime_start else None
             out.append({**_EMPTY_ROW, "name": s.study_name, "created": created, "error": f"{type(e).__name__}: {first}"[:200]})
     return sorted(out, key=lambda r: str(r["created"] or ""), reverse=True)
