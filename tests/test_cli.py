@@ -305,3 +305,16 @@ def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_data
 
     r = load_config("autotune.yaml").result  # the last line's figures are the YAML's, as written (1.37x, not 1.4x)
     assert f"{fmt_rate(r['samples_per_s'])} samples/s ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})" in err
+
+
+@pytest.mark.parametrize(("attr", "value", "command"), [("dataset", "oops", "show"), ("confirmation", "x", "report"),
+                                                         ("confirmation", {"winner_trial": 99}, "show"), ("ranks", "x", "report")])
+def test_a_study_attribute_edited_by_hand_is_one_line(workdir, capsys, attr, value, command):
+    """AttributeError, TypeError and StopIteration tracebacks from show and report (studies already coped)."""
+    import optuna
+
+    url = _study(workdir)
+    optuna.load_study(study_name="cli-study", storage=url).set_user_attr(attr, value)
+    assert main([command, "--storage", url, "--study", "cli-study", *(["--quiet"] if command == "report" else [])]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("autotune: error: study 'cli-study' holds an attribute that is not what autotune writes (") and "edited by hand" in line

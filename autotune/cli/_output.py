@@ -15,13 +15,14 @@ log files (:mod:`autotune.trials.logs`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -331,3 +332,18 @@ def write_json(value: Any, out: IO[str] | None = None, **kwargs: Any) -> None:
     import json
 
     json.dump(_strict(value), out or sys.stdout, allow_nan=False, default=str, **kwargs)
+
+
+@contextlib.contextmanager
+def hand_edited(study: str) -> Iterator[None]:
+    """Turn what a study's attributes edited by hand break while it is shown (a string where autotune writes a
+    mapping, a winner trial that is not there) into one line; the traceback goes to the ``--verbose`` log."""
+    from autotune.errors import UserError
+
+    try:
+        yield
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError, StopIteration) as e:
+        logging.getLogger("autotune").info("study %r could not be shown", study, exc_info=True)
+        first = str(e).splitlines()[0][:120] if str(e) else ""
+        raise UserError(f"study {study!r} holds an attribute that is not what autotune writes ({type(e).__name__}: {first}); "
+                        "was it edited by hand? 'autotune studies' lists the others, 'autotune run --resume' rewrites its record") from None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autotune.cli._output import write_json
+from autotune.cli._output import hand_edited, write_json
 
 NAME = "report"
 HELP = "write the Markdown + HTML report of a stored study"
@@ -38,7 +38,9 @@ def run(args: argparse.Namespace) -> int:
     name = args.study or latest_study_name(args.storage)
     if not args.study and not args.quiet:
         print(f"study {name} (the latest in the storage)", file=sys.stderr)
-    folder = write_report(load(args.storage, name), args.storage, args.reports_dir)
+    study = load(args.storage, name)
+    with hand_edited(name):
+        folder = write_report(study, args.storage, args.reports_dir)
     images = [f for _, _, f in IMAGES if (folder / f).exists()]
     if args.json:
         out = {"study": name, "report_dir": str(folder), "html": str(folder / "report.html"), "markdown": str(folder / "report.md"), "images": images}

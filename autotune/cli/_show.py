@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from autotune.cli._output import write_json
+from autotune.cli._output import hand_edited, write_json
 from autotune.config.fingerprint import gpu_text
 
 NAME = "show"
@@ -78,6 +78,11 @@ def _config_table(cfg, title: str, extra: tuple[tuple[str, str], ...] = ()):
 
 
 def _show_study(args: argparse.Namespace) -> int:
+    with hand_edited(args.study):
+        return _show_stored(args)
+
+
+def _show_stored(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
