@@ -377,3 +377,12 @@ def test_a_study_stopped_before_its_record_is_resumed_and_recorded(workdir, tiny
     assert main(argv) == 0
     assert "fingerprint_key" in optuna.load_study(study_name="bare", storage="sqlite:///autotune.db").user_attrs
     assert main(argv) == 0
+
+
+@pytest.mark.parametrize("command", [["studies"], ["report"], ["show", "--study", "x"]])
+def test_a_bare_file_name_as_storage_of_a_read_command_names_the_url(workdir, capsys, command):
+    """run said 'pass sqlite:///s.db'; studies, report and show said SQLAlchemy's 'Could not parse SQLAlchemy URL'."""
+    Path("s.db").write_bytes(b"")
+    assert main([*command, "--storage", "s.db"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--storage s.db is not a storage URL; pass sqlite:///s.db for a SQLite file, journal:s.db for a journal file" in line

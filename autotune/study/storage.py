@@ -382,6 +382,12 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
     local = sqlite_file(url) or journal_file(url)
     if local is not None and local.parts[:1] == ("~",):
         raise UserError(f"storage file {str(local)!r} {_tilde_problem(url, local)}")
+    if must_exist and local is None:  # a reader given a bare file name: said as run says it, not as SQLAlchemy's parse error
+        if not url.strip():
+            raise UserError("--storage is empty; pass a storage URL such as sqlite:///autotune.db")
+        problem = storage_problem(url)
+        if problem is not None and problem.startswith("is not a storage URL"):
+            raise UserError(f"--storage {url} {problem}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
     if must_exist and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
