@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import logging
 import math
 import os
 import re
@@ -497,13 +498,16 @@ def test_a_config_path_that_cannot_be_written_is_an_error_before_training(tiny_d
         make(tiny_dataset, space, config="afile/x.yaml", candidates=CANDIDATES[:1])
 
 
-def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space):
+def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, space, caplog):
+    """A training run is not stopped for it, but the new name is said (it was in an INFO line and the YAML only)."""
     names = []
     for _ in range(2):
         al = make(tiny_dataset, space, candidates=CANDIDATES[:1], study_name="same")
         al.close()
         names.append(al.source.study.study_name)
     assert names == ["same", "same-2"]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "already exists" in r.getMessage()]
+    assert said == ["study 'same' already exists in sqlite:///autotune.db: this exploration is kept as study 'same-2' (AutoLoader starts a study each time it explores)"]
 
 
 @pytest.mark.parametrize("how", ["argument", "exploration"])

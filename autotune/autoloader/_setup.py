@@ -271,5 +271,5 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "ranks": local_world(comm),
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-    return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs,
+    return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
                            seed=s.seed, device=s.device, cores=_cores(comm), first=first)

@@ -74,7 +74,9 @@ class CandidateSource:
         device: str,
         cores: int,
         first: list[dict[str, Any]],
+        named: bool = False,
     ) -> None:
+        """``named``: ``study_name`` was the user's (a study of that name already there is said, not passed over quietly)."""
         self.space = space
         self.storage_url = storage or "memory"  # the YAML and its log say "study NAME in memory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -86,6 +88,9 @@ class CandidateSource:
                 break
             except optuna.exceptions.DuplicatedStudyError:
                 continue
+        if named and self.study.study_name != study_name:
+            logger.warning("study %r already exists in %s: this exploration is kept as study %r (AutoLoader starts a study each time it explores)",
+                           study_name, mask_url(self.storage_url), self.study.study_name)
         for k, v in attrs.items():
             self.study.set_user_attr(k, v)
         self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
