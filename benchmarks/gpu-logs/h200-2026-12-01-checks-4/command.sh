@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200, at the session's last code: the CUDA tests; the default run; check, load_config(strict) and build_loader
+# One H200, at the last code of 2026-12-01: the CUDA tests; the default run; check, load_config(strict) and build_loader
 # on hand-edited GPU YAMLs whose queue cannot fit the GPU (over it: no match; over twice it: refused); AutoLoader
 # with a candidate batch size outside those it explores (refused) and a YAML batch larger than the dataset.
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two H200s (nvidia-h200-x2), at the session's last code: the CUDA tests; `autotune run --gpus 2` (one process per
+# Two H200s (nvidia-h200-x2), at the last code of 2026-12-01: the CUDA tests; `autotune run --gpus 2` (one process per
 # rank); the tuned YAML's loader under torchrun, two ranks, through build_loader (its memory check counts both local
 # ranks) and AutoLoader under DDP with a candidate batch it does not explore (refused on every rank, no hang).
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
