@@ -941,6 +941,8 @@ def test_a_candidate_batch_size_outside_those_explored_is_refused(tiny_dataset, 
             make(tiny_dataset, space, candidates=[{"backend": "torch", "batch_size": b}])
     al = make(tiny_dataset, space, batch_size=[4, 8], candidates=[{"backend": "torch", "batch_size": 8}])  # among those explored: kept
     al.close()
+    with pytest.raises(autotune.UserError, match=r"^candidates\[0\] decodes on the GPU \(dali_device 'gpu'\), but this AutoLoader delivers to cpu"):
+        make(tiny_dataset, space, candidates=[{"backend": "dali", "dali_device": "gpu"}])  # it was accepted, and failed when its turn came
 
 
 def test_a_yaml_whose_batch_is_larger_than_the_dataset_is_explored_again(tiny_dataset, space):

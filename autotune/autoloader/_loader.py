@@ -139,6 +139,9 @@ class AutoLoader:
                 raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
                                 "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
                                 "batch_size=[...] to explore several")
+            if c.get("backend") == "dali" and c.get("dali_device") == "gpu" and not str(s.device).startswith("cuda"):  # it could only fail
+                raise UserError(f"candidates[{i}] decodes on the GPU (dali_device 'gpu'), but this AutoLoader delivers to {s.device}; "
+                                "use dali_device 'cpu', or a CUDA device")
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
         self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
