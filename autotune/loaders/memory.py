@@ -138,10 +138,11 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
     for need, have, what in ((est["host_mib"], host_mib, "host memory"), (est["gpu_mib"], gpu_mib, "GPU memory")):
         if need is not None and have is not None and need > factor * have:
             shown_need, shown_have = _gib(need, have)
+            fix = _fix(loader)
             over = "more than" if factor <= 1.0 else ("over twice" if factor == 2.0 else f"over {factor:g} times")
             per = f" for {ranks} ranks" if ranks > 1 and what == "host memory" else ""
             return (f"this loader config would need about {shown_need} GiB of {what}{per}, {over} the {shown_have} GiB this machine "
-                    f"has (batch size {loader.batch_size}, {_fix(loader)}" + ("" if _fix(loader).endswith("batch size") else ", or the batch size"))
+                    f"has (batch size {loader.batch_size}, {fix}" + ("" if fix.endswith("batch size") else ", or the batch size"))
     return None
 
 
