@@ -265,6 +265,18 @@ def test_an_option_of_another_command_is_named_with_its_command(capsys):
     assert capsys.readouterr().err.strip() == "autotune: error: unrecognized arguments: --bogus (see 'autotune --help')"
 
 
+@pytest.mark.parametrize(("words", "said"), [
+    (["--storage", "sqlite:///s.db", "studies"], "--storage sqlite:///s.db goes after the command: autotune studies --storage sqlite:///s.db ..."),
+    (["--budget", "30", "run", "--demo"], "--budget 30 goes after the command: autotune run --budget 30 ..."),
+    (["--json", "--storage", "sqlite:///s.db", "studies"], "--json --storage sqlite:///s.db go after the command"),
+])
+def test_an_option_with_its_value_before_the_command_is_told_where_it_goes(capsys, words, said):
+    """`autotune --storage sqlite:///s.db studies` read the URL as the command: "invalid choice: 'sqlite:///s.db'"."""
+    assert main(words) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err and "invalid choice" not in err
+
+
 @pytest.mark.parametrize(("storage", "out"), [(None, "autotune.db"), ("sqlite:///runs.db", "./runs.db"), ("run.log", "run.log")])
 def test_out_naming_the_storage_file_is_refused_before_any_trial(workdir, tiny_dataset, capsys, storage, out):
     """`--out autotune.db` (tab completion offers it) replaced the database with YAML: every study was lost."""

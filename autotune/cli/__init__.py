@@ -86,6 +86,22 @@ def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: l
     (commands.get(command or "") or parser).error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
+def _options_before_command(parser: argparse.ArgumentParser, words: list[str]) -> None:
+    """``autotune --storage sqlite:///s.db studies``: a command's option, with its value, given before the command.
+    argparse would take the value for the command; the error says where the option goes."""
+    commands: dict[str, argparse.ArgumentParser] = parser.get_default("_commands")
+    if not words or not words[0].startswith("-") or words[0] in ("-h", "--help", "--version"):
+        return
+    at = next((i for i, w in enumerate(words) if w in commands), None)
+    if at is None:
+        return
+    own = commands[words[at]]
+    early = words[:at]
+    if early[0].split("=", 1)[0] in own._option_string_actions:
+        one = sum(w.startswith("-") for w in early) == 1
+        own.error(f"{' '.join(early)} {'goes' if one else 'go'} after the command: autotune {words[at]} {' '.join(early)} ...")
+
+
 def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
     """The command line; ``started`` (``time.monotonic``) is when the command's process began, for ``--budget``
     (default: when the run begins)."""
@@ -94,6 +110,7 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
+            _options_before_command(parser, words)
             args, extra = parser.parse_known_args(words)
             if extra:
                 _unrecognized(parser, getattr(args, "command", None), extra)
