@@ -24,6 +24,7 @@ On a CPU machine (a smoke run: gloo, a tiny model)::
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -214,6 +215,11 @@ def train(args: argparse.Namespace) -> None:
     if close is not None:
         close()
     dist.barrier()
+    # DDP holds the process group: dropped first, destroy_process_group ends gloo's threads here. Left to the
+    # interpreter's exit, a gloo thread still freeing the barrier's tensors asked for the GIL while Python finalised,
+    # and the process aborted ("terminate called without an active exception"), one run in a few on a busy machine
+    del step, ddp, model
+    gc.collect()
     dist.destroy_process_group()
 
 

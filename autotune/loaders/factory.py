@@ -44,37 +44,6 @@ def check_device(device: Any) -> str:
     return str(dev)
 
 
-def _running_rank() -> tuple[int, int] | None:
-    """(rank, world size) of this process under DDP: the process group's, else torchrun's environment; None alone."""
-    try:
-        import torch.distributed as dist
-
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except (ImportError, RuntimeError, ValueError):
-        pass
-    try:
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    except (KeyError, ValueError):
-        return None
-
-
-def shard_problem(shard_id: int, num_shards: int) -> str | None:
-    """What is wrong with ``shard_id``/``num_shards`` for this DDP process (two mistakes that train on repeated
-    data without any error), or None. A count other than 1 or the world size is taken as meant (data-parallel groups)."""
-    running = _running_rank()
-    if running is None or running[1] <= 1:
-        return None
-    rank, world = running
-    fix = f"pass shard_id=rank, num_shards=world_size (here shard_id={rank}, num_shards={world}), or use cfg.for_rank()"
-    if num_shards == 1:
-        return f"this process is rank {rank} of {world}, but the loader has one shard: every rank reads the whole dataset in the same order; {fix}"
-    if num_shards == world and shard_id != rank:
-        return (f"this process is rank {rank} of {world}, but reads shard {shard_id}: another rank reads it too "
-                f"(LOCAL_RANK given for RANK?); {fix}")
-    return None
-
-
 def other_dataset(cfg: Config, dataset: Dataset) -> str | None:
     """How the dataset ``cfg`` was tuned on differs from ``dataset`` beyond the tolerance of a growing dataset (another
     folder's content, or many more or fewer images), or None: the loader was measured on files like these."""
@@ -148,6 +117,8 @@ def build_loader(
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     seed = seed_number(seed)
+    from autotune.loaders.shards import describe, ranks_disagree, shard_problem
+
     problem = shard_problem(shard_id, num_shards)
     if problem is not None:
         warnings.warn(problem, stacklevel=2)
@@ -178,7 +149,15 @@ def build_loader(
     too_big = _memory_problem(loader_cfg, dataset, pipeline, device)
     if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
         raise UserError(too_big)
-    return build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
+    loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
+    shuffled_by_seed = loader_cfg.backend.value == "torch" and preset.train  # its DistributedSampler's permutation
+    entry = describe(batch_size=loader_cfg.batch_size, batches=len(loader) if preset.train else None, pipeline=pipeline, images=len(dataset),
+                     signature=dataset.signature(), seed=(seed or 0) if shuffled_by_seed else None)
+    disagree = ranks_disagree(entry, num_shards)
+    if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
+        loader.close()
+        raise UserError(disagree)
+    return loader
 
 
 #: build_loader refuses a config predicted to need this many times the machine's memory (the estimate errs high;
