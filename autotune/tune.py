@@ -253,6 +253,12 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         raise UserError(f"--budget {args.budget:g} is more than a day; pass --budget {MAX_BUDGET_S:.0f} or less (a few minutes usually settle it)")
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
     mask_log_secrets()  # a storage password never reaches the logs
+    if args.out is None:  # --if-stale FILE re-tunes FILE: written elsewhere, FILE would stay stale and re-tune every night
+        args.out = args.if_stale or "autotune.yaml"
+    if args.if_stale and not args.dataset and not args.demo:  # found now, not on the night the file goes stale
+        from autotune.config.staleness import recorded_dataset
+
+        args.dataset = recorded_dataset(args.if_stale)
     out_path = Path(args.out)
     store = sqlite_file(args.storage) or journal_file(args.storage)
     if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study

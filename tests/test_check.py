@@ -192,6 +192,43 @@ def test_if_stale_tunes_on_a_mismatch(workdir, tiny_dataset, monkeypatch):
     assert called
 
 
+def test_if_stale_without_dataset_or_out_re_tunes_the_file_on_its_recorded_dataset(workdir, tiny_dataset, monkeypatch):
+    """A cron line 'run --if-stale own.yaml' stopped at 'no dataset given' on the night the file went stale; with
+    --dataset but no --out it wrote autotune.yaml (another run's config) and left own.yaml stale for ever."""
+    from autotune import tune
+
+    f = _write(workdir / "own.yaml", {**fingerprint.collect(), "cpus": 999}, dataset=fingerprint.dataset_summary(tiny_dataset))
+    scanned = []
+
+    class Stop(Exception):
+        pass
+
+    def scan_then_stop(path):
+        scanned.append(str(path))
+        raise Stop
+
+    monkeypatch.setattr(tune, "scan", scan_then_stop)
+    args = _run_args(if_stale=f, quiet=True)
+    with pytest.raises(Stop):
+        tune.tune(args)
+    assert scanned == [str(tiny_dataset)] and args.out == f  # its dataset, its file
+    args = _run_args(if_stale=f, quiet=True, out="other.yaml")
+    with pytest.raises(Stop):
+        tune.tune(args)
+    assert args.out == "other.yaml"  # --out given: kept
+
+
+def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_folder_here(workdir, tiny_dataset, capsys):
+    """Refused while the file still matches too: the night it goes stale is too late to find out."""
+    f = _write(workdir / "own.yaml", fingerprint.collect())  # a fresh file, tuned on /nonexistent/train
+    assert main(["run", "--if-stale", f, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"autotune: error: --if-stale {f} was tuned on /nonexistent/train, which is not a folder here; pass --dataset DIR (run --dataset DIR --if-stale {f})"
+    assert main(["run", "--if-stale", str(workdir / "none.yaml"), "--quiet"]) == 2  # the first night: no file yet
+    assert "does not exist yet, so it records no dataset to tune on; pass --dataset DIR" in capsys.readouterr().err
+    assert main(["run", "--if-stale", f, "--dataset", str(tiny_dataset), "--quiet"]) == 0  # the folder given: matches, nothing to do
+
+
 def test_a_created_stamp_that_is_no_date_is_stale_under_max_age(tmp_path, capsys):
     f = _write(tmp_path / "a.yaml", fingerprint.collect(), created="yesterday")
     assert main(["check", f]) == 0  # no age limit asked: nothing to judge

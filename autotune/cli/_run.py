@@ -27,7 +27,7 @@ EXAMPLES = """examples:
   autotune run --dataset /data/train --space torch --batch-size 256 --n-trials 30
   autotune run --dataset /data/train --resume           # continue the latest study for this machine
   autotune run --dataset /data/train --warm-start autotune.yaml
-  autotune run --dataset /data/train --if-stale autotune.yaml   # cron: re-tune only when the machine changed
+  autotune run --if-stale autotune.yaml                 # cron: re-tune (its dataset, its file) only when the machine changed
   autotune run --dataset /data/train --json --quiet > summary.json   # scripts: JSON on stdout, errors on stderr
 
 exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted by
@@ -47,7 +47,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--space", default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
     p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="run N trials instead of a time budget (N measured trials, then the re-measurement)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
-    p.add_argument("--out", default="autotune.yaml", metavar="FILE", help="where to write the config (default: %(default)s)")
+    p.add_argument("--out", default=None, metavar="FILE", help="where to write the config (default: the --if-stale FILE, else autotune.yaml)")
     p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
     p.add_argument("--study-name", metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
@@ -76,7 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
     f.add_argument("--warm-start", metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first (a DALI winner: the torch heuristic second)")
-    f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner (as --warm-start FILE)")
+    f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner "
+                   "(as --warm-start FILE), on FILE's recorded dataset unless --dataset is given, and write FILE unless --out is given")
     f.add_argument("--reuse", action="store_true", help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
     f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
     f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")

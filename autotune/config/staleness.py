@@ -110,3 +110,27 @@ def is_stale(
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
     diffs = [d for d in assess(cfg, current, max_age_days=max_age_days, dataset=dataset) if d.matters]
     return bool(diffs), [str(d) for d in diffs]
+
+
+def recorded_dataset(path: str | os.PathLike[str]) -> str:
+    """The dataset folder the config at ``path`` was tuned on, for ``run --if-stale FILE`` without ``--dataset``.
+
+    Asked every time, stale or not: a cron job written without ``--dataset`` fails the first night, not the night
+    the machine changes.
+
+    Raises:
+        UserError: the file is missing (its first tuning needs a folder), records none, or its folder is not here.
+    """
+    from autotune.dataset.paths import printable
+    from autotune.errors import UserError
+
+    fix = f"pass --dataset DIR (run --dataset DIR --if-stale {printable(str(path))})"
+    if not Path(path).exists():
+        raise UserError(f"--if-stale {printable(str(path))} does not exist yet, so it records no dataset to tune on; {fix}")
+    cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
+    folder = cfg.dataset.get("path")
+    if not isinstance(folder, str) or not folder:
+        raise UserError(f"--if-stale {printable(str(path))} records no dataset folder (dataset.path); {fix}")
+    if not Path(folder).is_dir():
+        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which is not a folder here; {fix}")
+    return folder
