@@ -292,3 +292,14 @@ def test_a_queued_trial_shows_the_config_it_was_queued_with():
     study.enqueue_trial({"backend": "torch", "batch_size": 64}, user_attrs={"role": "defaults", "loader_params": {"backend": "torch", "batch_size": 64, "num_workers": 0}})
     (row,) = trial_rows(study)
     assert row["state"] == "waiting" and row["config"] == "torch b=64 workers=0"
+
+
+def test_top_candidates_measured_once_are_not_headed_a_re_measurement(stored, tmp_path):
+    """A run whose budget left no room for a round showed its single scores under 'Re-measurement of the top candidates'."""
+    study, url = stored
+    study.set_user_attr("confirmation", {"method": "best single trial (no re-measurement)", "attempted": 0, "winner_trial": 5, "candidates": [
+        {"trial": 5, "config": "dali", "scores": [200.0], "median": 200.0}, {"trial": 6, "config": "dali", "scores": [170.0], "median": 170.0}]})
+    folder = write_report(study, url, tmp_path / "reports")
+    md, page = (folder / "report.md").read_text(), (folder / "report.html").read_text()
+    assert "## The top candidates, each measured once" in md and ">The top candidates, each measured once</h2>" in page
+    assert "Re-measurement of the top candidates" not in md + page

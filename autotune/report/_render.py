@@ -29,6 +29,12 @@ class Figure:
     caption: str
 
 
+def _confirmation_title(ov: dict) -> str:
+    """The confirmation section's heading: a table of single scores is not called a re-measurement."""
+    method = str((ov.get("confirmation") or {}).get("method", ""))
+    return "The top candidates, each measured once" if method.startswith("best single trial") else "Re-measurement of the top candidates"
+
+
 def _num(v: Any, nd: int = 0) -> str:
     if v is None or v == "":
         return "-"
@@ -214,7 +220,7 @@ def markdown(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict
     out += ["## Failures by outcome", ""]
     out += [_md_table(*tables["failures"]) if failures else "Every trial completed.", ""]
     if "confirmation" in tables:
-        out += ["## Re-measurement of the top candidates", "", ov["confirmation"].get("method", ""), "", _md_table(*tables["confirmation"]), ""]
+        out += [f"## {_confirmation_title(ov)}", "", ov["confirmation"].get("method", ""), "", _md_table(*tables["confirmation"]), ""]
     out += ["## All trials", "", _md_table(*tables["trials"]), ""]
     out += ["## Explore the study", "", "The study opens as is in optuna-dashboard (`pip install optuna-dashboard`); each trial's user attributes hold the outcome, samples/s, spread and memory peaks:", "", "```", _dashboard(ov), "```", ""]
     return "\n".join(out)
@@ -289,7 +295,7 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
     out.append('<h2 id="failures">Failures by outcome</h2>')
     out.append(_html_table(*tables["failures"]) if failures else "<p>Every trial completed.</p>")
     if "confirmation" in tables:
-        out += ['<h2 id="confirmation">Re-measurement of the top candidates</h2>', f"<p>{_e(ov['confirmation'].get('method', ''))}</p>", _html_table(*tables["confirmation"])]
+        out += [f'<h2 id="confirmation">{_e(_confirmation_title(ov))}</h2>', f"<p>{_e(ov['confirmation'].get('method', ''))}</p>", _html_table(*tables["confirmation"])]
     win_no = w["trial"] if w else None
     classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat") else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
