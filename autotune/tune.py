@@ -32,7 +32,7 @@ from autotune.study.evidence import measured_complete
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
-from autotune.study.storage import closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure, storage_problem
+from autotune.study.storage import absolute_url, closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure, storage_problem
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log
@@ -464,7 +464,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
 
         choose_enough(tuner.study, args.tolerance)
 
-    summary: dict[str, Any] = {"study": study_name, "storage": mask_url(args.storage), "interrupted": interrupted is not None, "tuning_s": round(tuning_s, 1)}
+    summary: dict[str, Any] = {"study": study_name, "storage": mask_url(absolute_url(args.storage)), "interrupted": interrupted is not None, "tuning_s": round(tuning_s, 1)}
     if not tuner.complete_trials():
         if interrupted is not None:
             raise with_detail(interrupted, f"no trial had completed, so no config was written; study {study_name} keeps what ran: "

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from autotune.report import list_studies
-    from autotune.study.storage import mask_url
+    from autotune.study.storage import absolute_url, mask_url
 
     rows = list_studies(args.storage)
     if args.json:
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     if not rows:
-        print(f"no study in {mask_url(args.storage)}", file=sys.stderr)
+        print(f"no study in {mask_url(absolute_url(args.storage))}", file=sys.stderr)
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.cli._text import cell
     from autotune.report._render import fmt_speedup
 
-    table = Table(title=cell(f"studies in {mask_url(args.storage)}"))
+    table = Table(title=cell(f"studies in {mask_url(absolute_url(args.storage))}"))
     for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right"}), ("best samples/s", {"justify": "right"}),
                     ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {"no_wrap": True, "min_width": 16})):
         table.add_column(col, **kw)

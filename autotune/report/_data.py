@@ -15,7 +15,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.study.selection import ceiling_attrs, study_ceiling
-from autotune.study.storage import mask_url, not_ours, open_storage
+from autotune.study.storage import absolute_url, mask_url, not_ours, open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
     starts = [r["start"] for r in rows if r["start"] is not None]
     return {
         "study": study.study_name,
-        "storage": mask_url(storage_url),
+        "storage": mask_url(absolute_url(storage_url)),  # the dashboard line opens it from any folder
         "created": a.get("created") or (_stamp(min(starts)) if starts else None),
         "dataset": _mapping(a.get("dataset")),
         "pipeline": a.get("pipeline"),

@@ -19,7 +19,7 @@ import optuna
 
 from autotune.config.staleness import FUTURE_SLACK_DAYS
 from autotune.errors import UserError
-from autotune.study.storage import mask_url, open_storage
+from autotune.study.storage import absolute_url, mask_url, open_storage
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
     return {
         "action": "reused",
         "study": study.study_name,
-        "storage": mask_url(storage_url),
+        "storage": mask_url(absolute_url(storage_url)),
         "config_path": str(out_path),
         "loader": cfg.loader.to_dict(),
         "result": cfg.result,
