@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import signal
+import os
 import subprocess
 import sys
 import time
@@ -260,3 +261,50 @@ def test_a_resumed_run_starts_from_the_best_it_had():
     r.start(1, 0, TuneSettings(window_s=1.0, windows=5), done=3, best=224.0)
     r(None, _trial(0, "complete"))  # 100 samples/s, below the 224 a trial before the resume reached
     assert "best 224 samples/s" in stream.getvalue()
+
+
+def _autotune(workdir: Path, *argv: str, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotune", *argv], cwd=workdir, stdout=stdout, stderr=stderr, text=True,
+                          timeout=300, check=False)
+
+
+RUN_FAST = ["run", *FAST, "--n-trials", "2", "--confirm-top", "0", "--no-report"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_run_whose_stderr_cannot_be_written_still_writes_its_yaml(tiny_dataset, workdir):
+    """A cron log on a full disk (2>/dev/full): the first progress line raised, exit 1, nothing tuned, no YAML.
+    A reader gone (2>&1 | head -3): exit 141 after the first trial, the YAML never written."""
+    with open("/dev/full", "w") as full:
+        p = _autotune(workdir, *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "full.yaml", stderr=full)
+    assert p.returncode == 0 and (workdir / "full.yaml").is_file()
+    head = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    p = _autotune(workdir, *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "piped.yaml", stderr=head.stdin)
+    head.stdin.close()
+    head.wait()
+    assert p.returncode == 0 and (workdir / "piped.yaml").is_file()
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, workdir):
+    """check >/dev/full exited 1 ('stale') with a traceback for a config that matches: a 'check || retune' re-tuned."""
+    (workdir / "a.yaml").write_text((Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text())
+    for argv in (["check", "a.yaml"], ["check", "a.yaml", "--json"], ["show", "a.yaml"], ["show", "a.yaml", "--json"]):
+        with open("/dev/full", "w") as full:
+            p = _autotune(workdir, *argv, stdout=full)
+        assert p.returncode == 2, (argv, p.stderr)
+        assert p.stderr.strip().splitlines()[-1] == ("autotune: error: standard output could not be written (No space left on device); "
+                                                     "free space where it goes, or send it elsewhere"), argv
+        assert "Traceback" not in p.stderr
+
+
+def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, workdir):
+    """2>&-: Python had no sys.stderr (print went to stdout), and the next file opened, the study's database among
+    them, became descriptor 2."""
+    p = subprocess.run([sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml", "--json"],
+                       cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300, check=False,
+                       preexec_fn=lambda: os.close(2))
+    assert p.returncode == 0 and (workdir / "closed.yaml").is_file()
+    import json
+
+    assert json.loads(p.stdout)["config_path"] == "closed.yaml"  # stdout holds the JSON alone

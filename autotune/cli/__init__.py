@@ -105,6 +105,21 @@ def _options_before_command(parser: argparse.ArgumentParser, words: list[str]) -
 def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
     """The command line; ``started`` (``time.monotonic``) is when the command's process began, for ``--budget``
     (default: when the run begins)."""
+    from autotune.cli._streams import guarded
+
+    # stderr that cannot be written drops the progress and the command goes on (the YAML is still written);
+    # stdout that cannot be written is one line on stderr and exit 2
+    _, _, saved_out, saved_err = guarded()
+    try:
+        return _main(argv, started)
+    except UserError as e:  # stdout lost while a parse error was said on it (--json)
+        print(f"autotune: error: {e}", file=sys.stderr)
+        return e.exit_code
+    finally:
+        sys.stdout, sys.stderr = saved_out, saved_err
+
+
+def _main(argv: Sequence[str] | None, started: float | None) -> int:
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     said = io.StringIO()
@@ -136,7 +151,9 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
     restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
     try:
         try:
-            return int(args._run(args) or 0)
+            code = int(args._run(args) or 0)
+            sys.stdout.flush()  # a result that cannot be written is found here, not at the interpreter's exit
+            return code
         except OSError as e:  # a path the system refuses whatever it holds: one line, wherever it was met
             if e.errno != errno.ENAMETOOLONG:
                 raise
@@ -172,8 +189,12 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
 def _json_error(message: str, code: int) -> None:
     import json
 
-    json.dump({"error": message, "exit_code": code}, sys.stdout)
-    sys.stdout.write("\n")
+    try:
+        json.dump({"error": message, "exit_code": code}, sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except (UserError, OSError):  # stdout is what failed: the line on stderr has said it
+        pass
 
 
 def _stdout_gone() -> bool:
@@ -193,6 +214,8 @@ def _stdout_gone() -> bool:
 
 
 def entry() -> None:
+    from autotune.cli._streams import open_standard_descriptors
     from autotune.study.budget import process_start
 
+    open_standard_descriptors()  # `2>&-`: a database opened later must not become descriptor 2
     sys.exit(main(started=process_start()))
