@@ -861,6 +861,35 @@ def _two_ranks(workdir: Path, script_text: str, tiny_dataset, space, *extra: str
     return outs
 
 
+OTHER_DATASET_WORKER = textwrap.dedent("""
+    import json, sys
+    import torch.distributed as dist
+    import autotune
+
+    rank, data, space, out, init, other = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    try:
+        autotune.AutoLoader(other if rank == 1 else data, device="cpu", config=None, batch_size=2, space=space, storage=None, budget_s=5.0)
+        said = None
+    except autotune.UserError as e:
+        said = str(e)
+    json.dump(said, open(out, "w"))
+    dist.destroy_process_group()
+""")
+
+
+def test_ddp_ranks_on_different_datasets_are_told_on_every_rank(tiny_dataset, space, workdir, tmp_path_factory):
+    """Rank 1 on another folder: rank 0's plan split 24 images among ranks that read other files, and the first
+    all_reduce died in gloo ('Received data size doesn't match expected size'); with NCCL, a hang."""
+    from autotune.dataset.synth import synthesize
+
+    other = synthesize(tmp_path_factory.mktemp("other") / "train", images=12, classes=3, min_side=64, max_side=96, workers=1)
+    _two_ranks(workdir, OTHER_DATASET_WORKER, tiny_dataset, space, str(other))
+    said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
+    assert said[0] == said[1] and said[0].startswith("the 2 DDP ranks read different datasets: images 24 (rank 0), 12 (rank 1); dataset ")
+    assert said[0].endswith("pass every rank the same dataset folder, with the same files")
+
+
 def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):
     """A fallback on one rank must not change how far its loader reads ahead: the ranks' check points stay together."""
     outs = _two_ranks(workdir, FALLBACK_WORKER, tiny_dataset, space)

@@ -67,3 +67,14 @@ class Agreement:
         t = torch.tensor(values, dtype=torch.float64, device=self._tensor_device())
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return t.cpu().tolist()
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable data), in rank order, on every rank."""
+        if not self.distributed:
+            return [obj]
+        import torch.distributed as dist
+
+        self._tensor_device()  # NCCL's object collectives use the current CUDA device: the one set for this rank
+        box: list[Any] = [None] * self.world
+        dist.all_gather_object(box, obj)
+        return box

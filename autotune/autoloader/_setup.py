@@ -201,6 +201,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     choices = _batch_choices(batch_size)
     dev = _device(device)
     dataset = scan(path)
+    _same_dataset(comm, dataset)
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
@@ -225,6 +226,17 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
     return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
+
+
+def _same_dataset(comm: Agreement, dataset: Dataset) -> None:
+    """One line on every rank when the ranks scanned different datasets (a folder per node that differs): rank 0's
+    plan split its images among ranks that read other files, and the first collective failed on a size mismatch."""
+    from autotune.loaders.shards import differences
+
+    diffs = differences(comm.gather({"images": len(dataset), "dataset": dataset.signature()[:12]}))
+    if diffs:
+        raise UserError(f"the {comm.world} DDP ranks read different datasets: {'; '.join(diffs)}; pass every rank the same dataset "
+                        f"folder, with the same files")
 
 
 def _log_match(result: tuple[dict[str, Any] | None, str, int | None], path: str | None) -> tuple[dict[str, Any] | None, int | None]:
