@@ -304,6 +304,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         warm = previous_best(args.warm_start, args.storage)
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
     space = load_space(args.space, cores=settings.cores, device=device)
+    if warm is not None and warm.get("backend", "torch") not in space.backends():  # a DALI winner into --space torch
+        warm = previous_best(args.warm_start, args.storage, backends=space.backends())
     # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
     if args.demo:
         from autotune.dataset import synth

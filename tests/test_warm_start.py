@@ -104,3 +104,50 @@ def test_a_baseline_the_warm_start_measured_is_not_measured_again(workdir, tiny_
     by_role = {t.user_attrs["role"]: t for t in tuner.study.trials}
     assert by_role["dali-heuristic"].user_attrs["outcome"] == "repeat" and by_role["dali-heuristic"].user_attrs["repeat_of"] == by_role["warm-start"].number
     assert baseline_rates(tuner.study)["dali-heuristic"] == by_role["warm-start"].value
+
+
+def test_a_queued_config_that_leaves_knobs_open_measures_what_its_params_say(workdir, tiny_dataset, monkeypatch):
+    """A torch winner fitted into a DALI config names no DALI knob: the sampler drew num_threads and the queue, while
+    the measurement used DALI's defaults, so the study held params that never ran and the sampler learnt from them."""
+    from autotune.outcomes import Outcome
+    from autotune.trials.spec import TrialResult
+
+    space = load_space("cpu", cores=2)
+    measured = []
+
+    def fake_measure(self, loader, number=None, on_intermediate=None, log=None, timeout_s=None):
+        measured.append(loader.to_params())
+        return TrialResult(Outcome.COMPLETE, samples_per_s=100.0, spread=(90.0, 110.0), windows=[100.0], duration_s=0.1)
+
+    monkeypatch.setattr(Tuner, "measure", fake_measure)
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(cores=2, n_trials=3, confirm_top=0, baselines=False), storage="sqlite:///w.db",
+                  study_name="w")
+    for seed_params in ({"backend": "dali", "batch_size": 32, "num_workers": 2, "prefetch_factor": 4},
+                        {"backend": "torch", "batch_size": 16, "num_threads": 2}):
+        tuner._enqueue(seed_params, "warm-start")
+    tuner.optimize()
+    done = [t for t in tuner.study.trials if t.user_attrs.get("role") == "warm-start"]
+    assert len(done) == 2
+    for t in done:
+        ran = t.user_attrs["loader"]
+        assert ran in measured
+        assert {k: v for k, v in t.params.items()} == {k: ran[k] for k in t.params}  # every param the sampler holds was measured
+
+
+def _dali_yaml(path, fallback: bool) -> str:
+    hw = fingerprint.collect()
+    kw = {"torch_fallback": {"batch_size": 32, "torch": {"num_workers": 2, "pin_memory": False}, "samples_per_s": 90.0, "trial": 3}} if fallback else {}
+    save_config(Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 32, "dali_device": "cpu", "num_threads": 2,
+                                                        "prefetch_queue_depth": 2}), hardware=hw, dataset={"path": "/elsewhere"}, **kw), path)
+    return str(path)
+
+
+def test_a_winner_of_a_backend_the_space_lacks_gives_way_to_its_torch_fallback(workdir, caplog):
+    """A DALI YAML into --space torch became the torch defaults (workers=0) with sampled params that never ran."""
+    with_fallback = _dali_yaml(workdir / "f.yaml", fallback=True)
+    assert previous_best(with_fallback, backends=("torch",))["num_workers"] == 2  # its best DataLoader
+    assert previous_best(with_fallback, backends=("torch", "dali"))["backend"] == "dali"  # in the space: the winner
+    bare = _dali_yaml(workdir / "b.yaml", fallback=False)
+    with caplog.at_level("WARNING"):
+        assert previous_best(bare, backends=("torch",)) is None
+    assert "which the space does not tune (backends: torch); the search starts from the baselines" in caplog.text

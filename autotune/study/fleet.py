@@ -112,10 +112,12 @@ def reuse(storage_url: str, key: str, out_path: str | os.PathLike[str], *, max_a
     }
 
 
-def previous_best(source: str, storage_url: str | None = None) -> dict[str, Any]:
+def previous_best(source: str, storage_url: str | None = None, backends: tuple[str, ...] | None = None) -> dict[str, Any] | None:
     """The loader parameters to warm-start from: an autotune.yaml path, or ``study:NAME`` in ``storage_url``.
 
-    The config is read without the fingerprint warning: re-tuning after a change is the point.
+    The config is read without the fingerprint warning: re-tuning after a change is the point. With ``backends``
+    (the space's), a winner of another backend gives way to the YAML's ``torch_fallback`` where the space tunes
+    torch, else to None: nothing of it carries over (the space would have sampled every knob of it afresh).
     """
     from autotune.config.files import read_yaml
     from autotune.config.schema import Config
@@ -129,7 +131,17 @@ def previous_best(source: str, storage_url: str | None = None) -> dict[str, Any]
             study = optuna.load_study(study_name=name, storage=open_storage(storage_url))
         except KeyError:
             raise UserError(f"--warm-start: no study named {name!r} in {mask_url(storage_url)}; list them with 'autotune studies --storage URL'") from None
-        return config_from_study(study, storage_url).loader.to_params()
-    if not Path(source).exists() and not source.endswith((".yaml", ".yml")):
-        raise UserError(f"--warm-start {source!r} is neither a file nor study:NAME; pass an autotune.yaml or study:NAME")
-    return Config.from_dict(read_yaml(source, "config"), path=source).loader.to_params()
+        cfg = config_from_study(study, storage_url)
+    else:
+        if not Path(source).exists() and not source.endswith((".yaml", ".yml")):
+            raise UserError(f"--warm-start {source!r} is neither a file nor study:NAME; pass an autotune.yaml or study:NAME")
+        cfg = Config.from_dict(read_yaml(source, "config"), path=source)
+    if backends is None or cfg.loader.backend.value in backends:
+        return cfg.loader.to_params()
+    fallback = cfg.dataloader if "torch" in backends else None
+    if fallback is not None:
+        logger.info("--warm-start %s: its winner is a %s config, outside the space; its best torch DataLoader instead", source, cfg.loader.backend.value)
+        return fallback.to_params()
+    logger.warning("--warm-start %s: its winner is a %s config, which the space does not tune (backends: %s); the search starts "
+                   "from the baselines", source, cfg.loader.backend.value, ", ".join(backends))
+    return None

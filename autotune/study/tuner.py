@@ -492,7 +492,9 @@ class Tuner:
                 raise UserError(f"a parameter's choices differ from those study {self.study.study_name!r} began with (the space file, --batch-size, "
                                 "--gpus, the cores, or the dataset's size changed), which Optuna cannot continue; resume with the same, "
                                 "or tune under another --study-name") from None
-            params = trial.user_attrs.get("loader_params", params)
+            # a queued config as it was queued; a knob it does not name (a warm start from another backend), as sampled:
+            # what is measured is what the trial's params say
+            params = {**params, **trial.user_attrs["loader_params"]} if "loader_params" in trial.user_attrs else params
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
