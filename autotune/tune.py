@@ -252,6 +252,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if budget is not None and budget.total_s > MAX_BUDGET_S:  # a typo's extra digits: no run needs more than a day
         raise UserError(f"--budget {args.budget:g} is more than a day; pass --budget {MAX_BUDGET_S:.0f} or less (a few minutes usually settle it)")
     get_preset(args.pipeline)  # unknown pipeline: fail before any work
+    if args.study_name:
+        try:
+            args.study_name.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 (or a C locale's): SQLAlchemy's traceback, and an empty report folder
+            raise UserError(f"--study-name {printable(args.study_name)} is not UTF-8 text; pass a name of letters, digits, '-' and '_'") from None
     mask_log_secrets()  # a storage password never reaches the logs
     if args.out is None:  # --if-stale FILE re-tunes FILE: written elsewhere, FILE would stay stale and re-tune every night
         args.out = args.if_stale or "autotune.yaml"

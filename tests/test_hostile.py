@@ -379,3 +379,26 @@ def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(tmp_path
     assert rc == 1
     assert "7_truncated.jpg cannot be decoded: remove it from the dataset" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_study_name_that_is_not_utf8_is_one_line(tmp_path, monkeypatch, capsys):
+    """SQLAlchemy's UnicodeEncodeError traceback (surrogates not allowed), and an empty report folder left behind."""
+    from autotune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    bad = os.fsdecode(b"bad\xffname")
+    assert main(["run", "--dataset", str(tmp_path), "--study-name", bad, "--budget", "15"]) == 2
+    assert capsys.readouterr().err.strip() == "autotune: error: --study-name bad\\xffname is not UTF-8 text; pass a name of letters, digits, '-' and '_'"
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "autotune.db").exists()
+
+
+def test_a_removed_working_folder_is_one_line(tmp_path):
+    """os.path.realpath and os.getcwd raised FileNotFoundError tracebacks from run and show."""
+    import subprocess
+    import sys
+
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); from autotune.cli import main; sys.exit(main(['show', 'x.yaml']))"
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert p.returncode == 2 and p.stderr.strip() == "autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does"

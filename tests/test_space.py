@@ -54,6 +54,11 @@ def test_shipped_spaces_load(name):
                      "num_workers": {"int": [0, 2], "when": {"backend": [["torch"]]}}}}, "params.num_workers.when.backend", "plain values"),
         ({"params": {"backend": {"int": [0, 1]}, "batch_size": {"choices": [8]}}}, "params.backend", "choices"),
         ({"params": {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8], "when": {"backend": "dali"}}}}, "params.batch_size.when", "not allowed"),
+        # accepted, and sampled as b=21 and b=23; a condition on a device no run has
+        ({"params": {"batch_size": {"float": [16, 64]}}}, "params.batch_size.float", "is not allowed: batch_size takes whole numbers; use int: [low, high]"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"float": [0, 2]}}}, "params.num_workers.float", "whole numbers"),
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"device": "tpu"}}}}, "params.num_workers.when.device",
+         "must be cpu or cuda (where batches go), but got 'tpu'"),
     ],
 )
 def test_errors_name_file_field_and_rule(data, field, rule):

@@ -120,6 +120,11 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
 
 
 def _main(argv: Sequence[str] | None, started: float | None) -> int:
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every relative path, and the imports behind them, would fail with a traceback
+        print("autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does", file=sys.stderr)
+        return 2
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     said = io.StringIO()

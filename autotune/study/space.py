@@ -237,6 +237,9 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
         if len(kinds) != 1:
             raise err(field, "needs exactly one of choices, int, float")
         kind = kinds[0]
+        if kind == "float" and _BOUNDS.get(name, ("any",))[0] in ("int", "bool", "device"):  # b=21.7 would be sampled
+            raise err(f"{field}.float", f"is not allowed: {name} takes {'whole numbers' if _BOUNDS[name][0] == 'int' else 'values'}; use "
+                      f"{'int: [low, high]' if _BOUNDS[name][0] == 'int' else 'choices: [...]'}")
         kw: dict[str, Any] = {}
         if kind == "choices":
             ch = spec["choices"]
@@ -282,6 +285,8 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 numeric = earlier is not None and (earlier.kind != "choices" or all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in earlier.choices))
                 if not numeric:
                     raise err(f"{field}.when.{k}", f"compares {k} with a number, but {k} takes values that are not numbers; use a value or a list of them")
+            if k == "device" and not isinstance(cond, dict) and not all(c in ("cpu", "cuda") for c in (cond if isinstance(cond, list) else [cond])):
+                raise err(f"{field}.when.device", f"must be cpu or cuda (where batches go), but got {cond!r}")
             if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
                 raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
         if name in ("backend", "batch_size") and when:
