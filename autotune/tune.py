@@ -24,7 +24,7 @@ from autotune.config.files import folder_problem, foreign_problem, save_config, 
 from autotune.config.schema import Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
-from autotune.errors import DatasetError, UserError, interrupt_exit_code, with_detail
+from autotune.errors import DatasetError, UserError, interrupt_detail, interrupt_exit_code, with_detail
 from autotune.loaders.presets import get_preset
 from autotune.outcomes import Outcome
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
@@ -210,10 +210,16 @@ def tune(args: argparse.Namespace, progress: Any = None) -> dict[str, Any]:
     the CLI passes its reporter, and None prints nothing. Every storage it opens is closed when it returns, so
     scripts can call it again and again.
     """
+    args.written = None  # the YAML's path once it is whole
     try:
         with closing_storages(), contextlib.ExitStack() as early:
             return _tune(args, progress or _Silent(), early)
     except UserError:
+        raise
+    except KeyboardInterrupt as e:  # before the study began (the scan, the set-up): nothing to keep, and the line says so
+        if not interrupt_detail(e):
+            written = getattr(args, "written", None)
+            with_detail(e, f"wrote {written}" if written else "stopped before any trial completed; no config was written")
         raise
     except Exception as e:  # the database failed (a full disk mid-run): one line; the trials stored so far stay
         if is_storage_error(e):
@@ -503,6 +509,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             f"cannot write {str(out_path)!r} ({e.strerror or e}); the study {study_name} is kept: "
             "fix that, then run the same command with --resume to write the config without tuning again"
         ) from None
+    args.written = str(out_path)  # a stop from here on says the file is whole
     mark_written(tuner.study, cfg)  # after the file, outside its error handling: a storage error here is not the YAML's
     if interrupted is None:  # this study's best so far, put aside by an interrupted run, is now --out's
         from autotune.config.files import holds_study, side_path

@@ -550,3 +550,11 @@ def test_synth_in_a_folder_it_cannot_write_names_that_fix(tmp_path, monkeypatch,
     assert main(["synth", str(tmp_path / "s"), "--images", "2", "--classes", "1"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "(Read-only file system); pass a folder you can write" in line and "free some space" not in line
+
+
+def test_synth_refused_for_more_classes_than_images_leaves_no_folder(tmp_path, capsys):
+    """The folder was made first, then the counts refused: an empty DIR was left behind."""
+    target = tmp_path / "new" / "x"
+    assert main(["synth", str(target), "--images", "3", "--classes", "5"]) == 2
+    assert "--classes must be between 1 and the number of images (3), but got 5" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

@@ -383,3 +383,19 @@ def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
     assert r.outcome is Outcome.COMPLETE and r.samples_per_s > 0 and len(r.windows) == 2
     assert "the time budget ran out" in r.message and r.spread[0] <= r.samples_per_s <= r.spread[1]
     assert not _runners()
+
+
+def test_a_stop_during_the_set_up_says_no_config_was_written(workdir, tiny_dataset, monkeypatch, capsys):
+    """SIGTERM while the dataset was scanned printed 'terminated (SIGTERM)' alone; the docs promise the last line
+    says whether a config was written."""
+    from autotune import tune
+    from autotune.cli import main
+    from autotune.errors import Terminated
+
+    def stopped(path):
+        raise Terminated()
+
+    monkeypatch.setattr(tune, "scan", stopped)
+    assert main(["run", "--dataset", str(tiny_dataset), "--budget", "15", "--no-report"]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "autotune: terminated (SIGTERM): stopped before any trial completed; no config was written"
+    assert not (workdir / "autotune.yaml").exists()

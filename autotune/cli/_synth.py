@@ -37,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--min-side {args.min_side} is larger than --max-side {args.max_side}; swap them")
     if not args.dir.strip():  # Path("") is the current folder
         raise UserError("DIR is empty; pass the folder to write the class sub-folders into")
+    if not 1 <= args.classes <= args.images:  # before the folder is made: a refused command leaves nothing behind
+        raise UserError(f"--classes must be between 1 and the number of images ({args.images}), but got {args.classes}")
     if Path(args.dir).exists() and not Path(args.dir).is_dir():
         raise UserError(f"{args.dir!r} is a file; pass a folder to write the class sub-folders into")
     try:
