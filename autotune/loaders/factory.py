@@ -151,9 +151,9 @@ def build_loader(
         raise UserError(too_big)
     loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
     shuffled_by_seed = loader_cfg.backend.value == "torch" and preset.train  # its DistributedSampler's permutation
-    entry = describe(batch_size=loader_cfg.batch_size, batches=len(loader) if preset.train else None, pipeline=pipeline, images=len(dataset),
-                     signature=dataset.signature(), seed=(seed or 0) if shuffled_by_seed else None)
-    disagree = ranks_disagree(entry, num_shards)
+    disagree = ranks_disagree(lambda: describe(batch_size=loader_cfg.batch_size, batches=len(loader) if preset.train else None, pipeline=pipeline,
+                                               images=len(dataset), signature=dataset.signature(), seed=(seed or 0) if shuffled_by_seed else None),
+                              num_shards)
     if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
         loader.close()
         raise UserError(disagree)

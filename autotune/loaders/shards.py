@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 #: how many sharded loaders this process has built: the same count on every rank for the same loader
@@ -107,12 +108,12 @@ def differences(entries: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def ranks_disagree(entry: dict[str, Any], num_shards: int) -> str | None:
+def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int) -> str | None:
     """Why the DDP ranks' loaders do not make one job's epochs, seen from this rank, or None.
 
     Compared only in a process group of ``num_shards`` ranks (a loader sharded over all of them). This rank writes
-    ``entry`` (:func:`describe`) to the group's store and reads the other ranks' entries for the same loader (this
-    process's n-th sharded loader is theirs) without waiting: None while some rank has not built it yet.
+    ``entry()`` (:func:`describe`; called only then) to the group's store and reads the other ranks' entries for the
+    same loader (this process's n-th sharded loader is theirs) without waiting: None while some rank has not built it.
     """
     global _built
     running = running_rank()
@@ -123,7 +124,7 @@ def ranks_disagree(entry: dict[str, Any], num_shards: int) -> str | None:
     _built += 1
     keys = [f"autotune/loader/{_built}/{r}" for r in range(world)]
     try:
-        store.set(keys[rank], json.dumps(entry))
+        store.set(keys[rank], json.dumps(entry()))
         if not store.check(keys):
             return None
         entries = [json.loads(store.get(k)) for k in keys]
