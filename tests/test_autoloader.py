@@ -986,3 +986,25 @@ def test_a_yaml_whose_batch_is_larger_than_the_dataset_is_explored_again(tiny_da
     assert again.settled is None and again.batch_size == 24
     assert [sum(1 for _ in again) for _ in range(2)] == [1, 1]
     again.close()
+
+
+def test_a_file_torch_cannot_decode_is_one_line_naming_it(tiny_dataset, space, workdir):
+    """A truncated JPEG (a valid header): a dozen candidates failed on it in turn, the torch defaults too, and then
+    a BadImageError traceback reached the training loop."""
+    import shutil
+
+    data = workdir / "data"
+    shutil.copytree(tiny_dataset, data)
+    jpg = sorted(data.rglob("*.jpg"))[0]
+    raw = jpg.read_bytes()
+    (jpg.parent / "zz_bad.jpg").write_bytes(raw[: len(raw) // 2])
+    al = make(data, space, candidates=[{"backend": "torch", "num_workers": 0}, {"backend": "torch", "num_workers": 1}])
+    try:
+        with pytest.raises(autotune.UserError) as e:
+            for _ in range(3):
+                for _batch in al:
+                    pass
+    finally:
+        al.close()
+    said = str(e.value)
+    assert said.startswith(f"{jpg.parent / 'zz_bad.jpg'} cannot be decoded, and every loader reads it: remove or replace it") and "\n" not in said

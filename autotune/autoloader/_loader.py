@@ -36,6 +36,19 @@ SAFE = {"backend": "torch", "num_workers": 0}
 _READ_AHEAD_EPOCHS = 4
 
 
+def _undecodable(e: BaseException) -> str | None:
+    """The file a decoding error of the dataset's own (``BadImageError``, in this process or a DataLoader worker's)
+    names, printable; None for any other failure."""
+    from autotune.dataset.imaging import BadImageError
+    from autotune.dataset.paths import printable
+    from autotune.trials.child import bad_image_path
+
+    if not (isinstance(e, BadImageError) or "BadImageError" in str(e)):
+        return None
+    path = bad_image_path(str(e))
+    return printable(path) if path else None
+
+
 def _one_line(e: BaseException) -> str:
     """``Type: first line of the message``, for a warning."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
@@ -427,7 +440,13 @@ class AutoLoader:
             self._replace(act, error, plan)
 
     def _replace(self, act: _Active, error: BaseException, plan: EpochPlan) -> None:
-        """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point."""
+        """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point.
+        A file that torch's own decoding cannot read fails every loader: one line naming it, not a candidate's failure."""
+        bad = _undecodable(error) if act.params.get("backend", "torch") == "torch" else None
+        if bad is not None:  # a dozen candidates failed on it in turn, then a BadImageError traceback reached the loop
+            self._close_loader(act)
+            raise UserError(f"{bad} cannot be decoded, and every loader reads it: remove or replace it, then train again "
+                            "('autotune run --dataset DIR' lists every such file)") from error
         msg = _one_line(error)
         logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
         self._close_loader(act)
