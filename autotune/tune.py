@@ -266,7 +266,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     mask_log_secrets()  # a storage password never reaches the logs
     if args.out is None:  # --if-stale FILE re-tunes FILE: written elsewhere, FILE would stay stale and re-tune every night
         args.out = args.if_stale or "autotune.yaml"
-    if args.if_stale and not args.dataset and not args.demo:  # found now, not on the night the file goes stale
+    if args.dataset is not None and not args.dataset.strip():  # an unset $DATA: not the current folder, not FILE's folder
+        raise DatasetError("--dataset is empty; pass the image folder (one sub-folder per class)")
+    if args.if_stale and args.dataset is None and not args.demo:  # --dataset "" (an unset $DATA) is no folder: said below  # found now, not on the night the file goes stale
         from autotune.config.staleness import recorded_dataset
 
         args.dataset = recorded_dataset(args.if_stale)

@@ -227,6 +227,9 @@ def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_fold
     assert main(["run", "--if-stale", str(workdir / "none.yaml"), "--quiet"]) == 2  # the first night: no file yet
     assert "does not exist yet, so it records no dataset to tune on; pass --dataset DIR" in capsys.readouterr().err
     assert main(["run", "--if-stale", f, "--dataset", str(tiny_dataset), "--quiet"]) == 0  # the folder given: matches, nothing to do
+    capsys.readouterr()
+    assert main(["run", "--if-stale", f, "--dataset", "", "--quiet"]) == 2  # an unset $DATA is not 'no --dataset'
+    assert capsys.readouterr().err.strip() == "autotune: error: --dataset is empty; pass the image folder (one sub-folder per class)"
 
 
 def test_a_created_stamp_that_is_no_date_is_stale_under_max_age(tmp_path, capsys):

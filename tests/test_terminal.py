@@ -4,8 +4,9 @@ with --quiet, nothing twice, no traceback."""
 from __future__ import annotations
 
 import io
-import signal
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -305,6 +306,14 @@ def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, work
                        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300, check=False,
                        preexec_fn=lambda: os.close(2))
     assert p.returncode == 0 and (workdir / "closed.yaml").is_file()
-    import json
-
     assert json.loads(p.stdout)["config_path"] == "closed.yaml"  # stdout holds the JSON alone
+
+
+def test_text_the_output_encoding_cannot_hold_is_escaped_not_a_lost_output(tiny_dataset, workdir):
+    """PYTHONIOENCODING=ascii and a dataset path with an 'e' acute: check exited 2 saying to free space."""
+    cfg = (Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", "/data/caf\u00e9")
+    (workdir / "a.yaml").write_text(cfg, encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "autotune", "show", "a.yaml"], cwd=workdir, capture_output=True, timeout=120, check=False,
+                       env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert p.returncode == 0, p.stderr
+    assert b"caf\\xe9" in p.stdout

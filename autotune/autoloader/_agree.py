@@ -69,12 +69,12 @@ class Agreement:
         return t.cpu().tolist()
 
     def gather(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (picklable data), in rank order, on every rank."""
+        """Every rank's ``obj`` (picklable data), in rank order, on every rank (with NCCL, through the current CUDA
+        device, which ``torch.cuda.set_device`` made this rank's)."""
         if not self.distributed:
             return [obj]
         import torch.distributed as dist
 
-        self._tensor_device()  # NCCL's object collectives use the current CUDA device: the one set for this rank
         box: list[Any] = [None] * self.world
         dist.all_gather_object(box, obj)
         return box

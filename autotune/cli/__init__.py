@@ -109,14 +109,14 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
 
     # stderr that cannot be written drops the progress and the command goes on (the YAML is still written);
     # stdout that cannot be written is one line on stderr and exit 2
-    _, _, saved_out, saved_err = guarded()
+    restore = guarded()
     try:
         return _main(argv, started)
     except UserError as e:  # stdout lost while a parse error was said on it (--json)
         print(f"autotune: error: {e}", file=sys.stderr)
         return e.exit_code
     finally:
-        sys.stdout, sys.stderr = saved_out, saved_err
+        restore()
 
 
 def _main(argv: Sequence[str] | None, started: float | None) -> int:

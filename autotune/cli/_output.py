@@ -83,7 +83,7 @@ def configure_logging(verbose: bool, quiet: bool = False) -> Callable[[], None]:
     root = logging.getLogger()
     optuna_root = logging.getLogger("optuna")
     # handlers that print to the terminal make way for ours; others (a file, a test's capture) stay
-    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__)
+    consoles = (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__, getattr(sys.stderr, "inner", None), getattr(sys.stdout, "inner", None))
     replaced = [h for h in root.handlers if isinstance(h, logging.StreamHandler) and h.stream in consoles]
     saved = (replaced, root.level, optuna_root.level, optuna_root.propagate)
     for h in replaced:

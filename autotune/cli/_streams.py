@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from autotune.errors import UserError
@@ -25,6 +26,7 @@ class _Proxy:
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
+        self.inner = inner  # the stream it stands for (a logging handler on it is a console handler too)
 
     def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer: the stream's own
         return getattr(self._inner, name)
@@ -56,6 +58,8 @@ class Stderr(_Proxy):
     lost = False
 
     def _failed(self, e: Exception) -> None:
+        if isinstance(e, BlockingIOError):  # a terminal another program left non-blocking: this line is lost, not the rest
+            return
         self.lost = True
         self._inner = _Null()
 
@@ -118,9 +122,32 @@ def open_standard_descriptors() -> None:
         sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
 
 
-def guarded() -> tuple[Stdout, Stderr, Any, Any]:
-    """Install the proxies on ``sys.stdout``/``sys.stderr``; returns them and the streams they replace."""
+def guarded() -> Callable[[], None]:
+    """Install the proxies on ``sys.stdout``/``sys.stderr`` (where there is a stream); returns what puts them back.
+
+    Text the stream's encoding cannot hold (a path with an 'é' under ``PYTHONIOENCODING=ascii``) is written as
+    ``\\xNN`` escapes rather than failing as a stream that cannot be written.
+    """
     saved_out, saved_err = sys.stdout, sys.stderr
-    out, err = Stdout(saved_out), Stderr(saved_err)
-    sys.stdout, sys.stderr = out, err
-    return out, err, saved_out, saved_err
+    errors = getattr(saved_out, "errors", None)
+    escaped = False
+    if errors == "strict" and hasattr(saved_out, "reconfigure"):
+        try:
+            saved_out.reconfigure(errors="backslashreplace")
+            escaped = True
+        except (ValueError, OSError):  # pragma: no cover - a stream that cannot change now
+            pass
+    if saved_out is not None:
+        sys.stdout = Stdout(saved_out)
+    if saved_err is not None:
+        sys.stderr = Stderr(saved_err)
+
+    def restore() -> None:
+        sys.stdout, sys.stderr = saved_out, saved_err
+        if escaped:
+            try:
+                saved_out.reconfigure(errors=errors)
+            except (ValueError, OSError):  # pragma: no cover
+                pass
+
+    return restore

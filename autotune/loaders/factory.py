@@ -150,10 +150,11 @@ def build_loader(
     if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
         raise UserError(too_big)
     loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
-    shuffled_by_seed = loader_cfg.backend.value == "torch" and preset.train  # its DistributedSampler's permutation
-    disagree = ranks_disagree(lambda: describe(batch_size=loader_cfg.batch_size, batches=len(loader) if preset.train else None, pipeline=pipeline,
-                                               images=len(dataset), signature=dataset.signature(), seed=(seed or 0) if shuffled_by_seed else None),
-                              num_shards)
+    torch_seed = loader_cfg.backend.value == "torch"  # its DistributedSampler's permutation; DALI's shards do not depend on it
+    disagree = None if not preset.train else ranks_disagree(  # an eval loader may be one rank's alone
+        lambda: describe(batch_size=loader_cfg.batch_size, batches=len(loader), pipeline=pipeline, images=len(dataset),
+                         signature=dataset.signature(), seed=(seed or 0) if torch_seed else None),
+        num_shards, pipeline)
     if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
         loader.close()
         raise UserError(disagree)

@@ -8,7 +8,8 @@ without any error; :func:`ranks_disagree` finds it when the loaders are built.
 
 It uses the process group's key-value store, never a collective: each rank writes what its loader delivers and
 reads what is there without waiting, so a rank that builds a loader the others do not (an evaluation loader on rank
-0) never waits for them. The rank that writes last sees every rank's entry.
+0) never waits for them. The rank that writes last sees every rank's entry and raises (two ranks writing at once
+may both raise); the others go on to their first collective, where the launcher ends them.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-#: how many sharded loaders this process has built: the same count on every rank for the same loader
-_built = 0
+#: the process group the counts below are of, and how many sharded train loaders of each pipeline this process
+#: built in it: the same count on every rank for the same loader
+_group: int | None = None
+_generation = 0  # process groups seen: the same on every rank, unlike the group's id
+_built: dict[str, int] = {}
 
 
 def running_rank() -> tuple[int, int] | None:
@@ -66,6 +70,16 @@ def _store() -> Any:
         return None
 
 
+def _group_id() -> int | None:
+    """This process's default process group, as an identity (to see it made again)."""
+    try:
+        from torch.distributed import distributed_c10d
+
+        return id(distributed_c10d._get_default_group())
+    except Exception:  # noqa: BLE001 - no group: nothing is compared anyway
+        return None
+
+
 def _ranks(ranks: list[int]) -> str:
     """``rank 0``, ``ranks 0-3``, ``ranks 0-5, 7``: ascending ranks as a short text, runs of three or more joined."""
     runs: list[list[int]] = []
@@ -103,26 +117,33 @@ def differences(entries: list[dict[str, Any]]) -> list[str]:
         for rank, entry in enumerate(entries):
             by_value.setdefault(json.dumps(entry.get(key)), []).append(rank)
         if len(by_value) > 1:
-            shown = ", ".join(f"{json.loads(v)} ({_ranks(r)})" for v, r in by_value.items())
+            shown = ", ".join(f"{'none' if json.loads(v) is None else json.loads(v)} ({_ranks(r)})" for v, r in by_value.items())
             out.append(f"{label} {shown}")
     return out
 
 
-def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int) -> str | None:
-    """Why the DDP ranks' loaders do not make one job's epochs, seen from this rank, or None.
+def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int, pipeline: str) -> str | None:
+    """Why the DDP ranks' train loaders do not make one job's epochs, seen from this rank, or None.
 
-    Compared only in a process group of ``num_shards`` ranks (a loader sharded over all of them). This rank writes
-    ``entry()`` (:func:`describe`; called only then) to the group's store and reads the other ranks' entries for the
-    same loader (this process's n-th sharded loader is theirs) without waiting: None while some rank has not built it.
+    Compared only in a process group of ``num_shards`` ranks (a loader sharded over all of them), for a train
+    pipeline (an evaluation loader may be built on some ranks alone, and its shards may differ by a batch). This
+    rank writes ``entry()`` (:func:`describe`; called only then) to the group's store and reads the other ranks'
+    entries for the same loader (this process's n-th train loader of ``pipeline`` in this group is theirs) without
+    waiting: None while some rank has not built it yet.
     """
-    global _built
+    global _group, _generation
     running = running_rank()
     store = _store()
     if running is None or store is None or num_shards <= 1 or running[1] != num_shards:
         return None
     rank, world = running
-    _built += 1
-    keys = [f"autotune/loader/{_built}/{r}" for r in range(world)]
+    group = _group_id()
+    if group != _group:  # a process group made again: its loaders are counted afresh, under another key
+        _group, _generation = group, _generation + 1
+        _built.clear()
+    _built[pipeline] = n = _built.get(pipeline, 0) + 1
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")  # an agent's store outlives a restarted attempt's workers
+    keys = [f"autotune/loader/{attempt}/{_generation}/{pipeline}/{n}/{r}" for r in range(world)]
     try:
         store.set(keys[rank], json.dumps(entry()))
         if not store.check(keys):

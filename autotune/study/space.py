@@ -238,8 +238,8 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             raise err(field, "needs exactly one of choices, int, float")
         kind = kinds[0]
         if kind == "float" and _BOUNDS.get(name, ("any",))[0] in ("int", "bool", "device"):  # b=21.7 would be sampled
-            raise err(f"{field}.float", f"is not allowed: {name} takes {'whole numbers' if _BOUNDS[name][0] == 'int' else 'values'}; use "
-                      f"{'int: [low, high]' if _BOUNDS[name][0] == 'int' else 'choices: [...]'}")
+            takes = {"int": "whole numbers", "bool": "true or false", "device": "cpu or gpu"}[_BOUNDS[name][0]]
+            raise err(f"{field}.float", f"is not allowed: {name} takes {takes}; use {'int: [low, high]' if _BOUNDS[name][0] == 'int' else 'choices: [...]'}")
         kw: dict[str, Any] = {}
         if kind == "choices":
             ch = spec["choices"]
