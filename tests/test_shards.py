@@ -63,14 +63,15 @@ def test_ranks_with_another_batch_size_are_told_when_the_loaders_are_built(tmp_p
     assert errors, results  # the rank that wrote last (both, when they write at once)
     assert all(r["0"] == 6 for r in results)  # the first loaders agreed
     assert "the 2 DDP ranks build different loaders: batch size 4 (rank 0), 2 (rank 1); batches an epoch 3 (rank 0), 6 (rank 1)" in errors[0]
-    assert "from one YAML" in errors[0] and "\n" not in errors[0]
+    assert "; the ranks with the shorter epoch would leave the others waiting at its end: build every rank's loader from one YAML" in errors[0]
+    assert "\n" not in errors[0]
 
 
 def test_ranks_seeded_apart_with_the_torch_backend_are_told_their_shards_overlap(tmp_path, tiny_dataset):
     """seed=base + rank: each rank's DistributedSampler shuffles with its own seed, so the shards overlap."""
     results = _two_ranks(tmp_path, tiny_dataset, [{"batch": [2, 2], "seed": 0}, {"batch": [2, 2], "seed": 1}])
     errors = [r["error"] for r in results if "error" in r]
-    assert errors and "seed 0 (rank 0), 1 (rank 1)" in errors[0], results
+    assert errors and "seed 0 (rank 0), 1 (rank 1); the shards would overlap (the DistributedSampler shuffles with the seed)" in errors[0], results
 
 
 def test_ranks_that_agree_build_their_loaders_without_a_word(tmp_path, tiny_dataset):

@@ -154,6 +154,13 @@ def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int, pipelin
     diffs = differences(entries)
     if not diffs:
         return None
-    return (f"the {world} DDP ranks build different loaders: {'; '.join(diffs)}; the ranks would wait on each other at the end "
-            f"of the shorter epoch, or train on overlapping shards: build every rank's loader from one YAML (rank 0's, copied to every "
-            f"node), on the same dataset, with the same seed")
+    differ = {k for k in FIELDS if len({json.dumps(e.get(k)) for e in entries}) > 1}
+    why = []
+    if differ & {"batch_size", "batches"}:
+        why.append("the ranks with the shorter epoch would leave the others waiting at its end")
+    if differ & {"images", "dataset", "pipeline"}:
+        why.append("the shards would not split one dataset")
+    if "seed" in differ:
+        why.append("the shards would overlap (the DistributedSampler shuffles with the seed)")
+    return (f"the {world} DDP ranks build different loaders: {'; '.join(diffs)}; {', and '.join(why)}: build every rank's loader "
+            f"from one YAML (rank 0's, copied to every node), on the same dataset, with the same seed")
