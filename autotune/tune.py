@@ -268,7 +268,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         args.out = args.if_stale or "autotune.yaml"
     if args.dataset is not None and not args.dataset.strip():  # an unset $DATA: not the current folder, not FILE's folder
         raise DatasetError("--dataset is empty; pass the image folder (one sub-folder per class)")
-    if args.if_stale and args.dataset is None and not args.demo:  # --dataset "" (an unset $DATA) is no folder: said below  # found now, not on the night the file goes stale
+    if args.if_stale and args.dataset is None and not args.demo:  # found now, not on the night the file goes stale
         from autotune.config.staleness import recorded_dataset
 
         args.dataset = recorded_dataset(args.if_stale)
@@ -312,13 +312,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 
     settings = settings_from_args(args, fp, device)  # bad flags are a lone error line, before the scan
-    warm = None
-    if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
-        warm = previous_best(args.warm_start, args.storage)
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
     space = load_space(args.space, cores=settings.cores, device=device)
-    if warm is not None and warm.get("backend", "torch") not in space.backends():  # a DALI winner into --space torch
-        warm = previous_best(args.warm_start, args.storage, backends=space.backends())
+    warm = None
+    if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
+        warm = previous_best(args.warm_start, args.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
     if args.demo:
         from autotune.dataset import synth

@@ -30,22 +30,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
-    from autotune.dataset.synth import image_paths, quarter_lines, synthesize
+    from autotune.dataset.synth import (
+        check_counts,
+        image_paths,
+        quarter_lines,
+        synthesize,
+    )
     from autotune.errors import UserError
 
     if args.min_side > args.max_side:
         raise UserError(f"--min-side {args.min_side} is larger than --max-side {args.max_side}; swap them")
     if not args.dir.strip():  # Path("") is the current folder
         raise UserError("DIR is empty; pass the folder to write the class sub-folders into")
-    if not 1 <= args.classes <= args.images:  # before the folder is made: a refused command leaves nothing behind
-        raise UserError(f"--classes must be between 1 and the number of images ({args.images}), but got {args.classes}")
+    check_counts(args.images, args.classes)  # before the folder is made: a refused command leaves nothing behind
     if Path(args.dir).exists() and not Path(args.dir).is_dir():
         raise UserError(f"{args.dir!r} is a file; pass a folder to write the class sub-folders into")
     try:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
-    kept = sum(p.is_file() for p in image_paths(args.dir, args.images, args.classes)) if args.classes <= args.images else 0
+    kept = sum(p.is_file() for p in image_paths(args.dir, args.images, args.classes))
     try:
         root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed,
                           progress=quarter_lines("images") if args.images - kept >= 500 and not getattr(args, "quiet", False) else None)

@@ -72,6 +72,14 @@ def image_paths(root: str | os.PathLike[str], images: int, classes: int) -> list
     return [Path(root) / f"class_{i % classes:04d}" / f"img_{i:06d}.jpg" for i in range(images)]
 
 
+def check_counts(images: int, classes: int) -> None:
+    """``images`` and ``classes`` a synthetic set can have, else one line (said before any folder is made)."""
+    if images < 1:
+        raise UserError(f"--images must be at least 1, but got {images}")
+    if not 1 <= classes <= images:
+        raise UserError(f"--classes must be between 1 and the number of images ({images}), but got {classes}")
+
+
 def synthesize(
     root: str | os.PathLike[str],
     *,
@@ -91,10 +99,7 @@ def synthesize(
     Returns:
         ``root`` as a :class:`~pathlib.Path`.
     """
-    if images < 1:
-        raise UserError(f"--images must be at least 1, but got {images}")
-    if not 1 <= classes <= images:
-        raise UserError(f"--classes must be between 1 and the number of images ({images}), but got {classes}")
+    check_counts(images, classes)
     if not 8 <= min_side <= max_side:
         raise UserError(f"image sides must satisfy 8 <= min_side <= max_side, but got {min_side}, {max_side}")
     root = Path(root)

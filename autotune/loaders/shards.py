@@ -109,17 +109,22 @@ def describe(*, batch_size: int, batches: int | None, pipeline: str, images: int
     return {"batch_size": batch_size, "batches": batches, "pipeline": pipeline, "images": images, "dataset": signature[:12], "seed": seed}
 
 
-def differences(entries: list[dict[str, Any]]) -> list[str]:
-    """Each field on which the ranks' entries differ, as ``batch size 256 (ranks 0-3), 128 (ranks 4-7)``."""
-    out = []
+def _differing(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Each field on which the ranks' entries differ, with its text: ``batch size 256 (ranks 0-3), 128 (ranks 4-7)``."""
+    out = {}
     for key, label in FIELDS.items():
         by_value: dict[str, list[int]] = {}
         for rank, entry in enumerate(entries):
             by_value.setdefault(json.dumps(entry.get(key)), []).append(rank)
         if len(by_value) > 1:
             shown = ", ".join(f"{'none' if json.loads(v) is None else json.loads(v)} ({_ranks(r)})" for v, r in by_value.items())
-            out.append(f"{label} {shown}")
+            out[key] = f"{label} {shown}"
     return out
+
+
+def differences(entries: list[dict[str, Any]]) -> list[str]:
+    """The texts of :func:`_differing`, in the order of :data:`FIELDS`."""
+    return list(_differing(entries).values())
 
 
 def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int, pipeline: str) -> str | None:
@@ -151,16 +156,15 @@ def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int, pipelin
         entries = [json.loads(store.get(k)) for k in keys]
     except Exception:  # noqa: BLE001 - a store that went away (a rank that ended): nothing to compare
         return None
-    diffs = differences(entries)
-    if not diffs:
+    differ = _differing(entries)
+    if not differ:
         return None
-    differ = {k for k in FIELDS if len({json.dumps(e.get(k)) for e in entries}) > 1}
     why = []
-    if differ & {"batch_size", "batches"}:
+    if differ.keys() & {"batch_size", "batches"}:
         why.append("the ranks with the shorter epoch would leave the others waiting at its end")
-    if differ & {"images", "dataset", "pipeline"}:
+    if differ.keys() & {"images", "dataset", "pipeline"}:
         why.append("the shards would not split one dataset")
     if "seed" in differ:
         why.append("the shards would overlap (the DistributedSampler shuffles with the seed)")
-    return (f"the {world} DDP ranks build different loaders: {'; '.join(diffs)}; {', and '.join(why)}: build every rank's loader "
+    return (f"the {world} DDP ranks build different loaders: {'; '.join(differ.values())}; {', and '.join(why)}: build every rank's loader "
             f"from one YAML (rank 0's, copied to every node), on the same dataset, with the same seed")
