@@ -862,12 +862,12 @@ def _two_ranks(workdir: Path, script_text: str, tiny_dataset, space, *extra: str
 
 
 OTHER_DATASET_WORKER = textwrap.dedent("""
-    import json, sys
+    import datetime, json, sys
     import torch.distributed as dist
     import autotune
 
     rank, data, space, out, init, other = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
-    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2)
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
     try:
         autotune.AutoLoader(other if rank == 1 else data, device="cpu", config=None, batch_size=2, space=space, storage=None, budget_s=5.0)
         said = None
@@ -888,6 +888,15 @@ def test_ddp_ranks_on_different_datasets_are_told_on_every_rank(tiny_dataset, sp
     said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
     assert said[0] == said[1] and said[0].startswith("the 2 DDP ranks read different datasets: images 24 (rank 0), 12 (rank 1); dataset ")
     assert said[0].endswith("pass every rank the same dataset folder, with the same files")
+
+
+def test_ddp_a_dataset_missing_on_one_rank_is_told_on_every_rank(tiny_dataset, space, workdir, tmp_path):
+    """Rank 1's folder is not there (a node without the copy): rank 1 raised alone and rank 0 waited in the ranks'
+    dataset comparison until the process group's timeout (30 minutes by default)."""
+    _two_ranks(workdir, OTHER_DATASET_WORKER, tiny_dataset, space, str(tmp_path / "not-copied"))
+    said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
+    assert said[0].startswith("rank 1: ") and said[0].removeprefix("rank 1: ") == said[1], said
+    assert "not-copied" in said[1]
 
 
 def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):

@@ -192,15 +192,32 @@ def agreed(comm: Agreement, compute) -> Any:
     return out[1]
 
 
+def together(comm: Agreement, compute) -> Any:
+    """Every rank computes its own value; an error on any rank is raised on every rank. A rank that failed alone
+    before a collective (a dataset folder missing on one node) left the others waiting in it until the timeout."""
+    error: BaseException | None = None
+    value: Any = None
+    try:
+        value = compute()
+        said: tuple[str, str] = ("ok", "")
+    except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
+        error = e
+        said = ("user-error" if isinstance(e, UserError) else "error", f"rank {comm.rank}: {e}")
+    failed = [s for s in comm.gather(said) if s[0] != "ok"]
+    if error is not None:
+        raise error
+    if failed:
+        raise (UserError if failed[0][0] == "user-error" else RuntimeError)(failed[0][1])
+    return value
+
+
 def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[str], *, device: str | None, batch_size: int | Sequence[int] | None,
             pipeline: str, space: str, seed: int | None) -> Setup:
     """Everything the loader needs before its first batch; the same on every rank."""
     from autotune.study.space import load_space
 
     preset = get_preset(pipeline)
-    choices = _batch_choices(batch_size)
-    dev = _device(device)
-    dataset = scan(path)
+    choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), scan(path)))
     _same_dataset(comm, dataset)
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
@@ -221,7 +238,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if dropped > DROP_WARN_SHARE * per_rank and comm.rank == 0:  # a small set at the default 256: say what training loses
         logger.warning("batch_size %d over %d images per rank drops the last %d (%.0f %%) of every epoch; pass a batch_size that "
                        "divides them more closely", fitting[0], per_rank, dropped, 100 * dropped / per_rank)
-    sp = load_space(space, cores=_cores(comm), device=dev)
+    sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a file one node lacks
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
