@@ -464,6 +464,18 @@ def test_a_loader_config_built_by_hand_is_checked_like_the_yaml():
         LoaderConfig("torch", 16, torch={"workers": 2})
     with pytest.raises(ConfigError, match="loader.torch must be an autotune.TorchOptions or a mapping"):
         LoaderConfig("torch", 16, torch=5)
+    with pytest.raises(ConfigError, match="loader.dali is given, but loader.backend is torch, which would not use it; remove the dali section"):
+        LoaderConfig("torch", 16, dali={"num_threads": 4})  # backend: dali edited to torch, its section left: torch's defaults ran
+
+
+def test_a_yaml_whose_backend_was_switched_by_hand_is_one_line(tmp_path):
+    import autotune
+    from autotune.errors import ConfigError
+
+    path = tmp_path / "autotune.yaml"
+    path.write_text("schema: 1\nloader: {backend: torch, batch_size: 8, dali: {device: cpu, num_threads: 4}}\n")
+    with pytest.raises(ConfigError, match="loader.dali is given, but loader.backend is torch.*or set backend: dali"):
+        autotune.load_config(path)
 
 
 def test_out_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, workdir, tiny_dataset, capsys):

@@ -28,8 +28,8 @@ def test_shipped_spaces_load(name):
         ({"params": {"batch_size": {"choices": [8]}}, "parms": {}}, "'parms'", "unknown"),
         ({"params": {"backend": {"choices": ["tf"]}, "batch_size": {"choices": [8]}}}, "params.backend.choices", "torch or dali"),
         ({"params": {"batch_size": {"choices": [8], "int": [1, 2]}}}, "params.batch_size", "exactly one"),
-        ({"params": {"batch_size": {"choices": ["8"]}}}, "params.batch_size", "an integer from 1, but holds '8'"),
-        ({"params": {"batch_size": {"choices": [0]}}}, "params.batch_size", "an integer from 1, but holds 0"),
+        ({"params": {"batch_size": {"choices": ["8"]}}}, "params.batch_size", "an integer from 1 to 1048576, but holds '8'"),
+        ({"params": {"batch_size": {"choices": [0]}}}, "params.batch_size", "an integer from 1 to 1048576, but holds 0"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [-3, -1]}}}, "params.num_workers", "from 0 to 16384, but holds -3"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"choices": [100000]}}}, "params.num_workers", "but holds 100000"),
         ({"params": {"batch_size": {"choices": [8]}, "prefetch_factor": {"choices": [0]}}}, "params.prefetch_factor", "from 1"),
@@ -55,6 +55,7 @@ def test_shipped_spaces_load(name):
         ({"params": {"backend": {"int": [0, 1]}, "batch_size": {"choices": [8]}}}, "params.backend", "choices"),
         ({"params": {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8], "when": {"backend": "dali"}}}}, "params.batch_size.when", "not allowed"),
         # accepted, and sampled as b=21 and b=23; a condition on a device no run has
+        ({"params": {"batch_size": {"int": [1, 10**20]}}}, "params.batch_size", "an integer from 1 to 1048576, but holds 100000000000000000000"),
         ({"params": {"batch_size": {"float": [16, 64]}}}, "params.batch_size.float", "is not allowed: batch_size takes whole numbers; use int: [low, high]"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"float": [0, 2]}}}, "params.num_workers.float", "whole numbers"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"device": "tpu"}}}}, "params.num_workers.when.device",

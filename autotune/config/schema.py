@@ -194,6 +194,10 @@ class LoaderConfig:
                 raise ConfigError(f"loader.{name} must be an autotune.{kind.__name__} or a mapping of its fields, but got {type(value).__name__}")
         if self.batch_size < 1:
             raise ConfigError(f"loader.batch_size must be >= 1, but got {self.batch_size}")
+        other = "dali" if self.backend is Backend.TORCH else "torch"
+        if getattr(self, other) is not None:  # a backend switched by hand: the other's options were silently not used
+            raise ConfigError(f"loader.{other} is given, but loader.backend is {self.backend.value}, which would not use it; "
+                              f"remove the {other} section, or set backend: {other}")
         if self.backend is Backend.TORCH and self.torch is None:
             object.__setattr__(self, "torch", TorchOptions())
         if self.backend is Backend.DALI and self.dali is None:

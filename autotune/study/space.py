@@ -179,7 +179,7 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
 #: the values each parameter may take: (the kind, the least, the most); checked when the space is read, so that a
 #: bad value is an error that names the file, not a failure at the trial that draws it
 _BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
-    "batch_size": ("int", 1, None),
+    "batch_size": ("int", 1, 1 << 20),  # more is no loader to measure: every trial was refused for its memory
     "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
     "prefetch_factor": ("int", 1, 64),  # a YAML may hold more (KNOB_BOUNDS), tuned by hand
     "num_threads": ("int", *KNOB_BOUNDS["num_threads"]),
@@ -202,7 +202,8 @@ def _check_values(name: str, values: tuple[Any, ...], err) -> None:  # noqa: ANN
         elif kind in ("int", "number"):
             ok = isinstance(v, (int, float) if kind == "number" else int) and not isinstance(v, bool)
             ok = ok and (lo is None or v >= lo) and (hi is None or v <= hi)
-            rule = ("an integer" if kind == "int" else "a number") + (f" from {lo:g}" if lo is not None else "") + (f" to {hi:g}" if hi is not None else "")
+            num = str if kind == "int" else "{:g}".format  # 1048576, not 1.04858e+06
+            rule = ("an integer" if kind == "int" else "a number") + (f" from {num(lo)}" if lo is not None else "") + (f" to {num(hi)}" if hi is not None else "")
         else:
             continue
         if not ok:
