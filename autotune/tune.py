@@ -81,7 +81,7 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")
-    ran_out = f"the {budget.total_s:.0f} s budget left no time to measure" if budget is not None else "the trials ended before measuring"
+    ran_out = f"the {budget.total_s:.0f} s budget left too little time to measure" if budget is not None else "the trials ended before measuring"
     unmeasured: list[tuple[str, str, str]] = []
     every = study.get_trials(deepcopy=False) if study is not None else []
     dali_measured = any(t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("loader") or {}).get("backend") == "dali" for t in every)
@@ -429,7 +429,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                   + (f", resuming after {done_before}" if done_before else "")
                   + (" (--resume: no such study yet, so it starts here)" if args.resume and tuner.created else ""), file=sys.stderr)
 
-    remeasurements = settings.confirm_top * settings.confirm_repeats if settings.confirm_top > 1 else 0
+    contenders = min(settings.confirm_top, args.n_trials + done_before)  # one trial has no other to be compared with
+    remeasurements = contenders * settings.confirm_repeats if contenders > 1 else 0
     if not unwritten:
         # a resumed study's best so far: the progress line's "best" starts there
         rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in measured_complete(tuner.study)]

@@ -215,7 +215,7 @@ def test_defaults_left_queued_by_the_budget_are_named_with_the_fix():
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
     budget = TimeBudget(30.0, clock=lambda: 28.0, start=0.0)
     (warning,) = short_run_warnings(best, space, budget, study)
-    assert warning == "the 30 s budget left no time to measure the torch DataLoader defaults, so there is no speedup over them; pass --budget 60"
+    assert warning == "the 30 s budget left too little time to measure the torch DataLoader defaults, so there is no speedup over them; pass --budget 60"
     measured = Config(loader=best.loader, result={"samples_per_s": 500.0, "defaults_samples_per_s": 90.0})
     assert short_run_warnings(measured, space, budget, study) == []
     cut = optuna.create_study(direction="maximize")  # started, then cut by the budget's end: the same advice
@@ -338,7 +338,7 @@ def test_dalis_usual_start_left_unmeasured_after_a_bad_file_is_named():
     study.enqueue_trial({"backend": "dali"}, user_attrs={"role": "dali-heuristic"})
     budget = TimeBudget(40.0, clock=lambda: 43.0, start=0.0)
     (warning,) = short_run_warnings(torch_best, space, budget, study)
-    assert warning == ("the 40 s budget left no time to measure DALI's usual start again without the undecodable file its first "
+    assert warning == ("the 40 s budget left too little time to measure DALI's usual start again without the undecodable file its first "
                        "trial met, so the winner was not compared with it; pass --budget 80")
     measured = optuna.create_study(direction="maximize")  # DALI measured in another config: the choice saw DALI
     measured.add_trial(study.trials[0])
@@ -359,5 +359,5 @@ def test_baselines_the_budget_left_unmeasured_are_one_line():
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "heuristic"})
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
     (warning,) = short_run_warnings(best, space, TimeBudget(120.0, clock=lambda: 121.0, start=0.0), study)
-    assert warning == ("the 120 s budget left no time to measure the torch DataLoader defaults or the common torch settings "
+    assert warning == ("the 120 s budget left too little time to measure the torch DataLoader defaults or the common torch settings "
                        "(num_workers = cores), so there is no speedup over them; pass --budget 240")

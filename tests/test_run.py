@@ -291,3 +291,12 @@ def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dat
                  "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report"]) == 0  # not --quiet
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith(f"setting up: 24 images in {tiny_dataset}, starting the measuring process")
+
+
+def test_the_estimate_of_one_trial_counts_no_re_measurement(tmp_path, workdir, tiny_dataset, capsys):
+    """One trial has no other to be compared with: `--n-trials 1` estimated 1:18 for "1 trial and up to 6
+    re-measurements", and took 15 s."""
+    loud = [a for a in FAST if a != "--quiet"]
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", *loud]) == 0
+    said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("estimated time:")]
+    assert len(said) == 1 and said[0].endswith(" for 1 trial"), said

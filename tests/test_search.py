@@ -14,6 +14,7 @@ import random
 import statistics
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import optuna
 import pytest
@@ -277,7 +278,7 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     assert sum(replay.remeasured.values()) == conf["attempted"]
 
 
-def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_dataset, workdir, monkeypatch):
+def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_dataset, workdir, monkeypatch, capsys):
     """The torch defaults decode in one process: here a batch takes 2 s, a trial of them 10 s and more. Started late,
     such a trial ends at the first window past the budget, complete with what it measured, and the run ends in time."""
     clock = FakeClock()
@@ -288,14 +289,21 @@ def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_da
     Replay(slow_defaults, noise=0.02, seed=3, clock=clock).install(monkeypatch)
     (workdir / "space.yaml").write_text(yaml.safe_dump(SPACE))
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "space.yaml", "--budget", "15", "--seed", "1", "--batch-size", "8",
-                 "--storage", "journal:study.log", "--no-report", "--quiet"]) == 0
+                 "--storage", "journal:study.log", "--no-report"]) == 0
     study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
     (defaults,) = [t for t in study.trials if t.user_attrs.get("role") == "defaults"]
+    err = capsys.readouterr().err
     elapsed = clock.now - 1000.0
     assert elapsed <= 15 * 1.10, (elapsed, study.user_attrs["time"])
     assert defaults.state is optuna.trial.TrialState.COMPLETE and defaults.value == pytest.approx(4.0, rel=0.1)
     cut = [t for t in study.trials if "the time budget ran out" in str(t.user_attrs.get("message", ""))]
     assert cut, "some trial ran into the end of the budget and was cut"
+    # its line says it was measured in fewer windows (it read as a whole trial), and its log ends with its rate
+    line = next(ln for ln in err.splitlines() if ln.startswith(f"trial {cut[0].number} "))
+    assert f"complete {cut[0].user_attrs['samples_per_s']:,.0f} samples/s (measured " in line and " window(s): the time budget ran out)" in line, line
+    log = Path(cut[0].user_attrs["log"]).read_text().splitlines()
+    assert log[-1].endswith(f"complete: {cut[0].user_attrs['samples_per_s']:.1f} samples/s (measured {len(cut[0].user_attrs['windows'])} window(s): "
+                            "the time budget ran out)"), log
 
 
 @pytest.mark.parametrize("second,extra", [(990.0, 4), (800.0, 0)], ids=["close-call", "decisive"])

@@ -219,6 +219,8 @@ class Reporter:
             self.best = max(self.best or 0.0, float(rate if isinstance(rate, (int, float)) and rate else trial.value))
         self.finished += 1
         what = f"{outcome} {rate:,.0f} samples/s" if outcome == "complete" and rate else outcome
+        if outcome == "complete" and a.get("message"):  # measured in fewer windows (the budget's end), or a repeat
+            what += f" ({_short(a['message'])})"
         best = f"{self.best:,.0f}" if self.best else "-"
         if self.mode == "lines":
             count = f"{self.finished}/{self.total}" if self.deadline is None else f"{self.finished}"

@@ -57,7 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")
     m.add_argument("--budget", type=positive_float, default=None, metavar="S",
-                   help="spend at most S seconds in all, from start to YAML: the run plans its windows, trials and re-measurements to fit "
+                   help="spend about S seconds in all, from start to YAML (10 or more): the run plans its windows, trials and re-measurements to fit "
                         "(default: 60, 120 with --model; none when --n-trials or --timeout is given)")
     m.add_argument("--window", type=positive_float, default=None, metavar="S", help="seconds per timed window (default: 1.0; planned with --budget)")
     m.add_argument("--windows", type=positive_int, default=None, metavar="N", help="steady windows per trial; the score is their median (default: 5; planned with --budget)")

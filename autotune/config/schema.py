@@ -360,7 +360,7 @@ class Config:
         if loader is None:
             raise ConfigError(
                 f"this config's backend is {self.loader.backend.value} and its study measured no torch DataLoader, so it has "
-                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a longer --budget and a space with the torch backend"
+                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a space with the torch backend and more time (--budget) or trials (--n-trials)"
             )
         t = loader.torch
         assert t is not None

@@ -41,7 +41,7 @@ from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, mask_url, not_ours, open_storage, storage_failure
 from autotune.trials import guard
 from autotune.trials.guard import Budgets
-from autotune.trials.logs import remeasure_log, trial_log
+from autotune.trials.logs import append_line, remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
 from autotune.trials.runner import ENOUGH, deferred_signals, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
@@ -506,11 +506,13 @@ class Tuner:
             return tell_repeat(trial, earlier)
 
         reported: list[float] = []
+        stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate
 
         def intermediate(step: int, value: float) -> bool | str:
             trial.report(value, step)
             reported.append(value)
             if self.settings.time_left is not None and self.settings.time_left() <= 0:
+                stopped.append(True)
                 return ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
             return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
 
@@ -523,6 +525,8 @@ class Tuner:
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
+        if stopped and log is not None and result.outcome is Outcome.COMPLETE:  # the log ends with its rate, as every other
+            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})")
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
             from autotune.study.selection import ceiling_attrs, study_ceiling  # no torch on this side
 

@@ -58,6 +58,17 @@ def open_log(path: str | None, append: bool = False) -> int | None:
 _warned: set[str] = set()
 
 
+def append_line(path: str, message: str) -> None:
+    """One line in ``path`` in the trial process's format, written by the parent (for a trial it stopped before the
+    process wrote its own last line). A log that cannot be written costs that line."""
+    record = logging.LogRecord(__name__, logging.INFO, __file__, 0, message, None, None)
+    try:
+        with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(logging.Formatter(CHILD_FORMAT).format(record) + "\n")
+    except OSError:
+        logger.debug("cannot append to %s", path, exc_info=True)
+
+
 def null_output() -> int:
     """A descriptor on /dev/null: where a child's output goes when its log cannot be written."""
     return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
