@@ -305,7 +305,10 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     assert main(["studies"]) == 0  # beside `autotune run`'s studies, whose samples/s are the loader's alone
     assert "(loop): tuned by AutoLoader inside training" in capsys.readouterr().out
     assert main(["show", "autotune.yaml"]) == 0  # its samples/s are the training loop's, not the loader's alone: show says so
-    assert "tuned by AutoLoader, inside the training loop; samples/s: samples/s of the training loop (loader plus step)" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
+    assert "tuned by AutoLoader, inside the training loop; its samples/s are the training loop's (loader plus step), after" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
+    assert main(["report", "--json", "--quiet"]) == 0  # the report marks it too, in words ("in_training True" before)
+    md = Path(json.loads(capsys.readouterr().out)["markdown"]).read_text()
+    assert "best samples/s (loop)" in md and "in the training loop" in md and "in_training" not in md
 
 
 def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):
@@ -950,10 +953,14 @@ def test_a_switch_line_says_whose_the_reason_is_under_the_packages_logger(tiny_d
             epochs_exactly_once(al, tiny_dataset, 2)
         finally:
             al.close()
-    switches = [r for r in caplog.records if "autoloader: switch to" in r.getMessage()]
+    switches = [r for r in caplog.records if r.getMessage().startswith("switch to")]
     assert "(first candidate)" in switches[0].getMessage()
     assert switches[1:] and all("(after the previous candidate: " in r.getMessage() for r in switches[1:])
-    assert {r.name for r in caplog.records if r.getMessage().startswith("autoloader:")} == {"autotune.autoloader"}
+    assert {r.name for r in caplog.records if r.getMessage().startswith(("switch to", "candidate "))} == {"autotune.autoloader"}
+    said = [r.getMessage() for r in caplog.records]  # each decision after the measured candidate's line (a settle came before it)
+    decisions = [i for i, m in enumerate(said) if m.startswith(("switch to", "settle to"))]
+    assert len(decisions) == 3 and all(said[i - 1].startswith("candidate ") for i in decisions[1:]), said
+    assert said[decisions[0]].startswith("switch to torch b=4 workers=0 before the first batch"), said
 
 
 def test_two_iterators_read_at_once_while_exploring_are_refused(tiny_dataset, space):

@@ -500,6 +500,8 @@ class AutoLoader:
                     self._in_background(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
                                         wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
+                    rate = 1.0 / per_sample if 0 < per_sample < float("inf") else None  # said here, before the decision it leads to
+                    logger.info("candidate %d %s: %s%s", cand.number, cand.loader.describe(), verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
             decision = self._next_decision(verdict, wait_fraction, verdict)
             if (decision["action"] == "settle" and decision["number"] != act.number and not act.fallback and t.measured
                     and self.explorer.stay_to_epoch_end(verdict, per_sample, plan.left())):
@@ -546,7 +548,9 @@ class AutoLoader:
             entry["from_next_epoch"] = True  # the current candidate finishes this epoch: cheaper than a second start
         self.history.append(entry)
         why = f"after the previous candidate: {entry['reason']}" if decision["action"] == "switch" and old is not None and entry["reason"] else entry["reason"]
-        logger.info("autoloader: %s to %s at epoch %d batch %d (%s)%s", entry["action"], entry["config"], entry["epoch"], entry["batch"], why,
+        where = (f"at epoch {entry['epoch']} batch {entry['batch']}" if plan is not None else "before the first batch" if not self.history[:-1]
+                 else "as training ended")  # close(): not batch 0 of an epoch after the last switch's
+        logger.info("%s to %s %s (%s)%s", entry["action"], entry["config"], where, why,
                     "; from the next epoch on: finishing this one costs less than starting it twice" if stay else "")
         if decision["action"] == "settle":
             self.settled = LoaderConfig.from_params(decision["params"])
@@ -569,7 +573,7 @@ class AutoLoader:
             except Exception as e:  # storage trouble must not reach the training loop (asking re-raises)
                 if not quiet:
                     raise
-                logger.warning("autoloader: %s failed: %s", what, _one_line(e))
+                logger.warning("%s failed: %s", what, _one_line(e))
                 return None
 
         if self._study_worker is None:
@@ -595,21 +599,21 @@ class AutoLoader:
         assert self.source is not None and self.explorer is not None
         extra = {
             "tuned_by": "AutoLoader, inside the training loop",
-            "score": ("samples/s of the training loop (loader plus step), slowest rank, over whole epochs (an epoch is too short "
-                      "to leave out a warm-up)") if self.short_epochs else
-                     "samples/s of the training loop (loader plus step), slowest rank, after each candidate's warm-up",
+            "score": "the training loop's (loader plus step)" + (", slowest rank's" if self.comm.world > 1 else "")
+                     + (", over whole epochs (an epoch is too short to leave out a warm-up)" if self.short_epochs else ", after each candidate's warm-up"),
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
         }
         source = self.source
-        whole_epochs = self._epoch_batches
+        whole_epochs, world = self._epoch_batches, self.comm.world
 
         def write() -> None:
             if whole_epochs:  # the YAML's measurement says how the candidates were really scored
                 m = dict(source.study.user_attrs.get("measurement") or {})
                 m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
-                          "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out), slowest rank"})
+                          "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out)"
+                                       + (", slowest rank" if world > 1 else "")})
                 source.study.set_user_attr("measurement", m)
             try:
                 self.written = source.write_config(self.config_path, extra)

@@ -292,7 +292,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "device": kind,
         "hardware": current,
         "measurement": {"warmup_batches": rules.warmup_batches, "measure_batches": rules.measure_batches,
-                        "statistic": "training-loop seconds per sample after warm-up, slowest rank", "in_training": True},
+                        "statistic": "training-loop seconds per sample after warm-up" + (", slowest rank" if comm.world > 1 else ""), "in_training": True},
         "budgets": {"budget_s": rules.budget_s, "max_slowdown": rules.max_slowdown},
         "space": s.space.name,
         "sampler": "tpe",

@@ -182,7 +182,6 @@ class CandidateSource:
                 trial.report(rate, measured)
             self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
             self.measured[desc] = (trial.number, rate)
-        logger.info("candidate %d %s: %s%s", cand.number, desc, verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
 
     def write_config(self, path: str | None, extra: dict[str, Any]) -> Config | None:
         """The winner's YAML (the shape ``autotune run`` writes), atomically; None when no candidate completed."""

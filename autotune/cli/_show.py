@@ -40,7 +40,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     rows = [
         ("loader", cfg.loader.describe()),
         ("samples/s", f"{fmt_rate(r.get('samples_per_s'))}  spread {fmt_spread(r.get('spread'))}"),
-        *([("tuned by", f"{r['tuned_by']}; samples/s: {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
+        *([("tuned by", f"{r['tuned_by']}; its samples/s are {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
         ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
         ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
     ]

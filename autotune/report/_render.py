@@ -82,13 +82,28 @@ def _remeasure_plan(r: dict[str, Any]) -> str:
     return f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
 
 
+def _in_training(ov: dict[str, Any]) -> bool:
+    """Scored inside the training loop (AutoLoader): the loop's rate, loader plus step, as ``studies`` marks it."""
+    return isinstance(ov.get("measurement"), dict) and ov["measurement"].get("in_training") is True
+
+
+def _measurement(m: dict[str, Any]) -> str:
+    """The study's measurement settings as words (a flag as what it means, not Python's True)."""
+    def word(k: str, v: Any) -> str:
+        if k == "in_training":
+            return "in the training loop" if v else "the loader alone"
+        return f"{k} {'yes' if v else 'no'}" if isinstance(v, bool) else f"{k} {v}"
+
+    return ", ".join(word(k, v) for k, v in m.items()) or "-"
+
+
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
     failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", "repeat"))  # a repeat was told a result
     queued = ov["outcomes"].get("waiting", 0)
     out = [
-        ("best samples/s", fmt_rate(w["samples_per_s"]) if w else "none yet"),
+        ("best samples/s" + (" (loop)" if _in_training(ov) else ""), fmt_rate(w["samples_per_s"]) if w else "none yet"),
         ("vs defaults", fmt_speedup(ov["speedups"].get("defaults"))),
         ("vs heuristic", fmt_speedup(ov["speedups"].get("heuristic"))),
         *([("vs DALI's usual", fmt_speedup(ov["speedups"].get("dali-heuristic")))] if "dali-heuristic" in (ov.get("baselines") or {}) else []),
@@ -112,7 +127,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         ("dataset", f"{d.get('path', '-')} ({_num(d.get('samples'))} images, {_num(d.get('classes'))} classes, mean {_num(d.get('mean_bytes'))} bytes)"),
         ("pipeline", f"{ov.get('pipeline') or '-'} on {ov.get('device') or '-'}" + (f", {ov['ranks']} ranks" if (ov.get("ranks") or 1) > 1 else "")),
         ("hardware", f"{gpu_text(h)}, {h.get('cpus', '-')} CPUs, {h.get('ram_gib', '-')} GiB RAM, torch {h.get('torch', '-')}, DALI {h.get('dali') or '-'}"),
-        ("measurement", ", ".join(f"{k} {v}" for k, v in m.items()) or "-"),
+        ("measurement", _measurement(m)),
         ("budgets", ", ".join(f"{k} {_num(v)}" for k, v in ov["budgets"].items()) or "-"),
         ("search", f"space {ov.get('space') or '-'}, sampler {ov.get('sampler') or '-'}, pruner {ov.get('pruner') or '-'}"),
         ("study", f"{ov['study']} in {ov['storage']}, started {ov.get('created') or '-'}"),
