@@ -117,6 +117,9 @@ def _show_stored(args: argparse.Namespace) -> int:
     trials = Table(title=cell(f"{len(rows)} trials: " + ", ".join(f"{outcome_text(k)} {v}" for k, v in ov["outcomes"].items())))
     for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
+    confirmed = (cfg.result.get("confirmed") or {}) if cfg is not None and isinstance(cfg.result.get("confirmed"), dict) else {}
+    if confirmed and not str(confirmed.get("method") or "").startswith("best single trial"):  # two figures of the winner: say which
+        trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the winner's re-measurement")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
         style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)
