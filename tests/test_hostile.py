@@ -402,3 +402,27 @@ def test_a_removed_working_folder_is_one_line(tmp_path):
     script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); from autotune.cli import main; sys.exit(main(['show', 'x.yaml']))"
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert p.returncode == 2 and p.stderr.strip() == "autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does"
+
+
+def test_a_yaml_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys):
+    """Another user's file (mode 600), or an I/O error: a PermissionError traceback, and `check` exited 1 ("stale")."""
+    from autotune.cli import main
+
+    with pytest.raises(ConfigError, match=r"^config '/proc/self/mem' cannot be read \(Input/output error\); check the file and the disk$"):
+        load_config("/proc/self/mem")  # a regular file whose read fails, even for root
+    path = tmp_path / "a.yaml"
+    path.write_text("schema: 1\n")
+    real = Path.read_text
+
+    def refused(self, *a, **k):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    for argv in (["check", str(path)], ["show", str(path)], ["run", "--dataset", str(tmp_path), "--space", str(path)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(f"{str(path)!r} cannot be read (Permission denied); check its permissions and its folder's") and "\n" not in err, err
+    with pytest.raises(ConfigError, match=r"^the config path is empty; pass a YAML file's path$"):
+        load_config("")  # it said "'.' is a folder"

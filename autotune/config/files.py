@@ -210,7 +210,16 @@ MAX_YAML_BYTES = 4 * 2**20
 
 def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     """Safe-load a YAML file without aliases, or raise a one-line error."""
-    p = Path(path)
+    if os.fspath(path) in ("", b""):  # Path("") is the working folder: "'.' is a folder" named the wrong problem
+        raise ConfigError(f"the {what} path is empty; pass a YAML file's path")
+    try:
+        return _read_yaml(Path(path), what)
+    except OSError as e:  # another user's file (mode 600), a folder that cannot be opened, an I/O error
+        fix = "check its permissions and its folder's" if e.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk"
+        raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e}); {fix}") from None
+
+
+def _read_yaml(p: Path, what: str) -> Any:
     if not p.exists():
         where = "" if p.is_absolute() else f" (looked for from {printable(os.getcwd())})"
         fix = "check the path, or write it with 'autotune run --dataset DIR --out FILE'" if what == "config" else "check the path"
