@@ -211,6 +211,11 @@ def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
         make(tiny_dataset, space, batch_size=0)
     with pytest.raises(autotune.UserError, match="larger than the 24 images"):
         make(tiny_dataset, space, batch_size=64)
+    # the other backend's knob: {"backend": "dali", "num_workers": 4} ran DALI's defaults, and was told as such
+    with pytest.raises(autotune.UserError, match=r"^candidates\[0\] sets num_workers, which the dali backend does not use; drop it, or set backend torch$"):
+        make(tiny_dataset, space, candidates=[{"backend": "dali", "num_workers": 4}])
+    with pytest.raises(autotune.UserError, match=r"sets num_threads, which the torch backend does not use \(torch is the backend when none is given\)"):
+        make(tiny_dataset, space, candidates=[{"num_threads": 4}])
 
 
 def test_import_autotune_stays_light():

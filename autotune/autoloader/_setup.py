@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from autotune._imports import is_available
 from autotune.config import fingerprint
 from autotune.config.files import read_yaml
-from autotune.config.schema import Config, LoaderConfig, seed_number, whole_number
+from autotune.config.schema import Config, LoaderConfig, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError, expect
@@ -93,6 +93,12 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
             LoaderConfig.from_params({"batch_size": 1, **c})
         except (UserError, ValueError, TypeError) as e:
             raise UserError(f"candidates[{i}] {c!r:.80} is not a loader config: {e}") from None
+        unused = unused_params(c)
+        if unused:
+            backend = c.get("backend", "torch")
+            raise UserError(f"candidates[{i}] sets {', '.join(unused)}, which the {backend} backend does not use"
+                            + (" (torch is the backend when none is given)" if "backend" not in c else "")
+                            + f"; drop {'it' if len(unused) == 1 else 'them'}, or set backend {'dali' if backend == 'torch' else 'torch'}")
     return out
 
 

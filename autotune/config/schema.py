@@ -170,6 +170,13 @@ _DALI_PARAMS = {"dali_device": "device", "num_threads": "num_threads", "prefetch
 PARAM_NAMES = ("backend", "batch_size", *_TORCH_PARAMS, *_DALI_PARAMS)
 
 
+def unused_params(params: dict[str, Any]) -> list[str]:
+    """The keys of ``params`` that its backend (torch when not given) does not read: a dict written by hand with
+    the other backend's knob ran without it."""
+    other = tuple(_DALI_PARAMS) if params.get("backend", "torch") == "torch" else _TORCH_PARAMS
+    return [k for k in params if k in other]
+
+
 @dataclasses.dataclass(frozen=True)
 class LoaderConfig:
     """The tuned loader: backend, batch size and that backend's options."""
