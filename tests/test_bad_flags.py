@@ -570,3 +570,20 @@ def test_synth_refused_for_more_classes_than_images_leaves_no_folder(tmp_path, c
     assert main(["synth", str(target), "--images", "3", "--classes", "5"]) == 2
     assert "--classes must be between 1 and the number of images (3), but got 5" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--if-stale", ""],  # tuned and wrote ./autotune.yaml
+    ["run", "--dataset", "d", "--warm-start", ""],  # ran with no warm start, without a word
+    ["run", "--dataset", "d", "--resume", "--study-name", " "],  # resumed the latest study
+    ["run", "--dataset", "d", "--reports-dir", ""],  # wrote the report folder into the working folder
+    ["report", "--study", ""],  # reported the latest study
+    ["check", ""],  # "'.' is a folder"
+    ["show", "--study", ""],
+    ["studies", "--storage", ""],
+])
+def test_an_empty_value_is_refused_not_read_as_the_default(argv, workdir, capsys):
+    """`--if-stale "$CONFIG"` with the variable unset: the run fell back to another file, study or folder."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert ": is empty (" in err and "give a value, or leave it out for the default" in err and "\n" not in err, err

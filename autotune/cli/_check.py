@@ -7,7 +7,7 @@ import shlex
 import sys
 
 from autotune.cli._output import write_json
-from autotune.cli._types import positive_float
+from autotune.cli._types import given, positive_float
 
 NAME = "check"
 HELP = "say whether an autotune.yaml still fits this machine (exit 0 yes, 1 no, 2 error)"
@@ -28,7 +28,7 @@ EXAMPLES = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", metavar="FILE", nargs="?", default="autotune.yaml", help="the YAML to check (default: %(default)s, what autotune run writes)")
+    p.add_argument("file", type=given, metavar="FILE", nargs="?", default="autotune.yaml", help="the YAML to check (default: %(default)s, what autotune run writes)")
     p.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--dataset", metavar="DIR", default=None, help="compare this dataset folder (default: the recorded folder, if it exists here)")

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from autotune.cli._output import hand_edited, write_json
+from autotune.cli._types import given
 
 NAME = "report"
 HELP = "write the Markdown + HTML report of a stored study"
@@ -25,9 +26,9 @@ exit codes: 0 written; 2 bad input (no such storage or study, or another program
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
-    p.add_argument("--study", default=None, metavar="NAME", help="the study (default: the latest one in the storage)")
-    p.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
+    p.add_argument("--storage", type=given, default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
+    p.add_argument("--study", type=given, default=None, metavar="NAME", help="the study (default: the latest one in the storage)")
+    p.add_argument("--reports-dir", type=given, default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print {study, report_dir, html, markdown, images} as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors (and the JSON with --json)")
 

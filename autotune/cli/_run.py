@@ -10,7 +10,7 @@ import signal
 import sys
 
 from autotune.cli._output import write_json
-from autotune.cli._types import nonneg_float, nonneg_int, positive_float, positive_int, seed_int
+from autotune.cli._types import given, nonneg_float, nonneg_int, positive_float, positive_int, seed_int
 
 logger = logging.getLogger(__name__)
 
@@ -44,14 +44,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
-    p.add_argument("--space", default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
+    p.add_argument("--space", type=given, default="default", metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: %(default)s)")
     p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="run N trials instead of a time budget (N measured trials, then the re-measurement)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
-    p.add_argument("--out", default=None, metavar="FILE", help="where to write the config (default: the --if-stale FILE, else autotune.yaml)")
-    p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
-    p.add_argument("--study-name", metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
+    p.add_argument("--out", type=given, default=None, metavar="FILE", help="where to write the config (default: the --if-stale FILE, else autotune.yaml)")
+    p.add_argument("--storage", type=given, default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
+    p.add_argument("--study-name", type=given, metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
-    p.add_argument("--pipeline", default="imagenet-train", metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: %(default)s)")
+    p.add_argument("--pipeline", type=given, default="imagenet-train", metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: %(default)s)")
     p.add_argument("--device", default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
     p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
@@ -75,14 +75,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--reserve-gpu-mem", metavar="MIB", type=nonneg_float, default=0.0, help="GPU memory to leave for the training model (default: 0)")
     g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
-    f.add_argument("--warm-start", metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first (a DALI winner: the torch heuristic second)")
-    f.add_argument("--if-stale", metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner "
+    f.add_argument("--warm-start", type=given, metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first (a DALI winner: the torch heuristic second)")
+    f.add_argument("--if-stale", type=given, metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner "
                    "(as --warm-start FILE), on FILE's recorded dataset unless --dataset is given, and write FILE unless --out is given")
     f.add_argument("--reuse", action="store_true", help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
     f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
     f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")
     t = p.add_argument_group("model in the loop")
-    t.add_argument("--model", metavar="NAME", help="score training steps of a torchvision model (random weights), e.g. resnet50")
+    t.add_argument("--model", type=given, metavar="NAME", help="score training steps of a torchvision model (random weights), e.g. resnet50")
     t.add_argument("--amp", action="store_true", help="with --model: bf16 autocast on GPU")
     t.add_argument("--channels-last", action="store_true", help="with --model: channels_last memory format")
     t.add_argument("--step-ms", type=positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
@@ -91,7 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--quiet", action="store_true", help="print errors only (no progress, no warnings)")
     o.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
     o.add_argument("--no-report", action="store_true", help="do not write reports/<study>/")
-    o.add_argument("--reports-dir", default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
+    o.add_argument("--reports-dir", type=given, default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
 
 
 class _StdoutToStderr:

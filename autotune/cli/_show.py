@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from autotune.cli._output import hand_edited, write_json
+from autotune.cli._types import given
 from autotune.config.fingerprint import gpu_text
 
 NAME = "show"
@@ -27,9 +28,9 @@ exit codes: 0 shown; 2 bad input (no such file, storage or study, or another pro
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?", default=None, metavar="FILE", help="an autotune.yaml (default: autotune.yaml, what autotune run writes)")
-    p.add_argument("--storage", default=None, metavar="URL", help="show a study from this storage instead (default with --study: sqlite:///autotune.db)")
-    p.add_argument("--study", default=None, metavar="NAME", help="the study to show")
+    p.add_argument("file", type=given, nargs="?", default=None, metavar="FILE", help="an autotune.yaml (default: autotune.yaml, what autotune run writes)")
+    p.add_argument("--storage", type=given, default=None, metavar="URL", help="show a study from this storage instead (default with --study: sqlite:///autotune.db)")
+    p.add_argument("--study", type=given, default=None, metavar="NAME", help="the study to show")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 

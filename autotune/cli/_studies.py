@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from autotune.cli._output import write_json
+from autotune.cli._types import given
 
 NAME = "studies"
 HELP = "list the studies in a storage with their best samples/s and config"
@@ -20,7 +21,7 @@ exit codes: 0 listed (also when empty); 2 bad input (no such storage)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--storage", default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
+    p.add_argument("--storage", type=given, default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print a JSON list on stdout")
 
 

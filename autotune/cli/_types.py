@@ -14,6 +14,14 @@ def _parse(s: str, cast: Callable[[str], float], what: str) -> float:
         raise argparse.ArgumentTypeError(f"must be {what}, but got {s!r}") from None
 
 
+def given(s: str) -> str:
+    """A value that is not empty: ``--if-stale "$CONFIG"`` with the variable unset fell back to the default (another
+    file, the latest study, the working folder) without a word."""
+    if not s.strip():
+        raise argparse.ArgumentTypeError(f"is empty ({s!r}); give a value, or leave it out for the default")
+    return s
+
+
 def positive_int(s: str) -> int:
     v = int(_parse(s, int, "a positive integer"))
     if v < 1:
