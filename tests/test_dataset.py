@@ -86,6 +86,25 @@ def test_symlink_loop_does_not_hang(tmp_path: Path) -> None:
     assert "symlink loop" in out.stderr
 
 
+def test_many_loops_are_a_few_lines_and_a_count(tmp_path: Path, caplog) -> None:
+    """30 links back up each printed their own warning (and build_loader("/") a line per /proc folder): folders
+    skipped are counted with the unusable files."""
+    import logging
+
+    root = tmp_path / "train"
+    (root / "a").mkdir(parents=True)
+    (root / "a" / "1.png").write_bytes(_png_bytes())
+    for i in range(30):
+        os.symlink("..", root / "a" / f"up{i}")
+    with caplog.at_level(logging.INFO, logger="autotune"):
+        d = scan(root)
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(d.files) == 1 and len(d.skipped) == 30
+    assert len(warned) == 6 and all("symlink loop" in w for w in warned[:5]), warned
+    assert warned[5].startswith("skipping 25 more unusable files or folders under "), warned
+    assert sum("symlink loop" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO) == 25  # each, at --verbose
+
+
 def test_a_class_folder_link_that_loops_is_skipped_and_a_dataset_link_that_loops_is_named(tmp_path: Path, caplog) -> None:
     root = tmp_path / "ds"
     (root / "a").mkdir(parents=True)

@@ -215,6 +215,8 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
     try:
         return _read_yaml(Path(path), what)
     except OSError as e:  # another user's file (mode 600), a folder that cannot be opened, an I/O error
+        if e.errno == errno.ENAMETOOLONG:
+            raise ConfigError(f"{what} {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one") from None
         fix = "check its permissions and its folder's" if e.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk"
         raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e}); {fix}") from None
 

@@ -137,13 +137,14 @@ def _folder_key(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), level: int = logging.WARNING) -> list[str]:
+def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Every non-folder entry under ``top`` in ``sorted(os.walk(top, followlinks=True))`` order.
 
     Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), or
-    one of the folders in ``above`` (the dataset root and the folders that hold it), is skipped with a warning
-    instead of being walked again and again.
+    one of the folders in ``above`` (the dataset root and the folders that hold it), is skipped (added to
+    ``skipped`` with why, as a folder that cannot be listed) instead of being walked again and again.
     """
+    skipped = [] if skipped is None else skipped
     found: list[tuple[str, list[str]]] = []
     stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(top, above)]
     while stack:
@@ -154,13 +155,13 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), level
             continue
         key = (st.st_dev, st.st_ino)
         if key in ancestors:
-            logger.log(level, "skipping %s: symlink loop (links back to a folder above it)", d)
+            skipped.append((d, "symlink loop (links back to a folder above it)"))
             continue
         ancestors = ancestors | {key}
         try:
             entries = list(os.scandir(d))
         except OSError as e:
-            logger.log(level, "cannot list %s: %s", d, e.strerror)
+            skipped.append((d, f"folder cannot be listed ({e.strerror})"))
             continue
         names: list[str] = []
         for e in entries:
@@ -217,13 +218,25 @@ def _check_file(f: str, check_headers: bool) -> tuple[int, str | None]:
     return st.st_size, None
 
 
-def _class_dir(entry: os.DirEntry, warn: bool) -> bool:
+def _class_dir(entry: os.DirEntry, skipped: list[tuple[str, str]]) -> bool:
     """Whether a top-level entry is a class folder; a link that loops or leads nowhere is skipped, and named."""
     try:
         return entry.is_dir(follow_symlinks=True)
     except OSError as e:  # ELOOP: a link to itself, or a cycle of links
-        logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", entry.path, e.strerror or e)
+        skipped.append((entry.path, str(e.strerror or e)))
         return False
+
+
+def _tell_skipped(skipped: list[tuple[str, str]], root: Path, warn: bool) -> None:
+    """Name the first few skipped files and folders as warnings, count the rest in one line (each at INFO)."""
+    shown = skipped if not warn or len(skipped) <= SKIPPED_SHOWN + 1 else skipped[:SKIPPED_SHOWN]
+    for f, why in shown:
+        logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
+    if len(shown) < len(skipped):  # a folder of broken files is a few lines and a count, not a screenful
+        logger.warning("skipping %d more unusable files or folders under %s (each is logged at level INFO: autotune --verbose shows them)",
+                       len(skipped) - len(shown), root)
+        for f, why in skipped[len(shown):]:
+            logger.info("skipping %s: %s", f, why)
 
 
 #: unusable files named one by one as warnings; the rest are counted in one line (all of them at --verbose)
@@ -259,8 +272,9 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
     root = root.resolve()
+    skipped: list[tuple[str, str]] = []
     try:
-        class_dirs = sorted(e.name for e in os.scandir(root) if _class_dir(e, warn))
+        class_dirs = sorted(e.name for e in os.scandir(root) if _class_dir(e, skipped))
     except PermissionError as e:
         raise DatasetError(f"cannot read dataset folder {str(root)!r} ({e.strerror}); fix its permissions") from None
     if not class_dirs:
@@ -271,11 +285,10 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)
     files: list[str] = []
     labels: list[int] = []
-    skipped: list[tuple[str, str]] = []
     total = 0
     sig = _Signature(str(root))
     for index, name in enumerate(class_dirs):
-        for f in _walk_files(str(root / name), above, logging.WARNING if warn else logging.INFO):
+        for f in _walk_files(str(root / name), above, skipped):
             if not f.lower().endswith(IMG_EXTENSIONS):
                 continue
             size, why = _check_file(f, check_headers)
@@ -286,13 +299,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
             sig.add(f, size)
-    shown = skipped if not warn or len(skipped) <= SKIPPED_SHOWN + 1 else skipped[:SKIPPED_SHOWN]
-    for f, why in shown:
-        logger.log(logging.WARNING if warn else logging.INFO, "skipping %s: %s", f, why)
-    if len(shown) < len(skipped):  # a folder of broken files is a few lines and a count, not a screenful
-        logger.warning("skipping %d more unusable files under %s (each is logged at level INFO: autotune --verbose shows them)", len(skipped) - len(shown), root)
-        for f, why in skipped[len(shown):]:
-            logger.info("skipping %s: %s", f, why)
+    _tell_skipped(skipped, root, warn)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
     if empty and files and warn:
         logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))
