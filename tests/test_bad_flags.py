@@ -587,3 +587,29 @@ def test_an_empty_value_is_refused_not_read_as_the_default(argv, workdir, capsys
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert ": is empty (" in err and "give a value, or leave it out for the default" in err and "\n" not in err, err
+
+
+def test_a_config_built_by_hand_is_checked_like_the_yaml(tiny_dataset, tmp_path):
+    """Config(loader={...}) broke build_loader with an AttributeError deep inside it; schema: true read as 1."""
+    import autotune
+    from autotune.config.schema import Config
+    from autotune.errors import ConfigError
+
+    cfg = Config(loader={"backend": "torch", "batch_size": 4, "torch": {"num_workers": 0}})  # the YAML's section, read as it
+    assert cfg.loader == LoaderConfig("torch", 4) and cfg.dataloader_kwargs()["batch_size"] == 4
+    with pytest.raises(ConfigError, match="^loader must be an autotune.LoaderConfig or a mapping of the YAML's loader section, but got NoneType$"):
+        Config(loader=None)
+    with pytest.raises(ConfigError, match="^dataset must be a mapping, but got list$"):
+        Config(loader=LoaderConfig("torch", 4), dataset=[1])
+    with pytest.raises(ConfigError, match="^device must be cpu, cuda or cuda:N, but got 'tpu'$"):
+        Config(loader=LoaderConfig("torch", 4), device="tpu")
+    with pytest.raises(ConfigError, match="^loader parameters must be a mapping"):
+        LoaderConfig.from_params([1])
+    for schema in ("true", "1.0"):
+        path = tmp_path / "a.yaml"
+        path.write_text(f"schema: {schema}\nloader: {{backend: torch, batch_size: 4}}\n")
+        with pytest.raises(ConfigError, match=r"schema must be 1, but got (True|1\.0)"):
+            autotune.load_config(path)
+    path.write_text("schema: 1\nloader: {backend: torch, batch_size: 4}\n")
+    with pytest.raises(ConfigError, match="^strict must be True or False, but got str 'no'$"):
+        autotune.load_config(path, strict="no")  # read as True: a stale file raised

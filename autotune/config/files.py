@@ -264,6 +264,8 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
         The typed :class:`Config`.
     """
     expect(path, "path", (str, os.PathLike), "the YAML's path, such as 'autotune.yaml'")
+    if strict not in (True, False):  # strict="no" (from an environment variable) was read as True
+        raise ConfigError(f"strict must be True or False, but got {type(strict).__name__} {strict!r:.40}")
     if world_size is not None:
         world_size = whole_number(world_size, "world_size", "the ranks per node")
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))

@@ -213,6 +213,8 @@ class LoaderConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
         """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
+        if not isinstance(params, dict):
+            raise ConfigError(f"loader parameters must be a mapping such as {{'backend': 'torch', 'batch_size': 64}}, but got {type(params).__name__}")
         try:
             backend = Backend(params.get("backend", "torch"))
         except (TypeError, ValueError):
@@ -331,6 +333,19 @@ class Config:
     schema: int = SCHEMA_VERSION
     path: str | None = dataclasses.field(default=None, compare=False)
 
+    def __post_init__(self) -> None:
+        """A Config built by hand is checked as the YAML is: a dict for ``loader`` broke build_loader with an
+        AttributeError deep inside it."""
+        if isinstance(self.loader, dict):
+            object.__setattr__(self, "loader", LoaderConfig.from_dict(self.loader))
+        elif not isinstance(self.loader, LoaderConfig):
+            raise ConfigError(f"loader must be an autotune.LoaderConfig or a mapping of the YAML's loader section, but got {type(self.loader).__name__}")
+        for k in ("dataset", "hardware", "result", "study", "budgets", "measurement", "torch_fallback"):
+            if not isinstance(getattr(self, k), dict):
+                raise ConfigError(f"{k} must be a mapping, but got {type(getattr(self, k)).__name__}")
+        if not (isinstance(self.device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", self.device)):
+            raise ConfigError(f"device must be cpu, cuda or cuda:N, but got {self.device!r}")
+
     # -- what training uses -------------------------------------------------------------------------
     @property
     def backend(self) -> Backend:
@@ -440,7 +455,7 @@ class Config:
         if unknown:
             raise ConfigError(f"{where}unknown key {unknown[0]!r}; allowed keys are: {', '.join(sorted(allowed))}")
         schema = data.get("schema")
-        if schema != SCHEMA_VERSION:
+        if type(schema) is not int or schema != SCHEMA_VERSION:  # not true, nor 1.0: both equal 1 in Python
             raise ConfigError(f"{where}schema must be {SCHEMA_VERSION}, but got {schema!r}; re-create the file with this version's 'autotune run'")
         if "loader" not in data:
             raise ConfigError(f"{where}missing the 'loader' section; re-create the file with 'autotune run'")
