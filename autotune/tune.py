@@ -150,6 +150,10 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
     ranks = args.gpus if args.gpus is not None else (max(1, fp.get("gpus") or 1) if device.startswith("cuda") else 1)
     if device.startswith("cuda") and ranks > (fp.get("gpus") or 0):
         raise UserError(f"--gpus {ranks} asks for more GPUs than the {fp.get('gpus') or 0} visible here; pass --gpus {fp.get('gpus') or 1} or fewer")
+    cores = fingerprint.usable_cpus()
+    if not device.startswith("cuda") and ranks > cores:  # CPU ranks (a gloo job) measured as they would run: slowly
+        logger.warning("--gpus %d on the CPU measures %d rank processes on %d usable cores, as a gloo job of that size would run; "
+                       "for a GPU node, tune there (or pass --device cuda)", ranks, ranks, cores)
     if (getattr(args, "amp", False) or getattr(args, "channels_last", False)) and not args.model and not args.step_ms:  # ModelSpec: --step-ms
         raise UserError("--amp and --channels-last apply to the model's steps; add --model NAME (e.g. resnet50), or drop them")
     model = None

@@ -77,9 +77,13 @@ def test_flags_that_cannot_work_fail_before_the_scan(workdir, tiny_dataset, caps
     assert message in err and "setting up" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_too_many_ranks_for_the_images_names_gpus(workdir, tiny_dataset, capsys):
+def test_too_many_ranks_for_the_images_names_gpus(workdir, tiny_dataset, capsys, monkeypatch):
+    monkeypatch.setattr("autotune.config.fingerprint.usable_cpus", lambda: 2)
     assert main(["run", "--dataset", str(tiny_dataset), "--gpus", "4", "--n-trials", "1", *FAST]) == 2
-    assert "pass fewer --gpus" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "pass fewer --gpus" in err
+    # more CPU ranks than cores: measured as such a job runs, and said (--gpus 99 started 99 ranks without a word)
+    assert "--gpus 4 on the CPU measures 4 rank processes on 2 usable cores" in err
 
 
 def test_an_unknown_model_fails_before_the_ceiling(workdir, tiny_dataset, capsys):

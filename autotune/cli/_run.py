@@ -80,7 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "(as --warm-start FILE), on FILE's recorded dataset unless --dataset is given, and write FILE unless --out is given")
     f.add_argument("--reuse", action="store_true", help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
     f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
-    f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU)")
+    f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU, where N rank processes share the cores, as a gloo DDP job)")
     t = p.add_argument_group("model in the loop")
     t.add_argument("--model", type=given, metavar="NAME", help="score training steps of a torchvision model (random weights), e.g. resnet50")
     t.add_argument("--amp", action="store_true", help="with --model: bf16 autocast on GPU")
