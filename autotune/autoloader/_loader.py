@@ -240,7 +240,8 @@ class AutoLoader:
         Training that ends while the loader is still exploring keeps what was measured: rank 0 writes the YAML
         for the best candidate so far (if one completed), and the next run starts from it. Rank 0 stores results
         and writes the YAML on a worker thread, off the loop; close() waits for those writes (so does the
-        interpreter's normal exit, when close() is never called).
+        interpreter's normal exit, when close() is never called). close() talks to no other rank (ranks may reach it
+        at different times): after training that ended while exploring, ``settled`` is the winner on rank 0 only.
         """
         if self._active is not None:
             self._close_loader(self._active)
