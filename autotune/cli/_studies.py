@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from autotune.report._render import fmt_speedup
 
     table = Table(title=cell(f"studies in {mask_url(absolute_url(args.storage))}"))
-    for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right"}), ("best samples/s", {"justify": "right"}),
+    for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right", "no_wrap": True}), ("best samples/s", {"justify": "right", "no_wrap": True}),
                     ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {"no_wrap": True, "min_width": 16})):
         table.add_column(col, **kw)
     for r in rows:
