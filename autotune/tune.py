@@ -21,7 +21,7 @@ import optuna
 
 from autotune.config import fingerprint
 from autotune.config.files import folder_problem, foreign_problem, save_config, write_problem
-from autotune.config.schema import Config
+from autotune.config.schema import DEVICE_RE, Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import DatasetError, UserError, interrupt_detail, interrupt_exit_code, with_detail
@@ -310,8 +310,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         args.n_trials = 20 if budget is None else BUDGET_MAX_TRIALS  # with a budget, time decides when to stop
 
     device = args.device or _default_device(fp)
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        raise UserError(f"--device must be cpu or cuda, but got {device!r}")
+    if not DEVICE_RE.fullmatch(device):  # "cuda:abc" passed here and failed later
+        raise UserError(f"--device must be cpu, cuda or cuda:N, but got {device!r}")
     if device.startswith("cuda") and not fp.get("gpus"):
         raise UserError("--device cuda asked for, but no NVIDIA GPU is visible here (NVML found none); run 'autotune doctor' or pass --device cpu")
 

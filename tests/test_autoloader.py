@@ -310,7 +310,7 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     assert main(["studies"]) == 0  # beside `autotune run`'s studies, whose samples/s are the loader's alone
     assert "(loop): tuned by AutoLoader inside training" in capsys.readouterr().out
     assert main(["show", "autotune.yaml"]) == 0  # its samples/s are the training loop's, not the loader's alone: show says so
-    assert "tuned by AutoLoader, inside the training loop; its samples/s are the training loop's (loader plus step), after" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
+    assert "tuned by AutoLoader, inside the training loop; scored by samples/s of the training loop (loader plus step), after" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
     assert main(["report", "--json", "--quiet"]) == 0  # the report marks it too, in words ("in_training True" before)
     md = Path(json.loads(capsys.readouterr().out)["markdown"]).read_text()
     assert "best samples/s (loop)" in md and "in the training loop" in md and "in_training" not in md
@@ -905,6 +905,32 @@ def test_ddp_a_dataset_missing_on_one_rank_is_told_on_every_rank(tiny_dataset, s
     said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
     assert said[0].startswith("rank 1: ") and said[0].removeprefix("rank 1: ") == said[1], said
     assert "not-copied" in said[1]
+
+
+OTHER_DEVICE_WORKER = textwrap.dedent("""
+    import datetime, json, sys
+    import torch.distributed as dist
+    import autotune
+    from autotune.autoloader import _setup
+
+    rank, data, space, out, init = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+    if rank == 1:  # device=None on a rank that sees a GPU, the other sees none
+        _setup._device = lambda device: "cuda:0"
+    dist.init_process_group("gloo", init_method=f"file://{init}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60))
+    try:
+        autotune.AutoLoader(data, device=None, config=None, batch_size=2, space=space, storage=None, budget_s=5.0)
+        said = None
+    except autotune.UserError as e:
+        said = str(e)
+    json.dump(said, open(out, "w"))
+    dist.destroy_process_group()
+""")
+
+
+def test_ddp_ranks_on_different_kinds_of_device_are_told_on_every_rank(tiny_dataset, space, workdir):
+    _two_ranks(workdir, OTHER_DEVICE_WORKER, tiny_dataset, space)
+    said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
+    assert said[0] == said[1] and said[0].startswith("the 2 DDP ranks deliver to different kinds of device: device cpu (rank 0), cuda (rank 1); "), said
 
 
 def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):

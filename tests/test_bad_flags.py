@@ -585,6 +585,7 @@ def test_synth_refused_for_more_classes_than_images_leaves_no_folder(tmp_path, c
     ["check", ""],  # "'.' is a folder"
     ["show", "--study", ""],
     ["studies", "--storage", ""],
+    ["run", "--dataset", "d", "--device", ""],  # the default device
 ])
 def test_an_empty_value_is_refused_not_read_as_the_default(argv, workdir, capsys):
     """`--if-stale "$CONFIG"` with the variable unset: the run fell back to another file, study or folder."""
@@ -614,6 +615,7 @@ def test_a_config_built_by_hand_is_checked_like_the_yaml(tiny_dataset, tmp_path)
         path.write_text(f"schema: {schema}\nloader: {{backend: torch, batch_size: 4}}\n")
         with pytest.raises(ConfigError, match=r"schema must be 1, but got (True|1\.0)"):
             autotune.load_config(path)
-    path.write_text("schema: 1\nloader: {backend: torch, batch_size: 4}\n")
+    path.write_text("schema: 1\ndevice: null\nloader: {backend: torch, batch_size: 4}\n")
+    assert autotune.load_config(path).device == "cpu"  # null is the default, as it was before the Config's own check
     with pytest.raises(ConfigError, match="^strict must be True or False, but got str 'no'$"):
         autotune.load_config(path, strict="no")  # read as True: a stale file raised

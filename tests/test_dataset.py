@@ -99,7 +99,7 @@ def test_many_loops_are_a_few_lines_and_a_count(tmp_path: Path, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="autotune"):
         d = scan(root)
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(d.files) == 1 and len(d.skipped) == 30
+    assert len(d.files) == 1 and d.skipped == ()  # told, but not unusable files: doctor warned of 30 "unreadable" images
     assert len(warned) == 6 and all("symlink loop" in w for w in warned[:5]), warned
     assert warned[5].startswith("skipping 25 more unusable files or folders under "), warned
     assert sum("symlink loop" in r.getMessage() for r in caplog.records if r.levelno == logging.INFO) == 25  # each, at --verbose
@@ -112,6 +112,13 @@ def test_a_class_folder_link_that_loops_is_skipped_and_a_dataset_link_that_loops
     os.symlink("c9", root / "c9")  # a link to itself among the class folders
     ds = scan(root)
     assert ds.classes == ("a",) and len(ds) == 1
+    assert any("c9" in r.getMessage() and "symbolic links" in r.getMessage() for r in caplog.records)
+    only = tmp_path / "only"
+    only.mkdir()
+    os.symlink("c9", only / "c9")
+    caplog.clear()
+    with pytest.raises(DatasetError, match="has no class sub-folder but links that loop or lead nowhere"):
+        scan(only)  # it said "has images but no class sub-folders", and named no link
     assert any("c9" in r.getMessage() and "symbolic links" in r.getMessage() for r in caplog.records)
     os.symlink("loop", tmp_path / "loop")
     with pytest.raises(DatasetError, match="symbolic link that leads nowhere"):

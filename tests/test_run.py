@@ -120,7 +120,8 @@ def test_bad_dataset(tmp_path, workdir, capsys, kind, needle):
         (["--pipeline", "coco"], "unknown pipeline 'coco'"),
         (["--space", "BADSPACE"], "params.num_workers"),
         (["--space", "nonexistent.yaml"], "not found"),
-        (["--device", "tpu"], "--device must be cpu or cuda"),
+        (["--device", "tpu"], "--device must be cpu, cuda or cuda:N"),
+        (["--device", "cuda:abc"], "--device must be cpu, cuda or cuda:N, but got 'cuda:abc'"),
         (["--device", "cuda"], "no NVIDIA GPU is visible"),
     ],
 )

@@ -600,7 +600,7 @@ class AutoLoader:
         assert self.source is not None and self.explorer is not None
         extra = {
             "tuned_by": "AutoLoader, inside the training loop",
-            "score": "the training loop's (loader plus step)" + (", slowest rank's" if self.comm.world > 1 else "")
+            "score": "samples/s of the training loop (loader plus step)" + (", slowest rank" if self.comm.world > 1 else "")
                      + (", over whole epochs (an epoch is too short to leave out a warm-up)" if self.short_epochs else ", after each candidate's warm-up"),
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,

@@ -224,7 +224,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
 
     preset = get_preset(pipeline)
     choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), scan(path)))
-    _same_dataset(comm, dataset)
+    _same_dataset(comm, dataset, dev)
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
@@ -244,22 +244,28 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if dropped > DROP_WARN_SHARE * per_rank and comm.rank == 0:  # a small set at the default 256: say what training loses
         logger.warning("batch_size %d over %d images per rank drops the last %d (%.0f %%) of every epoch; pass a batch_size that "
                        "divides them more closely", fitting[0], per_rank, dropped, 100 * dropped / per_rank)
-    sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a file one node lacks
+    sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a space file one node lacks
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
     return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
 
 
-def _same_dataset(comm: Agreement, dataset: Dataset) -> None:
+def _same_dataset(comm: Agreement, dataset: Dataset, device: str) -> None:
     """One line on every rank when the ranks scanned different datasets (a folder per node that differs): rank 0's
-    plan split its images among ranks that read other files, and the first collective failed on a size mismatch."""
+    plan split its images among ranks that read other files, and the first collective failed on a size mismatch.
+    Likewise when they deliver to different kinds of device (``device=None`` on a rank that sees no GPU)."""
     from autotune.loaders.shards import differences
 
-    diffs = differences(comm.gather({"images": len(dataset), "dataset": dataset.signature()[:12]}))
+    entries = comm.gather({"images": len(dataset), "dataset": dataset.signature()[:12], "device": device.split(":")[0]})
+    diffs = differences(entries, ("images", "dataset"))
     if diffs:
         raise UserError(f"the {comm.world} DDP ranks read different datasets: {'; '.join(diffs)}; pass every rank the same dataset "
                         f"folder, with the same files")
+    diffs = differences(entries, ("device",))
+    if diffs:
+        raise UserError(f"the {comm.world} DDP ranks deliver to different kinds of device: {diffs[0]}; give every rank its GPU "
+                        f"(torch.cuda.set_device(local_rank) on a node whose ranks all see one), or pass device='cpu' on every rank")
 
 
 def _log_match(result: tuple[dict[str, Any] | None, str, int | None], path: str | None) -> tuple[dict[str, Any] | None, int | None]:

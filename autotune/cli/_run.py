@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study-name", type=given, metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
     p.add_argument("--pipeline", type=given, default="imagenet-train", metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: %(default)s)")
-    p.add_argument("--device", default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
+    p.add_argument("--device", type=given, default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
     p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")

@@ -41,7 +41,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
     rows = [
         ("loader", cfg.loader.describe()),
         ("samples/s", f"{fmt_rate(r.get('samples_per_s'))}  spread {fmt_spread(r.get('spread'))}"),
-        *([("tuned by", f"{r['tuned_by']}; its samples/s are {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
+        *([("tuned by", f"{r['tuned_by']}; scored by {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
         ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
         ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
     ]
@@ -120,7 +120,7 @@ def _show_stored(args: argparse.Namespace) -> int:
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     confirmed = (cfg.result.get("confirmed") or {}) if cfg is not None and isinstance(cfg.result.get("confirmed"), dict) else {}
     if confirmed and not str(confirmed.get("method") or "").startswith("best single trial"):  # two figures of the winner: say which
-        trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the winner's re-measurement")
+        trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the median of the winner's and its re-measurements")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
         style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)

@@ -24,7 +24,7 @@ import operator
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from autotune.errors import ConfigError
@@ -170,6 +170,10 @@ _DALI_PARAMS = {"dali_device": "device", "num_threads": "num_threads", "prefetch
 PARAM_NAMES = ("backend", "batch_size", *_TORCH_PARAMS, *_DALI_PARAMS)
 
 
+#: where a config's batches go, as a YAML states it
+DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
+
+
 def unused_params(params: dict[str, Any]) -> list[str]:
     """The keys of ``params`` that its backend (torch when not given) does not read: a dict written by hand with
     the other backend's knob ran without it."""
@@ -213,7 +217,7 @@ class LoaderConfig:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
         """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
-        if not isinstance(params, dict):
+        if not isinstance(params, Mapping):
             raise ConfigError(f"loader parameters must be a mapping such as {{'backend': 'torch', 'batch_size': 64}}, but got {type(params).__name__}")
         try:
             backend = Backend(params.get("backend", "torch"))
@@ -343,7 +347,7 @@ class Config:
         for k in ("dataset", "hardware", "result", "study", "budgets", "measurement", "torch_fallback"):
             if not isinstance(getattr(self, k), dict):
                 raise ConfigError(f"{k} must be a mapping, but got {type(getattr(self, k)).__name__}")
-        if not (isinstance(self.device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", self.device)):
+        if not (isinstance(self.device, str) and DEVICE_RE.fullmatch(self.device)):
             raise ConfigError(f"device must be cpu, cuda or cuda:N, but got {self.device!r}")
 
     # -- what training uses -------------------------------------------------------------------------
@@ -485,7 +489,9 @@ class Config:
         if "created" in kw:
             kw["created"] = str(kw["created"])
         device = kw.get("device")
-        if device is not None and not (isinstance(device, str) and re.fullmatch(r"cpu|cuda(:\d+)?", device)):
+        if device is None:
+            kw.pop("device", None)  # device: null reads as the default, as it always has
+        elif not (isinstance(device, str) and DEVICE_RE.fullmatch(device)):
             raise ConfigError(f"{where}device must be cpu, cuda or cuda:N, but got {device!r}; re-create the file with 'autotune run'")
         pipeline = kw.get("pipeline")
         if pipeline is not None and not (isinstance(pipeline, str) and re.fullmatch(r"[a-z0-9][a-z0-9-]*", pipeline)):  # a preset's name

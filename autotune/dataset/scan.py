@@ -272,23 +272,26 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
     root = root.resolve()
-    skipped: list[tuple[str, str]] = []
+    folders: list[tuple[str, str]] = []  # skipped folders: told with the files, not counted among them (Dataset.skipped)
     try:
-        class_dirs = sorted(e.name for e in os.scandir(root) if _class_dir(e, skipped))
+        class_dirs = sorted(e.name for e in os.scandir(root) if _class_dir(e, folders))
     except PermissionError as e:
         raise DatasetError(f"cannot read dataset folder {str(root)!r} ({e.strerror}); fix its permissions") from None
     if not class_dirs:
+        _tell_skipped(folders, root, warn)  # a class folder link that loops: named before the error
         has_files = any(True for _ in os.scandir(root))
-        what = "has images but no class sub-folders" if has_files else "is empty"
+        what = ("has no class sub-folder but links that loop or lead nowhere (named above)" if folders
+                else "has images but no class sub-folders" if has_files else "is empty")
         raise DatasetError(f"dataset folder {str(root)!r} {what}; put the images in one sub-folder per class (root/cat/1.jpg, root/dog/2.jpg)")
 
     above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)
     files: list[str] = []
     labels: list[int] = []
+    skipped: list[tuple[str, str]] = []
     total = 0
     sig = _Signature(str(root))
     for index, name in enumerate(class_dirs):
-        for f in _walk_files(str(root / name), above, skipped):
+        for f in _walk_files(str(root / name), above, folders):
             if not f.lower().endswith(IMG_EXTENSIONS):
                 continue
             size, why = _check_file(f, check_headers)
@@ -299,7 +302,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
             labels.append(index)  # ImageFolder's class_to_idx: position among the sorted class folders
             total += size
             sig.add(f, size)
-    _tell_skipped(skipped, root, warn)
+    _tell_skipped(folders + skipped, root, warn)
     empty = sorted(set(class_dirs) - {class_dirs[i] for i in set(labels)})
     if empty and files and warn:
         logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))

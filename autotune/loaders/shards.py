@@ -100,6 +100,7 @@ FIELDS = {
     "images": "images",
     "dataset": "dataset",
     "seed": "seed",
+    "device": "device",  # AutoLoader's ranks: where each delivers (device=None on a rank that sees no GPU)
 }
 
 
@@ -122,9 +123,9 @@ def _differing(entries: list[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def differences(entries: list[dict[str, Any]]) -> list[str]:
-    """The texts of :func:`_differing`, in the order of :data:`FIELDS`."""
-    return list(_differing(entries).values())
+def differences(entries: list[dict[str, Any]], keys: tuple[str, ...] | None = None) -> list[str]:
+    """The texts of :func:`_differing` (of ``keys`` only, when given), in the order of :data:`FIELDS`."""
+    return [text for key, text in _differing(entries).items() if keys is None or key in keys]
 
 
 def ranks_disagree(entry: Callable[[], dict[str, Any]], num_shards: int, pipeline: str) -> str | None:

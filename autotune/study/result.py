@@ -9,7 +9,7 @@ import optuna
 
 from autotune.config.schema import Config, LoaderConfig
 from autotune.dataset.paths import printable
-from autotune.errors import UserError
+from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
 from autotune.study.storage import absolute_url, mask_url
@@ -267,6 +267,13 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "space": a.get("space"),
     }
     loader = LoaderConfig.from_params(best.user_attrs["loader"])
+    try:
+        return _config(a, loader, study, result, study_section, as_written)
+    except ConfigError as e:  # not "no config": an attribute edited by hand, which show and report name as such
+        raise TypeError(f"the study's attributes: {e}") from None
+
+
+def _config(a: dict[str, Any], loader: LoaderConfig, study: optuna.Study, result: dict[str, Any], study_section: dict[str, Any], as_written: bool) -> Config:
     return Config(
         loader=loader,
         torch_fallback=torch_fallback(study) if loader.backend.value != "torch" else {},
