@@ -349,7 +349,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         print(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, {doing} ...", file=sys.stderr, flush=True)
     if budget is not None:
         spend = budget
-        settings.time_left = lambda: spend.remaining() - WRITE_RESERVE_S  # a trial past it ends at its next window, or is cut
+        settings.time_left = lambda: spend.remaining() - WRITE_RESERVE_S  # a trial past it is cut
+        settings.measure_left = spend.measure_left  # a trial past it ends at its next window: the re-measurement keeps its time
     nw = space["num_workers"] if "num_workers" in space else None
     checks = doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
     undecodable = [f for c in checks or () if c.name == "unreadable" for f in c.files]

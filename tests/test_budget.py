@@ -294,3 +294,40 @@ def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypat
     left[0] = 12.0  # a whole round fits, the second does not: one round, both candidates, nothing set aside
     record = tuner.confirm(fits=lambda s: s <= left[0])
     assert record["attempted"] == 2 and "set_aside" not in record and [len(c["scores"]) for c in record["candidates"]] == [2, 2]
+
+
+def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(tiny_dataset, workdir, monkeypatch):
+    """Seen with --budget 30: three trials of 3 s, then one of 7 s took the time left, and the top two were not
+    re-measured. The planned re-measurement's time is kept from the trials: the slow one ends at its next window."""
+    from autotune.trials.runner import ENOUGH
+
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    trials: list[str] = []
+
+    def fake_run_trial(spec, on_intermediate=None, timeout_s=120.0, **kw):
+        trials.append(spec.loader.describe())
+        slow = len(trials) == 4  # the fourth trial: windows of 6 s where the others take 1 s
+        rate, start, seen = 100.0 + len(trials) % 3, clock.now, []
+        for step in range(3):
+            clock.now += 6.0 if slow else 1.0
+            seen.append(rate)
+            verdict = on_intermediate(step, rate) if on_intermediate is not None else False
+            if verdict == ENOUGH:
+                return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start,
+                                   message=f"measured {step + 1} window(s): the time budget ran out")
+            if verdict:
+                return TrialResult(Outcome.PRUNED, samples_per_s=rate, duration_s=clock.now - start)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-baselines", "--pruner", "none",
+                 "--no-report", "--quiet"]) == 0
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    (slow,) = [t for t in study.trials if t.user_attrs.get("duration_s") == 12.0]  # the fourth measured (a repeat is told, not run)
+    assert slow.user_attrs["message"] == "measured 2 window(s): the time budget ran out", slow.user_attrs
+    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
+    assert study.user_attrs["confirmation"]["attempted"] == 2
+    assert clock.now - 1000.0 <= 30.0

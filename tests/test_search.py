@@ -269,7 +269,7 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
     t, conf = study.user_attrs["time"], study.user_attrs["confirmation"]
     contenders = [tr for tr in study.trials if tr.number in {c["trial"] for c in conf["candidates"]}]
-    assert statistics.fmean(tr.user_attrs["duration_s"] for tr in contenders) > 1.5 * t["median_trial_s"], t  # slow starters among quick trials
+    assert max(tr.user_attrs["duration_s"] for tr in contenders) > 1.5 * t["median_trial_s"], t  # slow starters among quick trials
     elapsed = clock.now - 1000.0
     assert budget_s * 0.6 <= elapsed <= budget_s * 1.10, (elapsed, t)
     top, repeats = t["remeasured"]["top"], t["remeasured"]["repeats"]

@@ -93,6 +93,9 @@ class TimeBudget:
         self.trials_measured = 0  # every trial, priced or not
         self.stopped_sampling_at: int | None = None
         self.confirm_planned: tuple[int, int] | None = None
+        #: the planned re-measurement's seconds, kept from the trials: one slower than the others ends at its next
+        #: window before it (a trial of twice the median took the time and the re-measurement was skipped)
+        self.reserved_s = 0.0
         self.earlier: tuple[int, float] | None = None  # a resumed study: its earlier runs and their seconds
 
     def follow(self, before: Any) -> None:
@@ -177,8 +180,15 @@ class TimeBudget:
         remeasure = k * repeats * per
         if k > 1 and (self.elapsed() + 2 * per + WRITE_RESERVE_S > self.total_s or (contenders is not None and contenders < 2)):
             # trials only from here: the next may be a slow starter, and nothing else absorbs it
+            self.reserved_s = 0.0
             return self.elapsed() + max(self.trial_s) + WRITE_RESERVE_S <= self.total_s
+        self.reserved_s = remeasure
         return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
+
+    def measure_left(self) -> float:
+        """Seconds a trial may still measure before it ends at its next window: the time left, less the YAML's
+        writing and the planned re-measurement (a trial is cut only where the writing's reserve begins)."""
+        return self.remaining() - WRITE_RESERVE_S - self.reserved_s
 
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""

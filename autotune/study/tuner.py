@@ -91,7 +91,9 @@ class TuneSettings:
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
     fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
     log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
-    time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: at 0 a trial ends at its next window
+    time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: a trial past it is cut
+    #: seconds a trial may still measure (time_left less the planned re-measurement): at 0 it ends at its next window
+    measure_left: Callable[[], float] | None = None
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
@@ -511,7 +513,8 @@ class Tuner:
         def intermediate(step: int, value: float) -> bool | str:
             trial.report(value, step)
             reported.append(value)
-            if self.settings.time_left is not None and self.settings.time_left() <= 0:
+            left = self.settings.measure_left or self.settings.time_left
+            if left is not None and left() <= 0:
                 stopped.append(True)
                 return ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
             return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
