@@ -64,6 +64,20 @@ def test_another_trial_fits_counts_the_re_measurement_that_must_follow():
     assert not b.another_trial_fits(2, 1, contender_s=12.0)  # 52 + 6 (the slowest trial) + 3: no room for one more
 
 
+def test_sampling_stops_while_the_smallest_re_measurement_still_fits():
+    """Seen on the H200: at 42 s of 60, two DALI contenders of 7.5 s each fitted exactly (42 + 15 + 3), but the
+    check priced them with the margin (18.8 s) and went on to three fast trials: no re-measurement at all."""
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    for s in (5.0, 8.0, 4.0, 4.0, 7.0):
+        b.record_trial(s)
+    clock.now += 42
+    assert not b.another_trial_fits(2, 1, contender_s=7.5, contenders=3)  # stop: the re-measurement gets the time
+    assert b.confirm_fit(2, 1, cost=7.5) == (2, 1)
+    clock.now += 1  # 43 + 15 + 3 > 60: no re-measurement fits, the time left goes to trials
+    assert b.another_trial_fits(2, 1, contender_s=7.5, contenders=3) == (43 + 8 + WRITE_RESERVE_S <= 60)
+
+
 def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset, workdir):
     import optuna
 

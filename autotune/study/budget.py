@@ -168,7 +168,7 @@ class TimeBudget:
         """Whether one more trial and then the planned re-measurement (``contender_s`` each, with a margin for
         their spread) still end inside the budget.
 
-        When not even the smallest re-measurement (two contenders, once) fits any more, it will be skipped
+        When not even the smallest re-measurement (two contenders, once, at their own trial time) fits any more, it is skipped
         whatever happens, or when fewer than two configs have completed (stopping would leave nothing to
         re-measure): the time left goes to trials rather than sitting unused, each priced at the slowest trial so far.
         """
@@ -178,7 +178,8 @@ class TimeBudget:
         per = (contender_s or cost) * REMEASURE_MARGIN
         k = top if repeats > 0 else 0
         remeasure = k * repeats * per
-        if k > 1 and (self.elapsed() + 2 * per + WRITE_RESERVE_S > self.total_s or (contenders is not None and contenders < 2)):
+        smallest = 2 * (contender_s or cost)  # two contenders once, at their own trial time: what confirm_fit still runs
+        if k > 1 and (self.elapsed() + smallest + WRITE_RESERVE_S > self.total_s or (contenders is not None and contenders < 2)):
             # trials only from here: the next may be a slow starter, and nothing else absorbs it
             self.reserved_s = 0.0
             return self.elapsed() + max(self.trial_s) + WRITE_RESERVE_S <= self.total_s
