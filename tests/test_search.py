@@ -11,7 +11,6 @@ import collections
 import dataclasses
 import math
 import random
-import statistics
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path

@@ -37,6 +37,11 @@ class Agreement:
     def leader(self) -> bool:
         return self.rank == 0
 
+    @property
+    def slowest(self) -> str:
+        """``", slowest rank"`` where a score is the slowest rank's, for the texts that state a score; empty for one process."""
+        return ", slowest rank" if self.world > 1 else ""
+
     def _tensor_device(self) -> Any:
         """Where collective tensors live: the current CUDA device for NCCL, else the CPU."""
         if self._device is None:

@@ -66,6 +66,11 @@ class Exploration:
             raise UserError(f"settle_wait must be between 0 and 1, but got {self.settle_wait!r}")
 
 
+def loop_rate(per_sample: float) -> float | None:
+    """Samples per second of the training loop from its seconds per sample (None when nothing was measured)."""
+    return 1.0 / per_sample if per_sample and math.isfinite(per_sample) else None
+
+
 HICCUP_MIN_BATCHES = 4  # measured batches from which the longest single wait counts as a hiccup
 
 

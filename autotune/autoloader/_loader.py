@@ -21,7 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
-from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally
+from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
@@ -501,7 +501,7 @@ class AutoLoader:
                     self._in_background(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
                                         wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
-                    rate = 1.0 / per_sample if 0 < per_sample < float("inf") else None  # said here, before the decision it leads to
+                    rate = loop_rate(per_sample)  # said here, before the decision it leads to
                     logger.info("candidate %d %s: %s%s", cand.number, cand.loader.describe(), verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
             decision = self._next_decision(verdict, wait_fraction, verdict)
             if (decision["action"] == "settle" and decision["number"] != act.number and not act.fallback and t.measured
@@ -600,21 +600,21 @@ class AutoLoader:
         assert self.source is not None and self.explorer is not None
         extra = {
             "tuned_by": "AutoLoader, inside the training loop",
-            "score": "samples/s of the training loop (loader plus step)" + (", slowest rank" if self.comm.world > 1 else "")
+            "score": "samples/s of the training loop (loader plus step)" + self.comm.slowest
                      + (", over whole epochs (an epoch is too short to leave out a warm-up)" if self.short_epochs else ", after each candidate's warm-up"),
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
         }
         source = self.source
-        whole_epochs, world = self._epoch_batches, self.comm.world
+        whole_epochs, slowest = self._epoch_batches, self.comm.slowest
 
         def write() -> None:
             if whole_epochs:  # the YAML's measurement says how the candidates were really scored
                 m = dict(source.study.user_attrs.get("measurement") or {})
                 m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
                           "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out)"
-                                       + (", slowest rank" if world > 1 else "")})
+                                       + slowest})
                 source.study.set_user_attr("measurement", m)
             try:
                 self.written = source.write_config(self.config_path, extra)

@@ -178,42 +178,40 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
     return cfg.loader.to_params(), "matches", cfg.loader.batch_size
 
 
+def _attempt(comm: Agreement, compute) -> tuple[Any, BaseException | None, tuple[str, Any]]:
+    """``compute()`` on this rank: its value, its error, and what the other ranks are told of it."""
+    try:
+        value = compute()
+        return value, None, ("ok", value)
+    except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
+        return None, e, ("user-error" if isinstance(e, UserError) else "error", f"rank {comm.rank}: {e}")
+
+
+def _raise_told(told: tuple[str, Any]) -> None:
+    """Raise, on this rank, the error another rank was told of (nothing for ``ok``)."""
+    if told[0] != "ok":
+        raise (UserError if told[0] == "user-error" else RuntimeError)(told[1])
+
+
 def agreed(comm: Agreement, compute) -> Any:
     """Rank 0 computes, every rank gets the value; an error on rank 0 is raised on every rank."""
-    out: tuple[str, Any] = ("ok", None)
-    error: BaseException | None = None
-    if comm.leader:
-        try:
-            out = ("ok", compute())
-        except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
-            error = e
-            out = ("user-error" if isinstance(e, UserError) else "error", f"rank 0: {e}")
-    out = comm.broadcast(out)
+    value, error, told = _attempt(comm, compute) if comm.leader else (None, None, ("ok", None))
+    told = comm.broadcast(told)
     if error is not None:
         raise error
-    if out[0] == "user-error":
-        raise UserError(out[1])
-    if out[0] == "error":
-        raise RuntimeError(out[1])
-    return out[1]
+    _raise_told(told)
+    return told[1]
 
 
 def together(comm: Agreement, compute) -> Any:
     """Every rank computes its own value; an error on any rank is raised on every rank. A rank that failed alone
     before a collective (a dataset folder missing on one node) left the others waiting in it until the timeout."""
-    error: BaseException | None = None
-    value: Any = None
-    try:
-        value = compute()
-        said: tuple[str, str] = ("ok", "")
-    except Exception as e:  # noqa: BLE001 - told to the other ranks, then raised here as it was
-        error = e
-        said = ("user-error" if isinstance(e, UserError) else "error", f"rank {comm.rank}: {e}")
-    failed = [s for s in comm.gather(said) if s[0] != "ok"]
+    value, error, told = _attempt(comm, compute)
+    failed = [t for t in comm.gather(("ok", None) if error is None else told) if t[0] != "ok"]  # not each rank's value
     if error is not None:
         raise error
     if failed:
-        raise (UserError if failed[0][0] == "user-error" else RuntimeError)(failed[0][1])
+        _raise_told(failed[0])
     return value
 
 
@@ -224,7 +222,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
 
     preset = get_preset(pipeline)
     choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), scan(path)))
-    _same_dataset(comm, dataset, dev)
+    _ranks_alike(comm, dataset, dev)
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
@@ -251,7 +249,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
 
 
-def _same_dataset(comm: Agreement, dataset: Dataset, device: str) -> None:
+def _ranks_alike(comm: Agreement, dataset: Dataset, device: str) -> None:
     """One line on every rank when the ranks scanned different datasets (a folder per node that differs): rank 0's
     plan split its images among ranks that read other files, and the first collective failed on a size mismatch.
     Likewise when they deliver to different kinds of device (``device=None`` on a rank that sees no GPU)."""
@@ -304,7 +302,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "device": kind,
         "hardware": current,
         "measurement": {"warmup_batches": rules.warmup_batches, "measure_batches": rules.measure_batches,
-                        "statistic": "training-loop seconds per sample after warm-up" + (", slowest rank" if comm.world > 1 else ""), "in_training": True},
+                        "statistic": "training-loop seconds per sample after warm-up" + comm.slowest, "in_training": True},
         "budgets": {"budget_s": rules.budget_s, "max_slowdown": rules.max_slowdown},
         "space": s.space.name,
         "sampler": "tpe",

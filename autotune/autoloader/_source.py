@@ -17,6 +17,7 @@ from typing import Any
 
 import optuna
 
+from autotune.autoloader._explore import loop_rate
 from autotune.config.files import save_config
 from autotune.config.schema import Config, LoaderConfig
 from autotune.dataset.paths import safe_name
@@ -159,7 +160,7 @@ class CandidateSource:
         trial = cand.trial
         if trial is None:
             return
-        rate = 1.0 / per_sample if per_sample and math.isfinite(per_sample) else None
+        rate = loop_rate(per_sample)
         desc = cand.loader.describe()
         attrs = {"measured_batches": measured, "loop_wait_fraction": round(wait_fraction, 4) if math.isfinite(wait_fraction) else None}
         if rate is not None:

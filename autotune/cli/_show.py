@@ -90,7 +90,7 @@ def _show_stored(args: argparse.Namespace) -> int:
     from autotune.cli._text import cell
     from autotune.errors import UserError
     from autotune.report import load, overview, trial_rows
-    from autotune.report._render import TRIAL_COLUMNS, outcome_text, time_text, trial_cells
+    from autotune.report._render import TRIAL_COLUMNS, outcome_text, single_scores, time_text, trial_cells
     from autotune.study.result import config_from_study
 
     storage = args.storage or "sqlite:///autotune.db"
@@ -119,7 +119,7 @@ def _show_stored(args: argparse.Namespace) -> int:
     for col in list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []):
         trials.add_column(col, justify="left" if col in ("outcome", "role", "config") else "right", overflow="fold")
     confirmed = (cfg.result.get("confirmed") or {}) if cfg is not None and isinstance(cfg.result.get("confirmed"), dict) else {}
-    if confirmed and not str(confirmed.get("method") or "").startswith("best single trial"):  # two figures of the winner: say which
+    if confirmed and not single_scores(confirmed.get("method")):  # two figures of the winner: say which
         trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the median of the winner's and its re-measurements")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:

@@ -29,10 +29,15 @@ class Figure:
     caption: str
 
 
+def single_scores(method: object) -> bool:
+    """Whether a confirmation ``method`` (its words, as the YAML's ``result.confirmed`` states them) re-measured nothing."""
+    return str(method or "").startswith("best single trial")
+
+
 def _confirmation_title(ov: dict) -> str:
     """The confirmation section's heading: a table of single scores is not called a re-measurement."""
-    method = str((ov.get("confirmation") or {}).get("method", ""))
-    return "The top candidates, each measured once" if method.startswith("best single trial") else "Re-measurement of the top candidates"
+    method = (ov.get("confirmation") or {}).get("method", "")
+    return "The top candidates, each measured once" if single_scores(method) else "Re-measurement of the top candidates"
 
 
 def _num(v: Any, nd: int = 0) -> str:

@@ -268,25 +268,21 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     }
     loader = LoaderConfig.from_params(best.user_attrs["loader"])
     try:
-        return _config(a, loader, study, result, study_section, as_written)
+        return Config(
+            loader=loader,
+            torch_fallback=torch_fallback(study) if loader.backend.value != "torch" else {},
+            pipeline=a.get("pipeline", "imagenet-train"),
+            device=a.get("device", "cpu"),
+            dataset=a.get("dataset", {}),
+            hardware=a.get("hardware", {}),
+            result=result,
+            study=study_section,
+            budgets=a.get("budgets", {}),
+            measurement=a.get("measurement", {}),
+            **({"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}),
+        )
     except ConfigError as e:  # not "no config": an attribute edited by hand, which show and report name as such
         raise TypeError(f"the study's attributes: {e}") from None
-
-
-def _config(a: dict[str, Any], loader: LoaderConfig, study: optuna.Study, result: dict[str, Any], study_section: dict[str, Any], as_written: bool) -> Config:
-    return Config(
-        loader=loader,
-        torch_fallback=torch_fallback(study) if loader.backend.value != "torch" else {},
-        pipeline=a.get("pipeline", "imagenet-train"),
-        device=a.get("device", "cpu"),
-        dataset=a.get("dataset", {}),
-        hardware=a.get("hardware", {}),
-        result=result,
-        study=study_section,
-        budgets=a.get("budgets", {}),
-        measurement=a.get("measurement", {}),
-        **({"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}),
-    )
 
 
 #: the study attr with the ``created`` stamp of the YAML last written from the study
