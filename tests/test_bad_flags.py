@@ -104,6 +104,8 @@ def test_world_size_and_num_shards_below_one_are_errors(tmp_path, tiny_dataset):
     import numpy as np
 
     load_config(f, world_size="2")  # as os.environ["LOCAL_WORLD_SIZE"] gives it
+    with pytest.raises(UserError, match=r"world_size must be a whole number from 1 to 1048576 \(the ranks per node\), but got 10{30}"):
+        load_config(f, world_size=10**30)  # an overflowed variable: it was a warning that compared it with the tuned ranks
     load_config(f, world_size=np.int64(2))
     with pytest.raises(UserError, match="num_shards must be a whole number of 1 or more"):
         build_loader(tiny_dataset, load_config(f), num_shards=0, device="cpu")

@@ -74,6 +74,9 @@ def test_dali_config_has_no_dataloader_kwargs():
         ("schema: 1\nloader: {backend: torch, batch_size: 8\n", "not valid YAML"),
         ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {hw_decoder_load: 3}}\n", "between 0 and 1"),
         ("schema: 1\nloader: {backend: torch, batch_size: true}\n", "loader.batch_size must be an integer, but got True"),
+        # no loader to build: refused here in one line, not later by build_loader's memory check
+        ("schema: 1\nloader: {backend: torch, batch_size: 100000000000000000000}\n", "loader.batch_size must be between 1 and 1048576, but got 100000000000000000000"),
+        ("schema: 1\nloader: {backend: dali, batch_size: 8}\ntorch_fallback: {batch_size: 2097152, torch: {}}\n", "torch_fallback.batch_size must be between 1 and 1048576"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: '4'}}\n", "num_workers must be an integer, but got '4'"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: true}}\n", "num_workers must be an integer, but got True"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {pin_memory: 'yes'}}\n", "pin_memory must be true or false"),

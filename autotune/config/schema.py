@@ -99,6 +99,9 @@ def _from_dict(cls: type, data: Any, where: str):
 #: the least and the most each loader knob may be in a YAML (a prefetch of 10**12 batches would hang the first
 #: batch; no machine has more workers or threads than this). A search space offers less (prefetch up to 64); a
 #: hand-tuned YAML may hold more.
+#: the largest batch a loader is built for: more is no loader to measure or train with (its memory is refused)
+MAX_BATCH_SIZE = 1 << 20
+
 KNOB_BOUNDS: dict[str, tuple[int, int]] = {
     "num_workers": (0, 16384),
     "prefetch_factor": (1, 1024),
@@ -203,8 +206,8 @@ class LoaderConfig:
                 object.__setattr__(self, name, _from_dict(kind, value, f"loader.{name}"))
             elif value is not None and not isinstance(value, kind):
                 raise ConfigError(f"loader.{name} must be an autotune.{kind.__name__} or a mapping of its fields, but got {type(value).__name__}")
-        if self.batch_size < 1:
-            raise ConfigError(f"loader.batch_size must be >= 1, but got {self.batch_size}")
+        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise ConfigError(f"loader.batch_size must be between 1 and {MAX_BATCH_SIZE}, but got {self.batch_size}")
         other = "dali" if self.backend is Backend.TORCH else "torch"
         if getattr(self, other) is not None:  # a backend switched by hand: the other's options were silently not used
             raise ConfigError(f"loader.{other} is given, but loader.backend is {self.backend.value}, which would not use it; "
@@ -288,8 +291,12 @@ class LoaderConfig:
         return cls(backend, data["batch_size"], torch=torch_opts, dali=dali_opts)
 
 
-def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
-    """``value`` as an int of ``least`` or more: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
+#: the most ranks (or shards, or ranks per node) a count may say: more is a typo or an overflowed variable
+MAX_RANKS = 1 << 20
+
+
+def whole_number(value: Any, name: str, what: str, least: int = 1, most: int = MAX_RANKS) -> int:
+    """``value`` as an int from ``least`` to ``most``: an int, a numpy integer, or digits (``os.environ["LOCAL_WORLD_SIZE"]``).
 
     Raises:
         ConfigError: one line naming ``name``, what it counts, and the value.
@@ -300,6 +307,8 @@ def whole_number(value: Any, name: str, what: str, least: int = 1) -> int:
         n = least - 1
     if isinstance(value, bool) or n < least:
         raise ConfigError(f"{name} must be a whole number of {least} or more ({what}), but got {value!r}")
+    if n > most:
+        raise ConfigError(f"{name} must be a whole number from {least} to {most} ({what}), but got {value!r}")
     return n
 
 
@@ -311,10 +320,7 @@ def seed_number(value: Any) -> int | None:
     """
     if value is None:
         return None
-    n = whole_number(value, "seed", "up to 2**32 - 1, or None for a random one", least=0)
-    if n >= 2**32:
-        raise ConfigError(f"seed must be a whole number from 0 to 2**32 - 1 (or None for a random one), but got {value!r}")
-    return n
+    return whole_number(value, "seed", "up to 2**32 - 1, or None for a random one", least=0, most=2**32 - 1)
 
 
 @dataclasses.dataclass(frozen=True)

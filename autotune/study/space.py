@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune._imports import is_available
 from autotune.config.files import read_yaml
-from autotune.config.schema import KNOB_BOUNDS, PARAM_NAMES
+from autotune.config.schema import KNOB_BOUNDS, MAX_BATCH_SIZE, PARAM_NAMES
 from autotune.errors import ConfigError, SpaceError
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
 #: the values each parameter may take: (the kind, the least, the most); checked when the space is read, so that a
 #: bad value is an error that names the file, not a failure at the trial that draws it
 _BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
-    "batch_size": ("int", 1, 1 << 20),  # more is no loader to measure: every trial was refused for its memory
+    "batch_size": ("int", 1, MAX_BATCH_SIZE),  # more is no loader to measure: every trial was refused for its memory
     "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
     "prefetch_factor": ("int", 1, 64),  # a YAML may hold more (KNOB_BOUNDS), tuned by hand
     "num_threads": ("int", *KNOB_BOUNDS["num_threads"]),
