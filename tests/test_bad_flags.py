@@ -497,6 +497,20 @@ def test_out_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, workdir, tiny_da
     assert not (tmp_path / "al").exists()
 
 
+def test_out_with_an_image_extension_is_refused_before_it_lands_in_the_dataset(tiny_dataset, workdir, capsys):
+    """`--out ds/cls/x.jpg` wrote the YAML into the class folder, and the next scan warned of it as an undecodable image."""
+    from autotune.dataset.scan import scan
+
+    before = len(scan(str(tiny_dataset)))
+    out = next(p for p in tiny_dataset.iterdir() if p.is_dir()) / "autotune.JPG"
+    assert main(["run", "--dataset", str(tiny_dataset), "--out", str(out), *FAST]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {str(out)!r} ends in .JPG, an image's extension, so a scan of its folder would read it as a broken image; pass a file name with another extension" in err
+    assert err.count("\n") == 1 and not out.exists() and len(scan(str(tiny_dataset))) == before
+    assert main(["run", "--dataset", str(tiny_dataset), "--storage", f"sqlite:///{workdir}/study.png", *FAST]) == 2
+    assert "ends in .png, an image's extension" in capsys.readouterr().err and not (workdir / "study.png").exists()
+
+
 def test_synth_out_of_memory_is_one_line(tmp_path, monkeypatch, capsys):
     """8192 px images under a memory limit: a numpy _ArrayMemoryError traceback."""
     from autotune.dataset import synth

@@ -14,6 +14,7 @@ import yaml
 
 from autotune.config.schema import Config, whole_number
 from autotune.dataset.paths import printable
+from autotune.dataset.scan import IMG_EXTENSIONS
 from autotune.errors import ConfigError, expect
 
 
@@ -53,14 +54,17 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 def write_problem(path: str | os.PathLike[str]) -> str | None:
     """Why :func:`atomic_write_text` could not write ``path``, found before any long work; None when it can.
 
-    Found: ``path`` is a folder, a folder on the way is a file, the folder (or, when it does not exist yet, the
-    nearest folder above it) cannot be written: read-only, no permission. A full disk shows only when writing.
+    Found: ``path`` ends in an image's extension (a scan would read it as one), is a folder, a folder on the way
+    is a file, the folder (or, when it does not exist yet, the nearest folder above it) cannot be written:
+    read-only, no permission. A full disk shows only when writing.
     The answer reads after the path: ``f"{path!r} {problem}"``.
     """
     text = os.fspath(path)
     if isinstance(text, str) and text.endswith(("/", os.sep)):  # Path() drops the slash: a folder meant would become a file
         return f"names a folder (it ends in '/'); pass a file name such as {text.rstrip('/' + os.sep) or '.'}/autotune.yaml"
     p = Path(path).absolute()
+    if p.suffix.lower() in IMG_EXTENSIONS:  # written into an image folder, the next scan reads it as a broken image
+        return f"ends in {p.suffix}, an image's extension, so a scan of its folder would read it as a broken image; pass a file name with another extension"
     if p.is_symlink():
         p = Path(os.path.realpath(p))  # the link's target is what gets written
     if p.is_dir():
