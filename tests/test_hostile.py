@@ -334,6 +334,10 @@ def test_study_completes_on_a_hostile_dataset_and_nothing_leaks(
         assert name in skipped_text
     assert "symlink loop" in caplog.text
     assert cfg.dataset["path"].endswith("/d\\xe9ta")
+    # recorded escaped, and still found: 'check' compared no images ("... is not here") and --if-stale refused the file
+    from autotune.config.staleness import dataset_not_compared, recorded_dataset
+
+    assert dataset_not_compared(cfg) is None and recorded_dataset(workdir / "out" / "autotune.yaml") == str(data)
 
     # the password shows nowhere: --json, progress and messages, logs, YAML, database, report
     written = [workdir / "out" / "autotune.yaml", *(p for p in workdir.rglob("*") if p.is_file() and p.suffix in (".md", ".html", ".db"))]

@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from concurrent.futures.process import BrokenProcessPool
 
+    from autotune.dataset.paths import printable
     from autotune.dataset.synth import (
         check_counts,
         image_paths,
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); {fix} "
                         "(the images written so far are kept, and the same command completes them)") from None
     if kept == args.images:
-        print(f"wrote nothing: all {args.images} images were already under {root} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)
+        print(f"wrote nothing: all {args.images} images were already under {printable(root)} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)
     else:
-        print(f"wrote {args.images - kept} images in {args.classes} classes under {root}" + (f" ({kept} already there, kept)" if kept else ""), file=sys.stderr)
+        print(f"wrote {args.images - kept} images in {args.classes} classes under {printable(root)}" + (f" ({kept} already there, kept)" if kept else ""), file=sys.stderr)
     return 0

@@ -20,6 +20,7 @@ from autotune.config import fingerprint
 from autotune.config.files import read_yaml
 from autotune.config.fingerprint import Difference
 from autotune.config.schema import Config
+from autotune.dataset.paths import printable, recorded_path
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def assess(
     """
     diffs = fingerprint.compare(cfg, current)
     # a folder named by the user is read (a wrong path is an error); the recorded one when it can be compared
-    folder = dataset if dataset is not None else cfg.dataset.get("path")
+    folder = dataset if dataset is not None else _recorded_folder(cfg)
     if compare_dataset and folder and (dataset is not None or dataset_not_compared(cfg) is None):
         # the files the study left out count the same whether they are still there or removed
         diffs.extend(fingerprint.diff_dataset(cfg.dataset, fingerprint.dataset_summary(folder, cfg.excluded_files)))
@@ -77,6 +78,12 @@ def assess(
     return diffs
 
 
+def _recorded_folder(cfg: Config) -> str | None:
+    """The YAML's dataset folder as this machine names it (a name that is not UTF-8 is recorded escaped)."""
+    folder = cfg.dataset.get("path")
+    return recorded_path(folder) if isinstance(folder, str) and folder else None
+
+
 def dataset_not_compared(cfg: Config, dataset: str | os.PathLike[str] | None = None, compare_dataset: bool = True) -> str | None:
     """Why :func:`assess` leaves the dataset out, with the fix; None when it compares it or was asked not to."""
     if not compare_dataset:
@@ -85,7 +92,7 @@ def dataset_not_compared(cfg: Config, dataset: str | os.PathLike[str] | None = N
         return "the YAML records nothing of its dataset to compare against"
     if dataset is not None:
         return None
-    folder = cfg.dataset.get("path")
+    folder = _recorded_folder(cfg)
     if not folder:
         return "the YAML records no dataset folder; pass --dataset DIR to compare one"
     if not Path(folder).is_dir():
@@ -121,15 +128,14 @@ def recorded_dataset(path: str | os.PathLike[str]) -> str:
     Raises:
         UserError: the file is missing (its first tuning needs a folder), records none, or its folder is not here.
     """
-    from autotune.dataset.paths import printable
     from autotune.errors import UserError
 
     fix = f"pass --dataset DIR (run --dataset DIR --if-stale {printable(str(path))})"
     if not Path(path).exists():
         raise UserError(f"--if-stale {printable(str(path))} does not exist yet, so it records no dataset to tune on; {fix}")
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
-    folder = cfg.dataset.get("path")
-    if not isinstance(folder, str) or not folder:
+    folder = _recorded_folder(cfg)
+    if not folder:
         raise UserError(f"--if-stale {printable(str(path))} records no dataset folder (dataset.path); {fix}")
     if not Path(folder).is_dir():
         raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which is not a folder here; {fix}")

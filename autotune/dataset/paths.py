@@ -1,4 +1,4 @@
-"""Turning user-given names (study names) into safe file and folder names."""
+"""Turning user-given names (study names) into safe file and folder names, and paths into printable text and back."""
 
 from __future__ import annotations
 
@@ -34,6 +34,21 @@ def safe_name(name: str, *, max_len: int = 120) -> str:
 def printable(path: str | os.PathLike[str]) -> str:
     """``path`` for messages: bytes that are not UTF-8 (surrogate escapes) shown as ``\\xNN``, so any stream can print it."""
     return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+_ESCAPED = re.compile(r"\\x([89a-fA-F][0-9a-fA-F])")  # what printable() makes of a byte that is not UTF-8
+
+
+def recorded_path(text: str) -> str:
+    """A folder as the YAML records it (:func:`printable`'s text), as this machine names it.
+
+    A name that is not UTF-8 is recorded with ``\\xNN`` escapes; when the text names nothing here but the name
+    with those bytes does, that name (a surrogate-escaped ``str``, as ``os.listdir`` gives it). Else the text.
+    """
+    if os.path.lexists(text) or not _ESCAPED.search(text):
+        return text
+    raw = _ESCAPED.sub(lambda m: chr(0xDC00 + int(m.group(1), 16)), text)
+    return raw if os.path.lexists(raw) else text
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
