@@ -317,3 +317,22 @@ def test_text_the_output_encoding_cannot_hold_is_escaped_not_a_lost_output(tiny_
                        env={**os.environ, "PYTHONIOENCODING": "ascii"})
     assert p.returncode == 0, p.stderr
     assert b"caf\\xe9" in p.stdout
+
+
+def test_a_stopped_trial_log_gets_its_rate_once(tmp_path):
+    """A trial stopped at the budget's end gets its rate appended by the parent; when the process wrote its own
+    'complete' line just before it was stopped, the log kept two."""
+    import logging
+
+    from autotune.trials.logs import CHILD_FORMAT, append_line
+
+    record = logging.LogRecord("autotune.trials.child", logging.INFO, __file__, 0, "complete: 812.0 samples/s", None, None)
+    log = tmp_path / "3.log"
+    log.write_text("windows: 800 812\n" + logging.Formatter(CHILD_FORMAT).format(record) + "\n\n")
+    append_line(str(log), "complete: 812.0 samples/s (measured 2 window(s): the time budget ran out)", unless=": complete: ")
+    assert log.read_text().count("complete: ") == 1
+    cut = tmp_path / "4.log"
+    cut.write_text("windows: 800\n")
+    append_line(str(cut), "complete: 800.0 samples/s (measured 1 window(s): the time budget ran out)", unless=": complete: ")
+    append_line(str(tmp_path / "no-such-folder" / "5.log"), "complete: 1.0 samples/s")  # a log that cannot be written costs the line
+    assert cut.read_text().splitlines()[-1].endswith("INFO autotune.trials.logs: complete: 800.0 samples/s (measured 1 window(s): the time budget ran out)")

@@ -529,7 +529,7 @@ class Tuner:
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if stopped and log is not None and result.outcome is Outcome.COMPLETE:  # the log ends with its rate, as every other
-            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})")
+            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})", unless=": complete: ")  # not twice, if it wrote its own as it was stopped
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
             from autotune.study.selection import ceiling_attrs, study_ceiling  # no torch on this side
 

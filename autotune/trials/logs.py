@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import IO
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +59,27 @@ def open_log(path: str | None, append: bool = False) -> int | None:
 _warned: set[str] = set()
 
 
-def append_line(path: str, message: str) -> None:
+def append_line(path: str, message: str, unless: str | None = None) -> None:
     """One line in ``path`` in the trial process's format, written by the parent (for a trial it stopped before the
-    process wrote its own last line). A log that cannot be written costs that line."""
+    process wrote its own last line). ``unless``: not when the log's last line already holds that text (the process
+    wrote its own just before it was stopped). A log that cannot be written costs that line."""
     record = logging.LogRecord(__name__, logging.INFO, __file__, 0, message, None, None)
     try:
-        with open(path, "a", encoding="utf-8", errors="backslashreplace") as f:
-            f.write(logging.Formatter(CHILD_FORMAT).format(record) + "\n")
+        with open(path, "a+b") as f:
+            if unless is not None and unless in _last_line(f):
+                return
+            f.write((logging.Formatter(CHILD_FORMAT).format(record) + "\n").encode("utf-8", "backslashreplace"))
     except OSError:
         logger.debug("cannot append to %s", path, exc_info=True)
+
+
+def _last_line(f: IO[bytes], tail: int = 4096) -> str:
+    """The last non-empty line of the file open in ``f`` (from its last ``tail`` bytes)."""
+    size = f.seek(0, os.SEEK_END)
+    f.seek(max(0, size - tail))
+    lines = f.read().decode("utf-8", "replace").splitlines()
+    f.seek(0, os.SEEK_END)
+    return next((ln for ln in reversed(lines) if ln.strip()), "")
 
 
 def null_output() -> int:
