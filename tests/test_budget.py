@@ -111,6 +111,36 @@ def test_the_slow_torch_defaults_do_not_price_the_next_trial():
     assert b.trial_s == [4.0, 5.0] and b.trials_measured == 3 and b.contender_cost(study, 2) == 5.0
 
 
+@pytest.mark.parametrize("setup_s,measured", [(18.0, True), (21.0, False)], ids=["fits", "would-take-the-re-measurement"])
+def test_the_queued_torch_defaults_are_measured_when_their_first_window_fits(setup_s, measured):
+    """Seen on the H200 with a set-up of 18 s: three baselines of 5, 8 and 6 s, then sampling stopped for the
+    re-measurement with the torch defaults (queued fourth, a 3 s trial) not measured: the YAML had no speedup. The
+    defaults still run where the quickest trial and the smallest re-measurement fit; never in its place."""
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    cb = b.stop_callback(2, 1)
+    study = optuna.create_study(direction="maximize")
+    stopped = []
+    study.stop = lambda: stopped.append(True)  # noqa: E731 - the callback's only use of the study
+    queue = ((5.0, 25985.0, "dali-hw"), (8.0, 21774.0, "dali-heuristic"), (6.0, 3146.0, "heuristic"), (3.0, 250.0, "defaults"), (6.0, 20000.0, None))
+    for *_, role in queue[:4]:
+        study.enqueue_trial({}, user_attrs={"role": role})
+    clock.now += setup_s
+    for seconds, value, role in queue:
+        trial = study.ask()  # the oldest queued trial first, as Optuna runs them
+        assert trial.user_attrs.get("role") == role
+        clock.now += seconds
+        trial.set_user_attr("duration_s", seconds)
+        study.tell(trial, value)
+        cb(study, study.trials[trial.number])
+        if stopped:
+            break
+    ran = [t.user_attrs.get("role") for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
+    # the heuristic ran (the YAML's torch fallback), then the defaults only where they fit before the re-measurement
+    assert ran == ["dali-hw", "dali-heuristic", "heuristic", *(["defaults"] if measured else [])]
+    assert b.confirm_fit(2, 1, cost=b.contender_cost(study, 2)) == (2, 1)  # the top two re-measured once, as planned
+
+
 @pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])
 def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir, monkeypatch, budget_s, trial_s):
     clock = FakeClock()

@@ -23,6 +23,9 @@ WRITE_RESERVE_S = 3.0
 #: trials whose time says nothing of the next one's: the torch defaults (one process decodes, so a trial of them can
 #: take several times any other's). Priced at it, a budget stops sampling with time left for several trials.
 UNPRICED_ROLES = frozenset({"defaults"})
+#: the baseline the YAML's speedup is measured against: when it is the next in the queue as sampling would stop, it
+#: is measured still if its first window fits before the smallest re-measurement (a YAML without it has no speedup)
+REFERENCE_ROLE = "defaults"
 
 #: re-measurements are planned at this many times the contenders' own trial time (their start-up varies)
 REMEASURE_MARGIN = 1.25
@@ -186,6 +189,16 @@ class TimeBudget:
         self.reserved_s = remeasure
         return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
 
+    def reference_fits(self, top: int, repeats: int, contender_s: float | None = None) -> bool:
+        """Whether a short trial of the reference (:data:`REFERENCE_ROLE`) still fits: the quickest trial so far, then
+        the smallest re-measurement (two contenders once, when one is planned and still fits), then the writing.
+        The trial itself ends at its next window once :meth:`measure_left` is spent."""
+        if not self.trial_s:
+            return False
+        smallest = 2 * (contender_s or self.trial_cost() or 0.0) if top > 1 and repeats > 0 else 0.0
+        after = smallest if self.fits(smallest) else 0.0  # a re-measurement that no longer fits is not kept from it
+        return self.fits(min(self.trial_s) + after)
+
     def measure_left(self) -> float:
         """Seconds a trial may still measure before it ends at its next window: the time left, less the YAML's
         writing and the planned re-measurement (a trial is cut only where the writing's reserve begins)."""
@@ -202,7 +215,10 @@ class TimeBudget:
                 self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
             done = [t.value for t in measured_complete(study) if t.value is not None]
             contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
-            if not self.another_trial_fits(top, repeats, self.contender_cost(study, top), contenders=contenders):
+            contender_s = self.contender_cost(study, top)
+            if not self.another_trial_fits(top, repeats, contender_s, contenders=contenders):
+                if _next_role(study) == REFERENCE_ROLE and self.reference_fits(top, repeats, contender_s):
+                    return  # one trial more: the speedup's reference, cut at its next window
                 self.stopped_sampling_at = trial.number
                 study.stop()
 
@@ -224,3 +240,11 @@ class TimeBudget:
         if self.earlier is not None:
             out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out
+
+
+def _next_role(study: Any) -> str | None:
+    """The role of the trial the study runs next (the oldest queued one), or None when it samples one."""
+    import optuna
+
+    waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
+    return min(waiting, key=lambda t: t.number).user_attrs.get("role") if waiting else None
