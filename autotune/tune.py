@@ -322,9 +322,15 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if args.warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(args.warm_start, args.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
+    from autotune import doctor
+
+    nw = space["num_workers"] if "num_workers" in space else None
+    workers = "torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0
     if args.demo:
         from autotune.dataset import synth
 
+        if not (synth.demo_root() / synth.DEMO_COMPLETE).exists():
+            doctor.preflight(None, device, workers=workers)  # a torch that cannot run trials: told before a minute of image-making
         if not args.quiet and not (synth.demo_root() / synth.DEMO_COMPLETE).exists():
             print(f"making the demo dataset in {printable(str(synth.demo_root()))} (once; about a minute on two cores) ...", file=sys.stderr)
         dataset_path = str(synth.demo_dataset(progress=None if args.quiet else synth.quarter_lines("demo images")))
@@ -335,8 +341,6 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     else:
         raise UserError("no dataset given; pass --dataset DIR (one sub-folder per class) or --demo")
     # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
-    from autotune import doctor
-
     doctor.start_probe()
     # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
     zygote, zygote_log = (None, "") if args.reuse else _launch_zygote(early)
@@ -351,8 +355,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         spend = budget
         settings.time_left = lambda: spend.remaining() - WRITE_RESERVE_S  # a trial past it is cut
         settings.measure_left = spend.measure_left  # a trial past it ends at its next window: the re-measurement keeps its time
-    nw = space["num_workers"] if "num_workers" in space else None
-    checks = doctor.preflight(dataset_path, device, scanned=dataset, workers="torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0)
+    checks = doctor.preflight(dataset_path, device, scanned=dataset, workers=workers)
     undecodable = [f for c in checks or () if c.name == "unreadable" for f in c.files]
     if undecodable:  # the headers were fine, the pixels are not (a truncated JPEG): found now, not one trial at a time
         logger.warning("%d of the files decoded before the trials cannot be decoded (first %s): left out of the trials; "

@@ -365,6 +365,19 @@ def test_a_bad_flag_with_demo_is_refused_before_the_demo_set_is_made(tmp_path, m
     assert capsys.readouterr().err.count("autotune: error:") == 3
 
 
+def test_a_torch_that_cannot_run_trials_is_told_before_the_demo_set_is_made(tmp_path, monkeypatch, capsys):
+    """A CPU torch beside a CUDA torchvision: the run made the demo set for 43 s, then stopped at the torch check."""
+    from autotune import doctor
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(doctor, "_torch_probe", lambda: {"torch": "2.13.0+cpu", "torchvision": None, "cuda": None, "available": False, "devices": 0,
+                                                         "torchvision_error": "RuntimeError: operator torchvision::nms does not exist"})
+    assert main(["run", "--demo", "--device", "cpu", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("autotune: error: torch check failed: 2.13.0+cpu, but torchvision does not import") and err.count("\n") == 1, err
+    assert not (tmp_path / "cache").exists()
+
+
 @pytest.mark.parametrize("seed", [-1, 2**32, 2**70, "x", float("nan"), 1.5, True])
 def test_a_seed_numpy_would_refuse_is_one_line_in_the_python_api(tmp_path, tiny_dataset, seed):
     """Seeds reached numpy, torch or Optuna unchecked: a ValueError mid-exploration, or silently truncated."""
