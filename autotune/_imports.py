@@ -11,7 +11,7 @@ from autotune.errors import UserError
 #: Optional feature -> (module, pip extra that installs it).
 _EXTRAS = {
     "dali": ("nvidia.dali", 'pip install -e ".[dali]"  (CUDA 13 drivers: ".[dali-cu13]")'),
-    "plot": ("matplotlib", 'pip install -e ".[plot]"'),
+    "plot": ("matplotlib", 'pip install matplotlib (in the project\'s folder: pip install -e ".[plot]")'),
     "postgres": ("psycopg2", 'pip install -e ".[fleet]"'),
 }
 

@@ -286,6 +286,28 @@ def test_the_winners_legend_says_how_many_measurements_its_figure_is(stored, tmp
     assert not any("confirmed" in label for label in labels)
 
 
+def test_a_repeat_is_not_drawn_as_a_failure(stored, tmp_path, monkeypatch):
+    """A repeat (told an earlier trial's result, not measured) was a red cross at 0 samples/s, "not complete"."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from autotune.report._plots import plot_throughput
+
+    drawn: dict[str, int] = {}
+    real = Axes.scatter
+
+    def scatter(self, x, y, *a, **kw):
+        drawn[str(kw.get("label"))] = len(x)
+        return real(self, x, y, *a, **kw)
+
+    monkeypatch.setattr(Axes, "scatter", scatter)
+    study, url = stored
+    rows = trial_rows(study)
+    repeat = {**rows[0], "trial": len(rows), "outcome": "repeat", "samples_per_s": None}
+    plot_throughput([*rows, repeat], overview(study, url), tmp_path / "t.png")
+    assert drawn.get("not complete (pruned/failed)", 0) == sum(r["outcome"] not in ("complete", "repeat") for r in rows)
+
+
 def test_a_queued_trial_shows_the_config_it_was_queued_with():
     """Rows `queued, not run` (a warm start's neighbours, the defaults) had an empty config column."""
     study = optuna.create_study(direction="maximize")

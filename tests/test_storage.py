@@ -106,6 +106,15 @@ def test_a_missing_mysql_driver_is_named(url, hint, monkeypatch):
     assert hint in msg and "psycopg" not in msg and "PostgreSQL" not in msg and SECRET not in msg
 
 
+def test_show_of_a_study_name_points_to_study(workdir, capsys):
+    """`autotune show NAME` said the config does not exist, and to write it with 'autotune run'."""
+    _add_study(open_storage("sqlite:///autotune.db"), "nightly", rate=100.0)
+    assert main(["show", "nightly"]) == 2
+    assert capsys.readouterr().err == "autotune: error: 'nightly' is no file here but a study in autotune.db; show it with 'autotune show --study nightly'\n"
+    assert main(["show", "other"]) == 2
+    assert "config 'other' does not exist" in capsys.readouterr().err
+
+
 HOSTILE = ["[/]evil", "[bold red]loud[/bold red]", "esc\x1b[31mred\x1b[0m", "two\nlines\rback", "bell\x07"]
 
 

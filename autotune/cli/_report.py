@@ -14,7 +14,7 @@ DESCRIPTION = (
     "Read a study from its storage and write <reports-dir>/<study>/ with report.md, a self-contained report.html\n"
     "and PNG plots: throughput over time, by backend and by knob, parameter importance, the winner against the\n"
     "baselines, memory peaks against the budget, and failures by outcome. 'autotune run' does this at its end.\n"
-    "Plots need matplotlib: pip install -e \".[plot]\"."
+    "Plots need matplotlib: pip install matplotlib (in the project's folder: pip install -e \".[plot]\")."
 )
 EXAMPLES = """examples:
   autotune report                                          # the latest study in sqlite:///autotune.db

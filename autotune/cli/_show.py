@@ -147,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
         if not Path("autotune.yaml").exists():
             raise UserError("nothing to show: no autotune.yaml in this folder; pass an autotune.yaml, or --storage URL --study NAME")
         args.file = "autotune.yaml"
+    if not Path(args.file).exists() and _is_local_study(args.file):  # `show NAME`: "write it with autotune run" misled
+        raise UserError(f"{args.file!r} is no file here but a study in autotune.db; show it with 'autotune show --study {args.file}'")
     cfg = Config.from_dict(read_yaml(args.file, "config"), path=args.file)
     if args.json:
         write_json(cfg.to_dict(), indent=2)
@@ -154,6 +156,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
     Console().print(_config_table(cfg, args.file))
     return 0
+
+
+def _is_local_study(name: str) -> bool:
+    """Whether ``autotune.db`` in this folder (``--study``'s default storage) holds a study named ``name``."""
+    if not Path("autotune.db").is_file():
+        return False
+    import optuna
+
+    from autotune.study.storage import close_storage, open_storage
+
+    try:
+        storage = open_storage("sqlite:///autotune.db", must_exist=True)
+    except Exception:  # noqa: BLE001 - not a database, locked: the file's own error stands
+        return False
+    try:
+        return name in optuna.study.get_all_study_names(storage=storage)
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        close_storage(storage)
 
 
 def _trial_count(study: dict) -> str:

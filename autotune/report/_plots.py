@@ -74,7 +74,7 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
         pts = [r for r in rows if (r["backend"] or "?") == backend and r["outcome"] == "complete" and r["samples_per_s"]]
         if pts:
             ax.scatter([x_of(r) for r in pts], [r["samples_per_s"] for r in pts], s=46, color=_colour(backend), label=f"{backend}", zorder=3, edgecolor="white")
-    fails = [r for r in rows if r["outcome"] != "complete"]
+    fails = [r for r in rows if r["outcome"] not in ("complete", "repeat")]  # a repeat is told its earlier result, not measured
     if fails:
         ax.scatter([x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3)
     for r in rows:
