@@ -26,6 +26,7 @@ from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import DatasetError, UserError, interrupt_detail, interrupt_exit_code, with_detail
 from autotune.loaders.presets import get_preset
+from autotune.loaders.shards import drop_problem
 from autotune.outcomes import Outcome
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.evidence import measured_complete
@@ -552,6 +553,10 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         tuner.study.set_user_attr("time", summary["time"])
     stated = summary["time"]["elapsed_s"] if budget is not None else None  # the "took N s" line's figure: one number, not two
     summary["warnings"] = ([] if interrupted is not None else short_run_warnings(cfg, space, budget, tuner.study, stated)) + busy_warnings(tuner.study.user_attrs.get("other_load"))
+    per_rank, where = len(dataset) // settings.ranks, "images per rank" if settings.ranks > 1 else "images"
+    dropped = drop_problem(cfg.loader.batch_size, per_rank, where) if get_preset(args.pipeline).train else None
+    if dropped is not None:  # a small set at the largest batch: what training on it loses, before the script finds out
+        summary["warnings"].append(f"the winner's {dropped}; to train on them all, pass a --batch-size that divides them more closely")
     if not args.quiet:
         r = cfg.result
         from autotune.report._render import fmt_rate, fmt_speedup

@@ -274,11 +274,33 @@ def test_autoloader_says_when_the_last_batch_drops_much_of_an_epoch(tmp_path, ca
     root = synthesize(tmp_path / "d", images=30, classes=2, min_side=16, max_side=24, workers=1)
     with caplog.at_level(logging.WARNING, logger="autotune.autoloader"):
         resolve(Agreement(), None, root, device="cpu", batch_size=16, pipeline="imagenet-train", space="cpu", seed=0)
-    assert "batch_size 16 over 30 images per rank drops the last 14 (47 %) of every epoch" in caplog.text
+    assert "batch size 16 over 30 images per rank drops the last 14 (47 %) of every epoch" in caplog.text
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="autotune.autoloader"):
         resolve(Agreement(), None, root, device="cpu", batch_size=15, pipeline="imagenet-train", space="cpu", seed=0)
     assert "drops" not in caplog.text
+
+
+def test_run_and_build_loader_say_when_the_last_batch_drops_much_of_an_epoch(tmp_path, workdir, capsys):
+    """Only AutoLoader said it: a run on 300 images chose b=256, and build_loader then dropped 44 of them every epoch."""
+    import warnings
+
+    import autotune
+    from autotune.dataset.synth import synthesize
+
+    root = synthesize(tmp_path / "d", images=30, classes=2, min_side=16, max_side=24, workers=1)
+    assert main(["run", "--dataset", str(root), "--space", "torch", "--batch-size", "16", "--n-trials", "1", "--no-baselines", "--window", "0.2",
+                 "--windows", "1", "--warmup-batches", "1", "--confirm-top", "0", "--device", "cpu", "--no-report"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the winner's batch size 16 over 30 images drops the last 14 (47 %) of every epoch; to train on them all, pass a --batch-size" in err
+    with pytest.warns(UserWarning, match=r"^batch size 16 over 30 images drops the last 14 \(47 %\) of every epoch; re-tune with a batch size"):
+        autotune.build_loader(root, autotune.load_config("autotune.yaml"), device="cpu")
+    with pytest.warns(UserWarning, match=r"batch size 6 over 15 images of this shard drops the last 3 \(20 %\)"):
+        autotune.build_loader(root, autotune.LoaderConfig.from_params({"backend": "torch", "batch_size": 6, "num_workers": 0}), device="cpu", num_shards=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        autotune.build_loader(root, autotune.LoaderConfig.from_params({"backend": "torch", "batch_size": 15, "num_workers": 0}), device="cpu")
+        autotune.build_loader(root, autotune.load_config("autotune.yaml"), pipeline="imagenet-eval", device="cpu")  # eval keeps the last batch
 
 
 def test_the_python_api_gives_no_command_line_advice(workdir):

@@ -22,6 +22,7 @@ from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError, expect
 from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
+from autotune.loaders.shards import drop_problem
 from autotune.outcomes import Backend
 
 if TYPE_CHECKING:
@@ -45,10 +46,6 @@ class Setup:
     batch_choices: tuple[int, ...] | None  # None: free (the YAML's or the default); one value: fixed
     settled: dict[str, Any] | None  # the matching YAML's loader parameters
     space: Any = None
-
-
-#: the share of an epoch that the dropped last batch may take before AutoLoader says so
-DROP_WARN_SHARE = 0.1
 
 
 def _device(device: str | None) -> str:
@@ -238,10 +235,9 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if preset.train and all(b > per_rank for b in choices):
         raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
     fitting = tuple(b for b in choices if b <= per_rank) if preset.train else choices
-    dropped = per_rank % fitting[0] if preset.train else 0
-    if dropped > DROP_WARN_SHARE * per_rank and comm.rank == 0:  # a small set at the default 256: say what training loses
-        logger.warning("batch_size %d over %d images per rank drops the last %d (%.0f %%) of every epoch; pass a batch_size that "
-                       "divides them more closely", fitting[0], per_rank, dropped, 100 * dropped / per_rank)
+    dropped = drop_problem(fitting[0], per_rank) if preset.train else None
+    if dropped is not None and comm.rank == 0:  # a small set at the default 256: say what training loses
+        logger.warning("%s; pass a batch_size that divides them more closely", dropped)
     sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a space file one node lacks
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:

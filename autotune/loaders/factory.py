@@ -117,7 +117,7 @@ def build_loader(
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     seed = seed_number(seed)
-    from autotune.loaders.shards import describe, ranks_disagree, shard_problem
+    from autotune.loaders.shards import describe, drop_problem, ranks_disagree, shard_problem
 
     problem = shard_problem(shard_id, num_shards)
     if problem is not None:
@@ -146,6 +146,9 @@ def build_loader(
             f"batch size {loader_cfg.batch_size} is larger than the {per_shard} images of this shard ({len(dataset)} in {path}, "
             f"{num_shards} shard(s)), so an epoch would hold no batch; use more images, or re-tune on this dataset (autotune run --dataset {path})"
         )
+    dropped = drop_problem(loader_cfg.batch_size, per_shard, "images of this shard" if num_shards > 1 else "images") if preset.train else None
+    if dropped is not None and shard_id == 0:  # a YAML tuned on a small set at b=256: say what training loses, once
+        warnings.warn(f"{dropped}; re-tune with a batch size that divides them more closely (autotune run --dataset {path} --batch-size N)", stacklevel=2)
     too_big = _memory_problem(loader_cfg, dataset, pipeline, device)
     if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
         raise UserError(too_big)

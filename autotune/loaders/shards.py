@@ -57,6 +57,19 @@ def shard_problem(shard_id: int, num_shards: int) -> str | None:
     return None
 
 
+#: the share of an epoch that the dropped last batch may take before it is told
+DROP_WARN_SHARE = 0.1
+
+
+def drop_problem(batch_size: int, images: int, where: str = "images per rank") -> str | None:
+    """What a training epoch loses to its dropped last batch when that is more than :data:`DROP_WARN_SHARE` of it
+    (``batch_size`` 256 over 300 images: 44 of them, every epoch), without the fix; None when it is less."""
+    dropped = images % batch_size if 0 < batch_size <= images else 0
+    if dropped <= DROP_WARN_SHARE * images:
+        return None
+    return f"batch size {batch_size} over {images} {where} drops the last {dropped} ({100 * dropped / images:.0f} %) of every epoch"
+
+
 def _store() -> Any:
     """The process group's store when this process is one of a DDP group, else None."""
     try:
