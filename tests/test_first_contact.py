@@ -195,6 +195,26 @@ def test_a_resumed_study_keeps_the_busier_sessions_load():
     assert study.user_attrs["other_load"]["cores"] == 1.7
 
 
+@pytest.mark.parametrize("cores", [1.7, 0.1])
+def test_a_busy_run_says_so_in_its_yaml_and_show(tiny_dataset, workdir, monkeypatch, capsys, cores):
+    """The busy warning was printed once; the YAML kept a 9x speedup measured on a shared machine with no word of it."""
+    import autotune
+
+    monkeypatch.setattr(OtherLoad, "to_dict", lambda self: {"cores": cores, "cpus": 2, "usable_cores": 2})
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", "--no-baselines", "--window", "0.2", "--windows", "1",
+                 "--warmup-batches", "1", "--confirm-top", "0", "--device", "cpu", "--no-report"]) == 0
+    cfg = autotune.load_config("autotune.yaml")
+    capsys.readouterr()
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["show"]) == 0
+    out = capsys.readouterr().out
+    if cores > 1:
+        assert cfg.result["other_load"] == {"cores": 1.7, "cpus": 2, "usable_cores": 2}
+        assert "kept 1.7 of 2 cores busy during the run (the figures moved with them)" in out
+    else:
+        assert "other_load" not in cfg.result and "other jobs" not in out
+
+
 def test_no_budget_advice_when_torch_trials_ran_and_failed():
     space = load_space("default", cores=2, device="cpu", dali=True)
     dali = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2}))

@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _config_rows(cfg) -> list[tuple[str, str]]:
-    from autotune.report._render import fmt_rate, fmt_speedup, fmt_spread
+    from autotune.report._render import fmt_rate, fmt_speedup, fmt_spread, other_jobs_text
 
     r = cfg.result
     rows = [
@@ -49,6 +49,8 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         rows.append(("DALI's usual", f"{fmt_rate(r.get('dali_heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_dali_heuristic'))})"))
     if isinstance(r.get("confirmed"), dict):
         rows.append(("confirmed", str(r["confirmed"].get("method"))))
+    if isinstance(r.get("other_load"), dict) and isinstance(r["other_load"].get("cores"), (int, float)):
+        rows.append(("other jobs", other_jobs_text(r["other_load"])))
     rows += [
         ("peak memory", f"gpu {r.get('peak_gpu_mib') or '-'} MiB, host {r.get('peak_host_mib') or '-'} MiB"),
         ("pipeline", f"{cfg.pipeline} on {cfg.device}"),

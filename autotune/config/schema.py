@@ -83,6 +83,9 @@ def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
         _require(v is None or (isinstance(v, list) and all(_is_number(x) for x in v)), f"result.{k}", "a list of numbers", v)
     ranks = result.get("ranks")
     _require(ranks is None or (_is_int(ranks) and ranks >= 1), "result.ranks", "an integer >= 1", ranks)
+    load = result.get("other_load")  # other jobs' cores during the run: {cores, cpus, usable_cores}
+    _require(load is None or (isinstance(load, dict) and all(_is_number(load.get(k)) for k in ("cores", "cpus", "usable_cores"))),
+             "result.other_load", "a mapping of the numbers cores, cpus and usable_cores", load)
 
 
 def _from_dict(cls: type, data: Any, where: str):

@@ -139,10 +139,7 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     ]
     load = ov.get("other_load")
     if load and load.get("cores") is not None:
-        of = load.get("cpus") or load.get("usable_cores")
-        quota = f", {cores_taken(load):.1f} of the {_num(load.get('usable_cores'))} the run may use" if of != load.get("usable_cores") else ""
-        rows.append(("other jobs", f"kept {float(load['cores']):.1f} of {_num(of)} cores busy during the run{quota}"
-                     + (" (the figures moved with them)" if too_busy(load) else "")))
+        rows.append(("other jobs", other_jobs_text(load)))
     t = ov.get("time")
     if t:
         rows.append(("time", time_text(t, "the YAML and this report")))
@@ -150,6 +147,13 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
                      + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else "")))
     return rows
+
+
+def other_jobs_text(load: dict[str, Any]) -> str:
+    """The study's ``other_load`` in words: other jobs' cores during the run, and whether the figures moved with them."""
+    of = load.get("cpus") or load.get("usable_cores")
+    quota = f", {cores_taken(load):.1f} of the {_num(load.get('usable_cores'))} the run may use" if of != load.get("usable_cores") else ""
+    return f"kept {float(load['cores']):.1f} of {_num(of)} cores busy during the run{quota}" + (" (the figures moved with them)" if too_busy(load) else "")
 
 
 def time_text(t: dict[str, Any], written: str) -> str:

@@ -13,6 +13,7 @@ from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
 from autotune.study.storage import absolute_url, mask_url
+from autotune.trials.guard import too_busy
 
 #: the baselines the winner is compared with: the DataLoader defaults, the torch rule of thumb, DALI's usual start
 #: (the last only where the space offers DALI; its YAML keys read ``dali_heuristic``)
@@ -251,6 +252,8 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         result["confirmed"] = fig["confirmed"]
     for k, v in (a.get("result_extra") or {}).items():
         result[k] = v
+    if too_busy(a.get("other_load")):  # the figures above moved with other jobs: said where they are read, not only once
+        result["other_load"] = dict(a["other_load"])
     states = [t.state for t in study.get_trials(deepcopy=False)]
     counts = outcome_counts(study)
     study_section = {
