@@ -565,6 +565,8 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         line = f"best: {cfg.loader.describe()}: {fmt_rate(r['samples_per_s'])} samples/s"
         if r.get("speedup_vs_defaults"):
             line += f" ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})"
+        if len(r.get("scores") or ()) > 1:  # the bar's "best" is a single trial's: say why this figure differs
+            line += f"; the median of its {len(r['scores'])} measurements"
         if r.get("fraction_of_ceiling"):
             line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
         print(line, file=sys.stderr)

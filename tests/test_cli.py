@@ -306,6 +306,8 @@ def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_data
 
     r = load_config("autotune.yaml").result  # the last line's figures are the YAML's, as written (1.37x, not 1.4x)
     assert f"{fmt_rate(r['samples_per_s'])} samples/s ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})" in err
+    # the bar's best was a single trial's figure: the last line says its own is a median, and of how many
+    assert len(r["scores"]) > 1 and f"; the median of its {len(r['scores'])} measurements" in err
 
 
 @pytest.mark.parametrize(("attr", "value", "command"), [("dataset", "oops", "show"), ("confirmation", "x", "report"),
