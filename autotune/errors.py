@@ -40,6 +40,14 @@ class Terminated(KeyboardInterrupt):
     is written. ``autotune run`` then exits with :attr:`exit_code` (128 + 15, the shell's code for SIGTERM)."""
 
     exit_code = 143
+    said = "terminated (SIGTERM)"
+
+
+class HungUp(Terminated):
+    """SIGHUP (the terminal or the ssh session closed): handled as SIGTERM, with the shell's code for it (128 + 1)."""
+
+    exit_code = 129
+    said = "hung up (SIGHUP)"
 
 
 def with_detail(e: KeyboardInterrupt, detail: str) -> KeyboardInterrupt:
@@ -53,8 +61,13 @@ def interrupt_detail(e: KeyboardInterrupt) -> str:
 
 
 def interrupt_exit_code(e: KeyboardInterrupt) -> int:
-    """130 for Ctrl-C (128 + SIGINT), 143 for SIGTERM (:class:`Terminated`)."""
-    return Terminated.exit_code if isinstance(e, Terminated) else 130
+    """130 for Ctrl-C (128 + SIGINT), 143 for SIGTERM (:class:`Terminated`), 129 for SIGHUP (:class:`HungUp`)."""
+    return e.exit_code if isinstance(e, Terminated) else 130
+
+
+def interrupt_said(e: KeyboardInterrupt) -> str:
+    """How the stop reads in the last line: ``interrupted``, ``terminated (SIGTERM)`` or ``hung up (SIGHUP)``."""
+    return e.said if isinstance(e, Terminated) else "interrupted"
 
 
 def expect(value: object, name: str, kinds: type | tuple[type, ...], what: str) -> None:

@@ -24,7 +24,7 @@ from autotune.config.files import folder_problem, foreign_problem, save_config, 
 from autotune.config.schema import DEVICE_RE, Config
 from autotune.dataset.paths import printable, safe_name
 from autotune.dataset.scan import scan
-from autotune.errors import DatasetError, UserError, interrupt_detail, interrupt_exit_code, with_detail
+from autotune.errors import DatasetError, UserError, interrupt_detail, interrupt_exit_code, interrupt_said, with_detail
 from autotune.loaders.presets import get_preset
 from autotune.loaders.shards import drop_problem
 from autotune.outcomes import Outcome
@@ -587,7 +587,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
             print(f"warning: {warning}", file=sys.stderr)
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
-        how = "terminated (SIGTERM)" if summary["exit_code"] == 143 else "interrupted"
+        how = interrupt_said(interrupted)
         if kept is not None:
             print(f"{how}: wrote the best config so far to {out_path} and kept {kept} (written before this run); "
                   f"continue with --resume, which writes {kept} when it finishes", file=sys.stderr)

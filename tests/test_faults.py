@@ -247,24 +247,33 @@ def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, ti
     return done
 
 
-@pytest.mark.parametrize("sig, code, said", [
-    (signal.SIGINT, 130, "interrupted"),
+@pytest.mark.parametrize("sig, code, said, repeats", [
+    (signal.SIGINT, 130, "interrupted", 1),
     # docker stop, systemd and Slurm send SIGTERM: handled like Ctrl-C, with its own exit code
-    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to "),
-], ids=["sigint", "sigterm"])
-def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said):
-    name = sig.name.lower()
+    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 1),
+    # the terminal or the ssh session closed: the process died of it, nothing written, the study not marked
+    (signal.SIGHUP, 129, "hung up (SIGHUP): wrote the best config so far to ", 1),
+    # Ctrl-C pressed again and again, a supervisor's repeated SIGTERM: one landed in the clean-up, and the line
+    # said "stopped before any trial completed; no config was written" after two trials had
+    (signal.SIGINT, 130, "interrupted: wrote the best config so far to ", 8),
+    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 8),
+], ids=["sigint", "sigterm", "sighup", "sigint-x8", "sigterm-x8"])
+def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said, repeats):
+    name = f"{sig.name.lower()}-{repeats}"
     proc = _start_tuner(small_dataset, workdir, name, 30)
     try:
         _wait_complete(proc, workdir, name, 1)
         time.sleep(1.0)  # into the next trial
-        proc.send_signal(sig)
+        for _ in range(repeats):
+            proc.send_signal(sig)
+            time.sleep(0.1)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, err
     assert said in err and "autotune.yaml; continue with --resume" in err
+    assert err.count("stopping already") == (1 if repeats > 1 else 0), err  # told once, however many follow
     cfg = load_config(workdir / "autotune.yaml")
     assert cfg.result["samples_per_s"] > 0
     assert not _wait_no_runners(proc.pid, timeout=5)
@@ -334,12 +343,12 @@ def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypa
 
 
 def test_sigterm_held_during_clean_up_stops_the_run_after_it():
-    from autotune.cli._run import _sigterm_like_ctrl_c
+    from autotune.cli._run import _StopOnce
     from autotune.errors import Terminated, interrupt_exit_code
     from autotune.trials.runner import deferred_signals
 
     steps = []
-    with _sigterm_like_ctrl_c(), pytest.raises(Terminated) as e:
+    with _StopOnce(), pytest.raises(Terminated) as e:
         with deferred_signals():
             signal.raise_signal(signal.SIGTERM)
             steps.append("clean-up done")

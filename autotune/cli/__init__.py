@@ -3,7 +3,7 @@
 Each command module has ``NAME``, ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``.
 
 Exit codes: 0 success; 1 a check found a difference or a warning (``check``, ``doctor``); 2 bad input or a
-failed check (one line on stderr, no traceback); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM).
+failed check (one line on stderr, no traceback); 130 interrupted (Ctrl-C); 143 terminated (SIGTERM); 129 hung up (SIGHUP).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from autotune.errors import UserError, interrupt_detail, interrupt_exit_code
+from autotune.errors import UserError, interrupt_detail, interrupt_exit_code, interrupt_said
 
 COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
 
@@ -182,7 +182,7 @@ def _main(argv: Sequence[str] | None, started: float | None) -> int:
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
         code = interrupt_exit_code(e)
         detail = interrupt_detail(e)
-        said = ("terminated (SIGTERM)" if code == 143 else "interrupted") + (f": {detail}" if detail else "")
+        said = interrupt_said(e) + (f": {detail}" if detail else "")
         print(f"autotune: {said}", file=sys.stderr)
         if getattr(args, "json", False):  # a script reading stdout learns of the stop too
             _json_error(said, code)

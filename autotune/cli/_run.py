@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+from typing import Any
 
 from autotune.cli._output import write_json
 from autotune.cli._types import given, nonneg_float, nonneg_int, positive_float, positive_int, seed_int
@@ -31,9 +32,10 @@ EXAMPLES = """examples:
   autotune run --dataset /data/train --json --quiet > summary.json   # scripts: JSON on stdout, errors on stderr
 
 exit codes: 0 tuned (config and report written); 1 no trial completed; 2 bad input; 130 interrupted by
-Ctrl-C, 143 stopped by SIGTERM (docker stop, systemd, Slurm): either way the running trial is marked
+Ctrl-C, 143 stopped by SIGTERM (docker stop, systemd, Slurm), 129 by SIGHUP: each way the running trial is marked
 interrupted and the best config so far is still written (to NAME.interrupted.yaml when --out holds an
-earlier run's config, which is kept; none before the first trial completes); continue with --resume
+earlier run's config, which is kept; none before the first trial completes; signals after the first wait
+until it is written); continue with --resume
 """
 
 
@@ -109,25 +111,44 @@ class _StdoutToStderr:
         os.close(self.saved)
 
 
-def _raise_terminated(signum: int, frame: object) -> None:
-    from autotune.errors import Terminated
+class _StopOnce:
+    """While tuning, the first SIGINT, SIGTERM or SIGHUP stops the run as Ctrl-C does (the running trial is marked,
+    the best config so far written); SIGTERM raises :class:`~autotune.errors.Terminated`, SIGHUP
+    :class:`~autotune.errors.HungUp`. The signals that follow while it stops are told once and held: a second
+    Ctrl-C, or a supervisor's repeated SIGTERM, landed in the clean-up and lost the config. SIGKILL still ends it.
+    A signal the shell set to be ignored (``nohup``, a background job's SIGINT) stays ignored."""
 
-    raise Terminated()
+    SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
+    def __init__(self) -> None:
+        self.stopping = False
+        self.told = False
+        self.old: dict[int, Any] = {}
 
-@contextlib.contextmanager
-def _sigterm_like_ctrl_c():
-    """While tuning, SIGTERM raises :class:`~autotune.errors.Terminated` (a ``KeyboardInterrupt``), so it stops
-    the run the way Ctrl-C does: the running trial is marked, the best config so far written."""
-    try:
-        old = signal.signal(signal.SIGTERM, _raise_terminated)
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if old is None else old)
+    def handle(self, signum: int, frame: object) -> None:
+        from autotune.errors import HungUp, Terminated
+
+        if self.stopping:
+            if not self.told:
+                self.told = True
+                with contextlib.suppress(OSError, ValueError):  # a closed terminal
+                    print("autotune: stopping already: writing the best config so far (kill -9 ends it at once)", file=sys.stderr, flush=True)
+            return
+        self.stopping = True
+        raise {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}.get(signum, HungUp)()
+
+    def __enter__(self) -> _StopOnce:
+        for sig in self.SIGNALS:
+            try:
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self.old[sig] = signal.signal(sig, self.handle)
+            except ValueError:  # not the main thread: the signals stay as they are
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self.old.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
 
     progress = Reporter(quiet=args.quiet)
     try:
-        with _sigterm_like_ctrl_c():
+        with _StopOnce():
             if args.json:
                 with _StdoutToStderr():
                     summary = tune(args, progress)
