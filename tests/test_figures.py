@@ -286,7 +286,7 @@ def test_a_dali_only_study_says_there_are_no_dataloader_kwargs(tmp_path):
 
 @pytest.mark.parametrize(("section", "needle"), [
     ("torch_fallback: {batch_size: 8, torch: {num_workers: -1}}", "torch_fallback.torch.num_workers must be between 0 and 16384"),
-    ("torch_fallback: {batch_size: 0, torch: {}}", "torch_fallback.batch_size must be >= 1"),
+    ("torch_fallback: {batch_size: 0, torch: {}}", "torch_fallback.batch_size must be between 1 and 1048576, but got 0"),
     ("torch_fallback: {batch_size: true, torch: {}}", "torch_fallback.batch_size must be an integer"),
     ("torch_fallback: {batch_size: 8, torch: {workers: 2}}", "unknown key torch_fallback.torch.workers"),
     ("torch_fallback: [1, 2]", "torch_fallback must be a mapping"),

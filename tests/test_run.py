@@ -77,6 +77,21 @@ def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path
     assert main([*args, "--dataset", str(same), "--space", "torch", "--n-trials", "1", "--resume"]) == 0
 
 
+def test_resume_refuses_another_measurement(tiny_dataset, workdir, capsys):
+    """--resume --cache cold --window 0.4 ranked cold 0.4 s trials against warm 0.3 s ones, and the YAML named the first."""
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "m1", "--batch-size", "8", "--confirm-top", "0",
+            "--n-trials", "1", "--device", "cpu", "--no-report", "--warmup-batches", "1", "--windows", "2"]
+    assert main([*args, "--window", "0.3"]) == 0
+    before = len(_trials("sqlite:///autotune.db"))
+    capsys.readouterr()
+    assert main([*args, "--window", "0.4", "--cache", "cold", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert ("autotune: error: --resume: study 'm1' measured with --window 0.3, --cache warm, this run with 0.4, cold; "
+            "pass --window 0.3 --cache warm to resume it") in err and err.count("error") == 1
+    assert len(_trials("sqlite:///autotune.db")) == before
+    assert main([*args, "--window", "0.3", "--resume"]) == 0
+
+
 def _bad(tmp_path, kind):
     if kind == "missing":
         return str(tmp_path / "nope")

@@ -371,6 +371,14 @@ class Tuner:
             if compared and old != new:
                 raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
                                 f"resume with the same, or tune under another --study-name")
+        was_m, now_m = a.get("measurement") or {}, attrs.get("measurement") or {}
+        changed = [(flag, was_m[k], now_m[k]) for k, flag in (("window_s", "--window"), ("windows", "--windows"), ("warmup_batches", "--warmup-batches"), ("cache", "--cache"))
+                   if was_m.get(k) is not None and now_m.get(k) is not None and was_m[k] != now_m[k]]
+        if changed:  # its trials would be ranked against others measured another way, and the YAML would name the first
+            raise UserError(f"--resume: study {name!r} measured with " + ", ".join(f"{f} {w:g}" if not isinstance(w, str) else f"{f} {w}" for f, w, _ in changed)
+                            + ", this run with " + ", ".join(f"{n:g}" if not isinstance(n, str) else n for _, _, n in changed)
+                            + "; pass " + " ".join(f"{f} {w:g}" if not isinstance(w, str) else f"{f} {w}" for f, w, _ in changed)
+                            + " to resume it (a --budget plans the windows), or tune under another --study-name")
         for t in self.study.get_trials(deepcopy=False):  # the same space name can still give other ranges (see _objective)
             for param, dist in t.distributions.items():
                 if param in self.space and self.space[param].distribution() != dist:
