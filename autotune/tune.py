@@ -245,6 +245,58 @@ def _launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
     return zygote, log
 
 
+#: the flags that make a study what it is beyond its dataset: flag -> (the argument, its value when not given, its kind)
+SETTING_FLAGS: dict[str, tuple[str, Any, Any]] = {
+    "--pipeline": ("pipeline", "imagenet-train", str), "--space": ("space", "default", str), "--device": ("device", None, str),
+    "--gpus": ("gpus", None, int), "--batch-size": ("batch_size", None, int), "--model": ("model", None, str),
+    "--amp": ("amp", False, bool), "--channels-last": ("channels_last", False, bool), "--step-ms": ("step_ms", None, float),
+}
+
+
+def retune_flags(args: argparse.Namespace) -> list[str]:
+    """The setting flags this run was given (the YAML's ``study.retune_flags``); a space file by its absolute path."""
+    out: list[str] = []
+    for flag, (dest, unset, kind) in SETTING_FLAGS.items():
+        value = getattr(args, dest, unset)
+        if value == unset or value is None:
+            continue
+        if kind is bool:
+            out.append(flag)
+            continue
+        if dest == "space" and Path(value).is_file():  # a cron job re-tunes from another folder
+            value = os.path.abspath(value)
+        out += [flag, f"{value:g}" if kind is float else str(value)]
+    return out
+
+
+def _take_recorded_flags(args: argparse.Namespace) -> list[str]:
+    """``--if-stale FILE``: FILE's setting flags where this command gives none (its pipeline, space, ranks, model);
+    returns those taken."""
+    from autotune.config.files import read_yaml
+
+    flags = Config.from_dict(read_yaml(args.if_stale, "config"), path=str(args.if_stale)).retune_flags()
+    taken: list[str] = []
+    i = 0
+    while i < len(flags):
+        flag = flags[i]
+        if flag not in SETTING_FLAGS:
+            raise UserError(f"--if-stale {printable(str(args.if_stale))}: study.retune_flags holds {flag!r}, which is no setting flag of 'autotune run'; "
+                            "fix or remove study.retune_flags")
+        dest, unset, kind = SETTING_FLAGS[flag]
+        if kind is bool:
+            value, i = True, i + 1
+        else:
+            try:
+                value, i = kind(flags[i + 1]), i + 2
+            except (IndexError, ValueError):
+                raise UserError(f"--if-stale {printable(str(args.if_stale))}: study.retune_flags gives {flag} no valid value; "
+                                "fix or remove study.retune_flags") from None
+        if getattr(args, dest, unset) == unset:  # the command's own flag wins
+            setattr(args, dest, value)
+            taken += [flag] if kind is bool else [flag, flags[i - 1]]
+    return taken
+
+
 def default_budget(args: argparse.Namespace) -> float | None:
     """The run's time budget: ``--budget``, or a default when neither ``--n-trials`` nor ``--timeout`` says otherwise."""
     if getattr(args, "budget", None) is not None:
@@ -255,6 +307,8 @@ def default_budget(args: argparse.Namespace) -> float | None:
 
 
 def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) -> dict[str, Any]:
+    # FILE re-tuned as it was tuned: an eval config stays one, a config for 8 ranks is not re-tuned for 1
+    taken = _take_recorded_flags(args) if args.if_stale and Path(args.if_stale).is_file() else []
     args.budget = default_budget(args)
     started = getattr(args, "started", None)  # the CLI's: when the command's process started
     budget = TimeBudget(args.budget, start=started) if args.budget is not None else None
@@ -303,7 +357,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                 print(f"{args.if_stale} still matches this machine: nothing to do", file=sys.stderr)
             return {"action": "none", "reason": "config matches this machine", "config": args.if_stale}
         if not args.quiet:
-            print(f"{args.if_stale} is stale ({'; '.join(reasons)}): re-tuning", file=sys.stderr)
+            print(f"{args.if_stale} is stale ({'; '.join(reasons)}): re-tuning" + (f" with its {' '.join(taken)}" if taken else ""), file=sys.stderr)
         if not args.warm_start and Path(args.if_stale).exists():
             args.warm_start = args.if_stale
 
@@ -402,6 +456,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         "sampler": settings.sampler,
         "pruner": settings.pruner,
         "ranks": settings.ranks,
+        "retune_flags": retune_flags(args),
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     if settings.model is not None:

@@ -4,6 +4,7 @@ import argparse
 import datetime as _dt
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -216,6 +217,39 @@ def test_if_stale_without_dataset_or_out_re_tunes_the_file_on_its_recorded_datas
     with pytest.raises(Stop):
         tune.tune(args)
     assert args.out == "other.yaml"  # --out given: kept
+
+
+def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsys):
+    """An eval config came back a training config; one for 2 ranks, a fixed batch and a model came back for 1 rank,
+    the default space and no model: only the dataset was taken from FILE. `check`'s advice left the flags out too."""
+    import autotune
+
+    run = ["run", "--n-trials", "1", "--window", "0.2", "--windows", "1", "--warmup-batches", "1", "--confirm-top", "0", "--no-baselines",
+           "--device", "cpu", "--no-report"]
+    assert main([*run, "--dataset", str(tiny_dataset), "--space", "torch", "--pipeline", "imagenet-eval", "--gpus", "2", "--batch-size", "4",
+                 "--step-ms", "1", "--out", "f.yaml"]) == 0
+    text = Path("f.yaml").read_text()
+    Path("f.yaml").write_text(text.replace(f"cpus: {fingerprint.collect()['cpus']},", "cpus: 999,", 1))  # another machine's
+    capsys.readouterr()
+    assert main(["check", "f.yaml"]) == 1
+    flags = "--pipeline imagenet-eval --space torch --device cpu --gpus 2 --batch-size 4 --step-ms 1"
+    assert f"re-tune with: autotune run --dataset {tiny_dataset} {flags} --warm-start f.yaml --out f.yaml" in capsys.readouterr().out
+    assert main([*run, "--if-stale", "f.yaml", "--max-age", "30"]) == 0
+    assert f"re-tuning with its --pipeline imagenet-eval --space torch --gpus 2 --batch-size 4 --step-ms 1" in capsys.readouterr().err
+    cfg = autotune.load_config("f.yaml", world_size=2)
+    assert (cfg.pipeline, cfg.study["space"], cfg.result["ranks"], cfg.loader.batch_size, cfg.result["model"]) == ("imagenet-eval", "torch", 2, 4, "simulated 1 ms/step")
+    # the command's own flag wins over the file's
+    Path("f.yaml").write_text(Path("f.yaml").read_text().replace(f"cpus: {fingerprint.collect()['cpus']},", "cpus: 999,", 1))
+    assert main([*run, "--if-stale", "f.yaml", "--pipeline", "imagenet-train", "--batch-size", "8", "--gpus", "1"]) == 0
+    assert autotune.load_config("f.yaml").loader.batch_size == 8
+
+
+def test_a_yaml_without_retune_flags_gives_them_from_its_sections():
+    cfg = Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "pipeline": "imagenet-eval",
+                            "result": {"ranks": 4, "model": "resnet50 bf16 channels_last"}, "study": {"space": "dali"}})
+    assert cfg.retune_flags() == ["--pipeline", "imagenet-eval", "--space", "dali", "--gpus", "4", "--model", "resnet50", "--amp", "--channels-last"]
+    assert Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"model": "simulated 2.5 ms/step"},
+                             "study": {"space": "my-own"}}).retune_flags() == ["--step-ms", "2.5"]  # a space file's name is no path
 
 
 def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_folder_here(workdir, tiny_dataset, capsys):

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 data = args.dataset or cfg.dataset.get("path")
                 q = shlex.quote(args.file)
-                fix = f"re-tune with: autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'} --warm-start {q} --out {q}"
+                flags = "".join(f" {shlex.quote(f)}" for f in cfg.retune_flags())  # as it was tuned: its pipeline, ranks, model
+                fix = f"re-tune with: autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'}{flags} --warm-start {q} --out {q}"
             print(f"{args.file}: STALE: {n} {'difference that matters' if n == 1 else 'differences that matter'}; {fix}")
         else:
             print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else ""))

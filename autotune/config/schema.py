@@ -294,6 +294,9 @@ class LoaderConfig:
         return cls(backend, data["batch_size"], torch=torch_opts, dali=dali_opts)
 
 
+#: the search spaces shipped in ``search_spaces/`` (``--space NAME``)
+SHIPPED_SPACES = ("default", "torch", "dali", "cpu")
+
 #: the most ranks (or shards, or ranks per node) a count may say: more is a typo or an overflowed variable
 MAX_RANKS = 1 << 20
 
@@ -367,6 +370,31 @@ class Config:
     @property
     def batch_size(self) -> int:
         return self.loader.batch_size
+
+    def retune_flags(self) -> list[str]:
+        """The ``autotune run`` flags this config was tuned with, beyond its dataset (``study.retune_flags``): what a
+        re-tune passes again (``--if-stale``, ``check``'s advice). A YAML written before they were recorded gives
+        what its other sections say: the pipeline, the ranks, a shipped space, the model."""
+        flags = self.study.get("retune_flags")
+        if isinstance(flags, list) and all(isinstance(f, str) for f in flags):
+            return list(flags)
+        out: list[str] = []
+        if isinstance(self.pipeline, str) and self.pipeline != "imagenet-train":
+            out += ["--pipeline", self.pipeline]
+        if self.study.get("space") in SHIPPED_SPACES and self.study["space"] != "default":
+            out += ["--space", self.study["space"]]
+        ranks = self.result.get("ranks")
+        if _is_int(ranks) and ranks > 1:
+            out += ["--gpus", str(ranks)]
+        model = self.result.get("model")
+        if isinstance(model, str) and model.strip():
+            step = re.fullmatch(r"simulated ([0-9.]+) ms/step", model.strip())
+            if step:
+                out += ["--step-ms", step.group(1)]
+            else:
+                name, *opts = model.split()
+                out += ["--model", name, *(["--amp"] if "bf16" in opts else []), *(["--channels-last"] if "channels_last" in opts else [])]
+        return out
 
     @property
     def excluded_files(self) -> tuple[str, ...]:

@@ -268,6 +268,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "sampler": a.get("sampler"),
         "pruner": a.get("pruner"),
         "space": a.get("space"),
+        **({"retune_flags": list(a["retune_flags"])} if isinstance(a.get("retune_flags"), list) else {}),
     }
     loader = LoaderConfig.from_params(best.user_attrs["loader"])
     try:
