@@ -60,6 +60,15 @@ def test_shipped_spaces_load(name):
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"float": [0, 2]}}}, "params.num_workers.float", "whole numbers"),
         ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"device": "tpu"}}}}, "params.num_workers.when.device",
          "must be cpu or cuda (where batches go), but got 'tpu'"),
+        # Optuna warned in two raw lines each and cut the range to [0, 0] and [0.0, 0.9]; a typo switched a knob off
+        ({"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "step": 5}}}, "params.num_workers.step",
+         "5 does not divide the range [0, 2] (Optuna would sample [0, 0] only); use a step that divides 2, or end the range at 0"),
+        ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0.0, 1.0], "step": 0.3}}}, "params.hw_decoder_load.step",
+         "sample [0.0, 0.9] only"),
+        ({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"backend": "pytorch"}}}},
+         "params.num_workers.when.backend", "asks for 'pytorch', which backend never takes (its choices: torch); use one of them"),
+        ({"params": {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"backend": ["torch", "jax"]}}}},
+         "params.num_workers.when.backend", "asks for 'jax'"),
     ],
 )
 def test_errors_name_file_field_and_rule(data, field, rule):
@@ -133,3 +142,11 @@ def test_bad_yaml_syntax(tmp_path):
     f.write_text("params: {batch_size: [\n")
     with pytest.raises(SpaceError, match="not valid YAML"):
         load_space(str(f))
+
+
+def test_a_step_that_does_not_divide_a_cores_range_ends_it_at_the_last_step():
+    """'cores' differs by machine: [0, cores] in steps of 2 is [0, 2] on 3 cores, not an error there and fine on 4."""
+    data = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, "cores"], "step": 2},
+                       "prefetch_factor": {"choices": [2, 4], "when": {"num_workers": [2, 4]}}}}
+    assert (parse_space(data, cores=3)["num_workers"].high, parse_space(data, cores=4)["num_workers"].high) == (2, 4)
+    assert parse_space({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0.0, 1.0], "step": 0.05}}})["hw_decoder_load"].high == 1.0

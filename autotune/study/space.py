@@ -270,6 +270,15 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                     step = int(step)
                 if log and step != 1:
                     raise err(f"{field}.step", f"cannot be {step!r} with log: true (Optuna samples a log range in steps of 1 or none); drop one")
+                steps = (high - low) / step
+                if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):  # Optuna would warn and cut the range to low + k * step
+                    top = low + int(steps + 1e-9) * step
+                    top = int(top) if kind == "int" else round(top, 10)
+                    if isinstance(rng[1], str):  # 'cores' differs by machine: its range ends at the last step, quietly
+                        high = top
+                    else:
+                        raise err(f"{field}.step", f"{step!r} does not divide the range {rng} (Optuna would sample [{low}, {top}] only); "
+                                                   f"use a step that divides {round(high - low, 10)}, or end the range at {top}")
             kw.update(low=low, high=high, log=log, step=step)
         when = spec.get("when", {})
         if not isinstance(when, dict):
@@ -290,6 +299,12 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 raise err(f"{field}.when.device", f"must be cpu or cuda (where batches go), but got {cond!r}")
             if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
                 raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
+            earlier = next((q for q in params if q.name == k), None)
+            if earlier is not None and earlier.kind == "choices" and not isinstance(cond, dict):
+                never = [c for c in (cond if isinstance(cond, list) else [cond]) if c not in earlier.choices]
+                if never:  # a typo (pytorch) switched the knob off without a word
+                    raise err(f"{field}.when.{k}", f"asks for {never[0]!r}, which {k} never takes (its choices: {', '.join(map(str, earlier.choices))}); "
+                                                   "use one of them")
         if name in ("backend", "batch_size") and when:
             raise err(f"{field}.when", "is not allowed: every config has a backend and a batch size")
         if name == "backend" and kind != "choices":
