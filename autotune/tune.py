@@ -331,6 +331,9 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         from autotune.config.staleness import recorded_dataset
 
         args.dataset = recorded_dataset(args.if_stale)
+    if args.out == "-":  # the shell's "standard output": a file named '-' was written instead
+        raise UserError("--out '-' would write a file named '-'; the config goes to a file (pass a name such as autotune.yaml), "
+                        "and --json prints the run's summary on standard output")
     out_path = Path(args.out)
     store = sqlite_file(args.storage) or journal_file(args.storage)
     if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study

@@ -520,6 +520,8 @@ def test_out_with_an_image_extension_is_refused_before_it_lands_in_the_dataset(t
     err = capsys.readouterr().err
     assert f"--out {str(out)!r} ends in .JPG, an image's extension, so a scan of its folder would read it as a broken image; pass a file name with another extension" in err
     assert err.count("\n") == 1 and not out.exists() and len(scan(str(tiny_dataset))) == before
+    assert main(["run", "--dataset", str(tiny_dataset), "--out", "-", *FAST]) == 2
+    assert "--out '-' would write a file named '-'" in capsys.readouterr().err and not (workdir / "-").exists()
     assert main(["run", "--dataset", str(tiny_dataset), "--storage", f"sqlite:///{workdir}/study.png", *FAST]) == 2
     assert "ends in .png, an image's extension" in capsys.readouterr().err and not (workdir / "study.png").exists()
 

@@ -205,3 +205,16 @@ def _utf8(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_closed_loader_says_so_when_iterated(backend, dataset):
+    """DALI's said it was closed; torch's started its workers again, which nothing would shut down."""
+    from autotune.errors import UserError
+
+    loader = _build(backend, dataset, "imagenet-train")
+    next(iter(loader))
+    loader.close()
+    loader.close()  # twice is harmless
+    with pytest.raises(UserError, match=f"^this {backend.upper() if backend == 'dali' else backend} loader was closed; build a new one with autotune.build_loader$"):
+        next(iter(loader))

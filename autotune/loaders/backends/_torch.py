@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import transforms
 
+from autotune.errors import UserError
 from autotune.loaders.backends._base import BatchLoader, LoaderBackend
 
 if TYPE_CHECKING:
@@ -65,11 +66,14 @@ class TorchLoader(BatchLoader):
         self._to_device = torch.device(device).type != "cpu"
         self._non_blocking = bool(loader.pin_memory)
         self._epoch = 0
+        self._closed = False
 
     def __len__(self) -> int:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        if self._closed:  # as the DALI loader says: persistent workers would be started again, and never shut down
+            raise UserError("this torch loader was closed; build a new one with autotune.build_loader")
         sampler = self.loader.sampler
         if isinstance(sampler, DistributedSampler):
             sampler.set_epoch(self._epoch)  # a new shuffle each epoch, the same on every rank
@@ -81,6 +85,7 @@ class TorchLoader(BatchLoader):
             yield images.to(self.device, non_blocking=self._non_blocking), labels.to(self.device, non_blocking=self._non_blocking)
 
     def close(self) -> None:
+        self._closed = True
         it = getattr(self.loader, "_iterator", None)
         if it is not None and hasattr(it, "_shutdown_workers"):
             it._shutdown_workers()
