@@ -91,15 +91,20 @@ def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset
     assert b.contender_cost(study, 2) == 11.0  # the two best: the slow starters
 
 
+def _stopping_study():
+    """A 60 s budget on a fake clock, its stop callback (top 2, once), and a study whose stop() is recorded."""
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    study = optuna.create_study(direction="maximize")
+    stopped: list[bool] = []
+    study.stop = lambda: stopped.append(True)  # noqa: E731 - the callback's only use of the study
+    return clock, b, b.stop_callback(2, 1), study, stopped
+
+
 def test_the_slow_torch_defaults_do_not_price_the_next_trial():
     """A 4 s bad-data trial, a 5 s heuristic, then the torch defaults (22 s): 39 s of 60 spent. Priced at the
     defaults, no trial fits and the queued DALI start never runs; priced at the others, it and a re-measurement do."""
-    clock = FakeClock()
-    b = TimeBudget(60, clock=clock)
-    cb = b.stop_callback(2, 1)
-    study = optuna.create_study(direction="maximize")
-    stopped = []
-    study.stop = lambda: stopped.append(True)  # noqa: E731 - the callback's only use of the study
+    clock, b, cb, study, stopped = _stopping_study()
     clock.now += 8  # setup
     for seconds, value, role in ((4.0, None, "dali-heuristic"), (5.0, 170.0, "heuristic"), (22.0, 32.0, "defaults")):
         clock.now += seconds
@@ -116,12 +121,7 @@ def test_the_queued_torch_defaults_are_measured_when_their_first_window_fits(set
     """Seen on the H200 with a set-up of 18 s: three baselines of 5, 8 and 6 s, then sampling stopped for the
     re-measurement with the torch defaults (queued fourth, a 3 s trial) not measured: the YAML had no speedup. The
     defaults still run where the quickest trial and the smallest re-measurement fit; never in its place."""
-    clock = FakeClock()
-    b = TimeBudget(60, clock=clock)
-    cb = b.stop_callback(2, 1)
-    study = optuna.create_study(direction="maximize")
-    stopped = []
-    study.stop = lambda: stopped.append(True)  # noqa: E731 - the callback's only use of the study
+    clock, b, cb, study, stopped = _stopping_study()
     queue = ((5.0, 25985.0, "dali-hw"), (8.0, 21774.0, "dali-heuristic"), (6.0, 3146.0, "heuristic"), (3.0, 250.0, "defaults"), (6.0, 20000.0, None))
     for *_, role in queue[:4]:
         study.enqueue_trial({}, user_attrs={"role": role})
