@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import signal
 
 
 class UserError(Exception):
@@ -41,6 +42,10 @@ class Terminated(KeyboardInterrupt):
 
     exit_code = 143
     said = "terminated (SIGTERM)"
+
+
+#: the signals that stop a run as Ctrl-C does (held alike while a clean-up runs: autotune.trials.runner.deferred_signals)
+STOP_SIGNALS: tuple[int, ...] = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
 
 
 class HungUp(Terminated):

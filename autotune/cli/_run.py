@@ -114,13 +114,15 @@ class _StdoutToStderr:
 class _StopOnce:
     """While tuning, the first SIGINT, SIGTERM or SIGHUP stops the run as Ctrl-C does (the running trial is marked,
     the best config so far written); SIGTERM raises :class:`~autotune.errors.Terminated`, SIGHUP
-    :class:`~autotune.errors.HungUp`. The signals that follow while it stops are told once and held: a second
-    Ctrl-C, or a supervisor's repeated SIGTERM, landed in the clean-up and lost the config. SIGKILL still ends it.
-    A signal the shell set to be ignored (``nohup``, a background job's SIGINT) stays ignored."""
+    :class:`~autotune.errors.HungUp`. The signals that follow are told once and dropped until the YAML is written
+    (a second Ctrl-C, or a supervisor's repeated SIGTERM, landed in the clean-up and lost the config); after that,
+    one stops what is left (the report). SIGKILL always ends it. A signal the shell set to be ignored (``nohup``, a
+    background job's SIGINT) stays ignored, and a process forked meanwhile (the demo set's drawing pool) is stopped
+    by its signals as usual."""
 
-    SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
-
-    def __init__(self) -> None:
+    def __init__(self, args: argparse.Namespace | None = None) -> None:
+        self.args = args
+        self.pid = os.getpid()
         self.stopping = False
         self.told = False
         self.old: dict[int, Any] = {}
@@ -128,17 +130,25 @@ class _StopOnce:
     def handle(self, signum: int, frame: object) -> None:
         from autotune.errors import HungUp, Terminated
 
-        if self.stopping:
+        if os.getpid() != self.pid:  # a forked child (a process pool's worker): what the signal does by default
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        if self.stopping and not getattr(self.args, "written", None):
             if not self.told:
                 self.told = True
                 with contextlib.suppress(OSError, ValueError):  # a closed terminal
-                    print("autotune: stopping already: writing the best config so far (kill -9 ends it at once)", file=sys.stderr, flush=True)
+                    print("autotune: stopping already, keeping what the run measured (kill -9 ends it at once)", file=sys.stderr, flush=True)
             return
         self.stopping = True
         raise {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}.get(signum, HungUp)()
 
     def __enter__(self) -> _StopOnce:
-        for sig in self.SIGNALS:
+        from autotune.errors import STOP_SIGNALS
+
+        for sig in STOP_SIGNALS:
             try:
                 if signal.getsignal(sig) is not signal.SIG_IGN:
                     self.old[sig] = signal.signal(sig, self.handle)
@@ -157,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
     progress = Reporter(quiet=args.quiet)
     try:
-        with _StopOnce():
+        with _StopOnce(args):
             if args.json:
                 with _StdoutToStderr():
                     summary = tune(args, progress)

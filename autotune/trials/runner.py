@@ -24,6 +24,7 @@ from typing import Any
 
 import psutil
 
+from autotune.errors import STOP_SIGNALS
 from autotune.outcomes import Outcome
 from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
@@ -203,8 +204,8 @@ def run_trial(
 
 
 @contextlib.contextmanager
-def deferred_signals(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)):
-    """Hold Ctrl-C and SIGTERM while the block runs, then deliver them to the handlers that were in place.
+def deferred_signals(signums: tuple[int, ...] = STOP_SIGNALS):
+    """Hold Ctrl-C, SIGTERM and SIGHUP while the block runs, then deliver them to the handlers that were in place.
 
     A clean-up is never cut short, and a signal that arrives during it is never lost: it is raised again
     after the block (``KeyboardInterrupt`` for Ctrl-C). Main thread only; elsewhere the block just runs.
