@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import datetime as _dt
 import logging
+import math
 import os
 import shutil
 import sys
@@ -245,55 +246,96 @@ def _launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
     return zygote, log
 
 
-#: the flags that make a study what it is beyond its dataset: flag -> (the argument, its value when not given, its kind)
-SETTING_FLAGS: dict[str, tuple[str, Any, Any]] = {
-    "--pipeline": ("pipeline", "imagenet-train", str), "--space": ("space", "default", str), "--device": ("device", None, str),
-    "--gpus": ("gpus", None, int), "--batch-size": ("batch_size", None, int), "--model": ("model", None, str),
-    "--amp": ("amp", False, bool), "--channels-last": ("channels_last", False, bool), "--step-ms": ("step_ms", None, float),
+#: the flags that make a study what it is beyond its dataset: flag -> (the argument, its kind); not given, each is
+#: None (False for a switch): ``--pipeline`` and ``--space`` take their defaults after ``--if-stale`` had its say
+SETTING_FLAGS: dict[str, tuple[str, str]] = {
+    "--pipeline": ("pipeline", "text"), "--space": ("space", "text"), "--device": ("device", "text"), "--gpus": ("gpus", "count"),
+    "--batch-size": ("batch_size", "count"), "--model": ("model", "text"), "--amp": ("amp", "switch"),
+    "--channels-last": ("channels_last", "switch"), "--step-ms": ("step_ms", "ms"),
 }
+#: flags taken from FILE together or not at all: a command that gives one of a group gives that group
+FLAG_GROUPS = (("--model", "--step-ms", "--amp", "--channels-last"),)
+DEFAULT_PIPELINE, DEFAULT_SPACE = "imagenet-train", "default"
 
 
 def retune_flags(args: argparse.Namespace) -> list[str]:
     """The setting flags this run was given (the YAML's ``study.retune_flags``); a space file by its absolute path."""
     out: list[str] = []
-    for flag, (dest, unset, kind) in SETTING_FLAGS.items():
-        value = getattr(args, dest, unset)
-        if value == unset or value is None:
+    for flag, (dest, kind) in SETTING_FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is None or value is False or (flag, value) in (("--pipeline", DEFAULT_PIPELINE), ("--space", DEFAULT_SPACE)):
             continue
-        if kind is bool:
+        if kind == "switch":
             out.append(flag)
             continue
         if dest == "space" and Path(value).is_file():  # a cron job re-tunes from another folder
             value = os.path.abspath(value)
-        out += [flag, f"{value:g}" if kind is float else str(value)]
+        out += [flag, (f"{value:g}" if float(f"{value:g}") == value else repr(value)) if kind == "ms" else str(value)]
     return out
 
 
+def _recorded_value(flag: str, kind: str, text: str) -> Any:
+    """A value of FILE's ``study.retune_flags`` as the flag's own type would take it; ValueError when it would not."""
+    if kind == "count":
+        n = int(text)
+        if n < 1:
+            raise ValueError(text)
+        return n
+    if kind == "ms":
+        v = float(text)
+        if not (math.isfinite(v) and v > 0):
+            raise ValueError(text)
+        return v
+    if not text.strip():
+        raise ValueError(text)
+    return text
+
+
 def _take_recorded_flags(args: argparse.Namespace) -> list[str]:
-    """``--if-stale FILE``: FILE's setting flags where this command gives none (its pipeline, space, ranks, model);
-    returns those taken."""
+    """``--if-stale FILE``: FILE's setting flags (its pipeline, space, ranks, model) where this command gives none of
+    their group; a place this machine lacks (GPUs) is left out, and said. Returns the flags taken."""
     from autotune.config.files import read_yaml
 
+    where = f"--if-stale {printable(str(args.if_stale))}"
     flags = Config.from_dict(read_yaml(args.if_stale, "config"), path=str(args.if_stale)).retune_flags()
-    taken: list[str] = []
+    recorded: dict[str, Any] = {}
     i = 0
     while i < len(flags):
         flag = flags[i]
         if flag not in SETTING_FLAGS:
-            raise UserError(f"--if-stale {printable(str(args.if_stale))}: study.retune_flags holds {flag!r}, which is no setting flag of 'autotune run'; "
-                            "fix or remove study.retune_flags")
-        dest, unset, kind = SETTING_FLAGS[flag]
-        if kind is bool:
-            value, i = True, i + 1
-        else:
-            try:
-                value, i = kind(flags[i + 1]), i + 2
-            except (IndexError, ValueError):
-                raise UserError(f"--if-stale {printable(str(args.if_stale))}: study.retune_flags gives {flag} no valid value; "
-                                "fix or remove study.retune_flags") from None
-        if getattr(args, dest, unset) == unset:  # the command's own flag wins
-            setattr(args, dest, value)
-            taken += [flag] if kind is bool else [flag, flags[i - 1]]
+            raise UserError(f"{where}: study.retune_flags holds {flag!r}, which is no setting flag of 'autotune run'; fix or remove study.retune_flags")
+        kind = SETTING_FLAGS[flag][1]
+        if kind == "switch":
+            recorded[flag], i = True, i + 1
+            continue
+        try:
+            recorded[flag], i = _recorded_value(flag, kind, flags[i + 1]), i + 2
+        except (IndexError, ValueError):
+            raise UserError(f"{where}: study.retune_flags gives {flag} no valid value; fix or remove study.retune_flags") from None
+    given = {flag for flag, (dest, _) in SETTING_FLAGS.items() if getattr(args, dest, None) not in (None, False)}
+    for group in FLAG_GROUPS:  # the command's own flags win, with their group: --step-ms over a recorded --model
+        if given & set(group):
+            for flag in group:
+                recorded.pop(flag, None)
+    for flag in given:
+        recorded.pop(flag, None)
+    gpus = fingerprint.collect().get("gpus") or 0
+    lacking = []  # a place this machine lacks: FILE re-tuned for what it has (a cron job whose GPU died still runs)
+    if str(recorded.get("--device", "")).startswith("cuda") and not gpus:
+        lacking += ["--device", "--gpus"]
+    device = str(args.device or recorded.get("--device") or ("cuda" if gpus else "cpu"))
+    if device.startswith("cuda") and recorded.get("--gpus", 0) > gpus:
+        lacking.append("--gpus")
+    shown = " ".join(f"{f} {recorded.pop(f)}" for f in dict.fromkeys(lacking) if f in recorded)
+    if shown:
+        logger.warning("%s was tuned with %s, which this machine (%d GPU%s) cannot run: re-tuned for what it has", printable(str(args.if_stale)), shown, gpus, "" if gpus == 1 else "s")
+    space = recorded.get("--space")
+    if space is not None and os.sep in space and not Path(space).is_file():
+        raise UserError(f"{where} was tuned with --space {printable(space)}, which is not here (from its study.retune_flags); pass --space FILE")
+    taken: list[str] = []
+    for flag, value in recorded.items():
+        setattr(args, SETTING_FLAGS[flag][0], value)
+        taken += [flag] if value is True else [flag, f"{value:g}" if isinstance(value, float) else str(value)]
     return taken
 
 
@@ -309,6 +351,8 @@ def default_budget(args: argparse.Namespace) -> float | None:
 def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) -> dict[str, Any]:
     # FILE re-tuned as it was tuned: an eval config stays one, a config for 8 ranks is not re-tuned for 1
     taken = _take_recorded_flags(args) if args.if_stale and Path(args.if_stale).is_file() else []
+    args.pipeline = args.pipeline or DEFAULT_PIPELINE
+    args.space = args.space or DEFAULT_SPACE
     args.budget = default_budget(args)
     started = getattr(args, "started", None)  # the CLI's: when the command's process started
     budget = TimeBudget(args.budget, start=started) if args.budget is not None else None

@@ -244,12 +244,45 @@ def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsy
     assert autotune.load_config("f.yaml").loader.batch_size == 8
 
 
+def _recorded(tmp_path, flags, **given):
+    from autotune.tune import _take_recorded_flags
+
+    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), study={"retune_flags": flags})
+    save_config(cfg, tmp_path / "r.yaml")
+    args = _run_args(if_stale=str(tmp_path / "r.yaml"), **given)
+    return _take_recorded_flags(args), args
+
+
+def test_if_stale_takes_no_recorded_flag_the_command_gives_or_the_machine_lacks(tmp_path, monkeypatch, caplog):
+    """A default given on the command line lost to FILE's (argparse could not tell it from none); a recorded --model
+    beside the command's --step-ms was 'not both'; a recorded --device cuda failed every night on a machine whose GPU
+    had gone; recorded values skipped the flags' own checks (--gpus 0: a ZeroDivisionError; --step-ms nan: a hang)."""
+    from autotune.errors import UserError
+
+    taken, args = _recorded(tmp_path, ["--space", "cpu", "--pipeline", "imagenet-eval"], space="default", pipeline="imagenet-train")
+    assert taken == [] and (args.space, args.pipeline) == ("default", "imagenet-train")
+    taken, args = _recorded(tmp_path, ["--model", "resnet18", "--amp", "--batch-size", "32"], step_ms=5)
+    assert taken == ["--batch-size", "32"] and (args.model, args.amp, args.step_ms) == (None, False, 5.0)
+    monkeypatch.setattr(fingerprint, "collect", lambda: {"gpus": 0})  # the machine's GPU has gone
+    taken, args = _recorded(tmp_path, ["--device", "cuda", "--gpus", "8", "--space", "torch"])
+    assert taken == ["--space", "torch"] and args.device is None and args.gpus is None
+    assert "was tuned with --device cuda --gpus 8, which this machine (0 GPUs) cannot run: re-tuned for what it has" in caplog.text
+    for bad in (["--gpus", "0"], ["--step-ms", "nan"], ["--batch-size", "-4"], ["--model"], ["--gpuz", "2"]):
+        with pytest.raises(UserError, match=r"^--if-stale .*r\.yaml: study\.retune_flags (gives|holds)"):
+            _recorded(tmp_path, bad)
+    with pytest.raises(UserError, match="was tuned with --space /gone/space.yaml, which is not here"):
+        _recorded(tmp_path, ["--space", "/gone/space.yaml"])
+
+
 def test_a_yaml_without_retune_flags_gives_them_from_its_sections():
     cfg = Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "pipeline": "imagenet-eval",
                             "result": {"ranks": 4, "model": "resnet50 bf16 channels_last"}, "study": {"space": "dali"}})
     assert cfg.retune_flags() == ["--pipeline", "imagenet-eval", "--space", "dali", "--gpus", "4", "--model", "resnet50", "--amp", "--channels-last"]
     assert Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"model": "simulated 2.5 ms/step"},
                              "study": {"space": "my-own"}}).retune_flags() == ["--step-ms", "2.5"]  # a space file's name is no path
+    # 8 ranks on 8 GPUs was the default (all visible GPUs), not a --gpus 8 to hold a 4-GPU node to
+    assert Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"ranks": 8},
+                             "hardware": {"gpus": 8}}).retune_flags() == []
 
 
 def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_folder_here(workdir, tiny_dataset, capsys):

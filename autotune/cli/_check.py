@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 
 from autotune.cli._output import write_json
@@ -71,10 +70,7 @@ def run(args: argparse.Namespace) -> int:
             if str((cfg.result or {}).get("tuned_by", "")).startswith("AutoLoader"):  # written by training: training re-tunes it
                 fix = "run the training again: AutoLoader explores again and rewrites it"
             else:
-                data = args.dataset or cfg.dataset.get("path")
-                q = shlex.quote(args.file)
-                flags = "".join(f" {shlex.quote(f)}" for f in cfg.retune_flags())  # as it was tuned: its pipeline, ranks, model
-                fix = f"re-tune with: autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'}{flags} --warm-start {q} --out {q}"
+                fix = f"re-tune with: {cfg.retune_command(args.file, args.dataset)}"  # as it was tuned: its pipeline, ranks, model
             print(f"{args.file}: STALE: {n} {'difference that matters' if n == 1 else 'differences that matter'}; {fix}")
         else:
             print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else ""))

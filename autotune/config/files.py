@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import tempfile
 import warnings
 from pathlib import Path
@@ -277,9 +276,7 @@ def load_config(path: str | os.PathLike[str] = "autotune.yaml", *, strict: bool 
 
     diffs = [d for d in fingerprint.compare(cfg) if d.matters]
     if diffs:
-        data = cfg.dataset.get("path") if isinstance(cfg.dataset, dict) else None
-        flags = "".join(f" {shlex.quote(f)}" for f in cfg.retune_flags())
-        redo = f"autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'}{flags} --warm-start {shlex.quote(str(path))} --out {shlex.quote(str(path))}"
+        redo = cfg.retune_command(path)
         if all(d.was == fingerprint.NOT_RECORDED for d in diffs):  # written by hand, or its hardware section removed
             msg = f"{path} records no machine it was tuned on (no hardware section), so it cannot be shown to fit this one; tune it here with '{redo}'"
         else:

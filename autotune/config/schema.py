@@ -384,17 +384,27 @@ class Config:
         if self.study.get("space") in SHIPPED_SPACES and self.study["space"] != "default":
             out += ["--space", self.study["space"]]
         ranks = self.result.get("ranks")
-        if _is_int(ranks) and ranks > 1:
+        if _is_int(ranks) and ranks > 1 and ranks != self.hardware.get("gpus"):  # every visible GPU is the default: not a flag
             out += ["--gpus", str(ranks)]
         model = self.result.get("model")
         if isinstance(model, str) and model.strip():
-            step = re.fullmatch(r"simulated ([0-9.]+) ms/step", model.strip())
+            step = re.fullmatch(r"simulated (\S+) ms/step", model.strip())
             if step:
                 out += ["--step-ms", step.group(1)]
             else:
                 name, *opts = model.split()
                 out += ["--model", name, *(["--amp"] if "bf16" in opts else []), *(["--channels-last"] if "channels_last" in opts else [])]
         return out
+
+    def retune_command(self, path: str | os.PathLike[str], dataset: str | None = None) -> str:
+        """The command that re-tunes this config into ``path`` as it was tuned: ``dataset`` (default: the recorded
+        folder), :meth:`retune_flags`, the old config as the warm start."""
+        import shlex
+
+        data = dataset or self.dataset.get("path")
+        flags = "".join(f" {shlex.quote(f)}" for f in self.retune_flags())
+        q = shlex.quote(str(path))
+        return f"autotune run --dataset {shlex.quote(str(data)) if data else 'DIR'}{flags} --warm-start {q} --out {q}"
 
     @property
     def excluded_files(self) -> tuple[str, ...]:
