@@ -180,6 +180,7 @@ def settings_from_args(args: argparse.Namespace, fp: dict[str, Any], device: str
         warmup_batches=args.warmup_batches, window_s=m.window_s, windows=m.windows, trial_timeout=trial_timeout,
         confirm_top=m.confirm_top, confirm_repeats=m.confirm_repeats, sampler=args.sampler, pruner=args.pruner,
         baselines=not args.no_baselines, cores=max(1, fp["cpus"] // ranks), cache=args.cache, ranks=ranks, budgets=budgets, model=model,
+        planned=frozenset(k for k, given in (("window_s", args.window), ("windows", args.windows)) if given is None),
     )
 
 

@@ -86,10 +86,34 @@ def test_resume_refuses_another_measurement(tiny_dataset, workdir, capsys):
     capsys.readouterr()
     assert main([*args, "--window", "0.4", "--cache", "cold", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert ("autotune: error: --resume: study 'm1' measured with --window 0.3, --cache warm, this run with 0.4, cold; "
+    assert ("autotune: error: --resume: study 'm1' measured with --window 0.3, --cache warm, this run with --window 0.4, --cache cold; "
             "pass --window 0.3 --cache warm to resume it") in err and err.count("error") == 1
     assert len(_trials("sqlite:///autotune.db")) == before
     assert main([*args, "--window", "0.3", "--resume"]) == 0
+
+
+def test_resume_with_another_budget_keeps_the_studys_windows(tiny_dataset, workdir, monkeypatch):
+    """A budget plans the windows (0.5 s x 3 under two minutes, 1 s x 3 up to five): a 60 s run resumed with
+    --budget 150 is "more time", not another measurement, and keeps the study's windows."""
+    from autotune.study import tuner as tuner_mod
+
+    seen = []
+    real = tuner_mod.Tuner.spec
+
+    def spec(self, *a, **k):
+        s = real(self, *a, **k)
+        seen.append((s.window_s, s.windows))
+        return s
+
+    monkeypatch.setattr(tuner_mod.Tuner, "spec", spec)
+    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "b1", "--batch-size", "8", "--device", "cpu", "--no-report",
+            "--warmup-batches", "1", "--quiet"]
+    assert main([*args, "--budget", "15"]) == 0
+    first = len(seen)
+    assert main([*args, "--budget", "150", "--resume", "--n-trials", "1"]) == 0  # --n-trials plans 1 s x 5 without a budget
+    assert first and len(seen) > first and set(seen) == {(0.5, 3)}, seen
+    study = optuna.load_study(study_name="b1", storage="sqlite:///autotune.db")
+    assert (study.user_attrs["measurement"]["window_s"], study.user_attrs["measurement"]["windows"]) == (0.5, 3)
 
 
 def _bad(tmp_path, kind):

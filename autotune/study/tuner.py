@@ -94,9 +94,16 @@ class TuneSettings:
     time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: a trial past it is cut
     #: seconds a trial may still measure (time_left less the planned re-measurement): at 0 it ends at its next window
     measure_left: Callable[[], float] | None = None
+    #: the measurement's fields planned from the budget, not given (``window_s``, ``windows``): a resumed study keeps its own
+    planned: frozenset[str] = frozenset()
 
     def measurement(self) -> dict[str, Any]:
         return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
+
+
+def _shown(value: Any) -> str:
+    """A measurement setting as its flag takes it: 0.5, 3, warm."""
+    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
 def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
@@ -372,13 +379,18 @@ class Tuner:
                 raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
                                 f"resume with the same, or tune under another --study-name")
         was_m, now_m = a.get("measurement") or {}, attrs.get("measurement") or {}
-        changed = [(flag, was_m[k], now_m[k]) for k, flag in (("window_s", "--window"), ("windows", "--windows"), ("warmup_batches", "--warmup-batches"), ("cache", "--cache"))
-                   if was_m.get(k) is not None and now_m.get(k) is not None and was_m[k] != now_m[k]]
+        changed = []
+        for k, flag in (("window_s", "--window"), ("windows", "--windows"), ("warmup_batches", "--warmup-batches"), ("cache", "--cache")):
+            if was_m.get(k) is None or now_m.get(k) is None or was_m[k] == now_m[k]:
+                continue
+            if k in self.settings.planned:  # planned from another --budget: the study's own windows, not a refusal
+                setattr(self.settings, k, was_m[k])
+                continue
+            changed.append((flag, _shown(was_m[k]), _shown(now_m[k])))
         if changed:  # its trials would be ranked against others measured another way, and the YAML would name the first
-            raise UserError(f"--resume: study {name!r} measured with " + ", ".join(f"{f} {w:g}" if not isinstance(w, str) else f"{f} {w}" for f, w, _ in changed)
-                            + ", this run with " + ", ".join(f"{n:g}" if not isinstance(n, str) else n for _, _, n in changed)
-                            + "; pass " + " ".join(f"{f} {w:g}" if not isinstance(w, str) else f"{f} {w}" for f, w, _ in changed)
-                            + " to resume it (a --budget plans the windows), or tune under another --study-name")
+            raise UserError(f"--resume: study {name!r} measured with {', '.join(f'{f} {w}' for f, w, _ in changed)}, this run with "
+                            f"{', '.join(f'{f} {n}' for f, _, n in changed)}; pass {' '.join(f'{f} {w}' for f, w, _ in changed)} "
+                            "to resume it, or tune under another --study-name")
         for t in self.study.get_trials(deepcopy=False):  # the same space name can still give other ranges (see _objective)
             for param, dist in t.distributions.items():
                 if param in self.space and self.space[param].distribution() != dist:
