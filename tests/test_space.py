@@ -150,3 +150,9 @@ def test_a_step_that_does_not_divide_a_cores_range_ends_it_at_the_last_step():
                        "prefetch_factor": {"choices": [2, 4], "when": {"num_workers": [2, 4]}}}}
     assert (parse_space(data, cores=3)["num_workers"].high, parse_space(data, cores=4)["num_workers"].high) == (2, 4)
     assert parse_space({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0.0, 1.0], "step": 0.05}}})["hw_decoder_load"].high == 1.0
+    low = {"params": {"batch_size": {"choices": [8]}, "num_workers": {"int": ["cores/2", 16], "step": 4}}}  # a 'cores' low end too
+    assert (parse_space(low, cores=8)["num_workers"].high, parse_space(low, cores=6)["num_workers"].high) == (16, 15)
+    # a condition on choices that name the cores: 4 and 8 are among them on 8 cores, not on 16; no error on either
+    cond = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"choices": [0, "cores/2", "cores"]},
+                       "prefetch_factor": {"choices": [2, 4], "when": {"num_workers": [4, 8]}}}}
+    assert parse_space(cond, cores=8)["prefetch_factor"] and parse_space(cond, cores=16)["prefetch_factor"]

@@ -225,6 +225,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
         raise err("params", "must be a non-empty mapping of parameter name to its range")
     params: list[Param] = []
     seen: list[str] = []
+    by_cores: set[str] = set()  # parameters whose choices name the cores: they differ by machine
     for name, spec in params_in.items():
         field = f"params.{name}"
         if name not in PARAM_NAMES:
@@ -247,6 +248,8 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             if not isinstance(ch, list) or not ch:
                 raise err(f"{field}.choices", "must be a non-empty list")
             kw["choices"] = tuple(_cores_value(c, cores, f"{source}: {field}.choices") for c in ch)
+            if any(isinstance(c, str) and c.strip().startswith("cores") for c in ch):
+                by_cores.add(name)
         else:
             rng = spec[kind]
             if not isinstance(rng, list) or len(rng) != 2:
@@ -274,7 +277,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):  # Optuna would warn and cut the range to low + k * step
                     top = low + int(steps + 1e-9) * step
                     top = int(top) if kind == "int" else round(top, 10)
-                    if isinstance(rng[1], str):  # 'cores' differs by machine: its range ends at the last step, quietly
+                    if any(isinstance(v, str) for v in rng):  # 'cores' differs by machine: the range ends at its last step, quietly
                         high = top
                     else:
                         raise err(f"{field}.step", f"{step!r} does not divide the range {rng} (Optuna would sample [{low}, {top}] only); "
@@ -300,7 +303,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
                 raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
             earlier = next((q for q in params if q.name == k), None)
-            if earlier is not None and earlier.kind == "choices" and not isinstance(cond, dict):
+            if earlier is not None and earlier.kind == "choices" and not isinstance(cond, dict) and k not in by_cores:  # 'cores' choices differ by machine
                 never = [c for c in (cond if isinstance(cond, list) else [cond]) if c not in earlier.choices]
                 if never:  # a typo (pytorch) switched the knob off without a word
                     raise err(f"{field}.when.{k}", f"asks for {never[0]!r}, which {k} never takes (its choices: {', '.join(map(str, earlier.choices))}); "
