@@ -117,7 +117,7 @@ def test_the_slow_torch_defaults_do_not_price_the_next_trial():
 
 
 @pytest.mark.parametrize("setup_s,measured", [(18.0, True), (21.0, False)], ids=["fits", "would-take-the-re-measurement"])
-def test_the_queued_torch_defaults_are_measured_when_their_first_window_fits(setup_s, measured):
+def test_the_queued_torch_defaults_are_measured_when_a_trial_fits(setup_s, measured):
     """Seen on the H200 with a set-up of 18 s: three baselines of 5, 8 and 6 s, then sampling stopped for the
     re-measurement with the torch defaults (queued fourth, a 3 s trial) not measured: the YAML had no speedup. The
     defaults still run where the quickest trial and the smallest re-measurement fit; never in its place."""
@@ -139,6 +139,18 @@ def test_the_queued_torch_defaults_are_measured_when_their_first_window_fits(set
     # the heuristic ran (the YAML's torch fallback), then the defaults only where they fit before the re-measurement
     assert ran == ["dali-hw", "dali-heuristic", "heuristic", *(["defaults"] if measured else [])]
     assert b.confirm_fit(2, 1, cost=b.contender_cost(study, 2)) == (2, 1)  # the top two re-measured once, as planned
+
+
+def test_the_defaults_are_priced_at_the_median_trial_not_the_quickest():
+    """A trial that crashed at start-up took 0.5 s: priced at it, the defaults would take the re-measurement's time."""
+    clock = FakeClock()
+    b = TimeBudget(60, clock=clock)
+    for seconds in (0.5, 8.0, 8.0):
+        b.record_trial(seconds)
+    clock.now += 34.0  # 34 + 8 (a trial) + 2 * 8 (the top two once) + 3 > 60; 34 + 0.5 + 16 + 3 fits
+    assert not b.reference_fits(2, 1, contender_s=8.0)
+    clock.now -= 2.0
+    assert b.reference_fits(2, 1, contender_s=8.0)  # 32 + 8 + 16 + 3 = 59
 
 
 @pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])

@@ -24,7 +24,7 @@ WRITE_RESERVE_S = 3.0
 #: take several times any other's). Priced at it, a budget stops sampling with time left for several trials.
 UNPRICED_ROLES = frozenset({"defaults"})
 #: the baseline the YAML's speedup is measured against: when it is the next in the queue as sampling would stop, it
-#: is measured still if its first window fits before the smallest re-measurement (a YAML without it has no speedup)
+#: is measured still if a trial fits before the smallest re-measurement (a YAML without it has no speedup)
 REFERENCE_ROLE = "defaults"
 
 #: re-measurements are planned at this many times the contenders' own trial time (their start-up varies)
@@ -190,14 +190,16 @@ class TimeBudget:
         return self.elapsed() + cost + remeasure + WRITE_RESERVE_S <= self.total_s
 
     def reference_fits(self, top: int, repeats: int, contender_s: float | None = None) -> bool:
-        """Whether a short trial of the reference (:data:`REFERENCE_ROLE`) still fits: the quickest trial so far, then
-        the smallest re-measurement (two contenders once, when one is planned and still fits), then the writing.
-        The trial itself ends at its next window once :meth:`measure_left` is spent."""
-        if not self.trial_s:
+        """Whether a trial of the reference (:data:`REFERENCE_ROLE`) still fits: a trial at the median so far (the
+        quickest, a start-up crash or a pruned one, would under-price it), then the smallest re-measurement (two
+        contenders once, when one is planned and still fits), then the writing. The trial itself ends at its next
+        window once :meth:`measure_left` is spent."""
+        cost = self.trial_cost()
+        if cost is None:
             return False
-        smallest = 2 * (contender_s or self.trial_cost() or 0.0) if top > 1 and repeats > 0 else 0.0
+        smallest = 2 * (contender_s or cost) if top > 1 and repeats > 0 else 0.0
         after = smallest if self.fits(smallest) else 0.0  # a re-measurement that no longer fits is not kept from it
-        return self.fits(min(self.trial_s) + after)
+        return self.fits(cost + after)
 
     def measure_left(self) -> float:
         """Seconds a trial may still measure before it ends at its next window: the time left, less the YAML's
