@@ -96,6 +96,6 @@ if n == 0:
     sys.exit("no GPU visible: skipping the multi-rank check")
 spec = TrialSpec(dataset=scan(sys.argv[1]), loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 4, "pin_memory": True}),
                  device="cuda", warmup_batches=2, window_s=0.5, windows=3, seed=0, ranks=n)
-p = measure_ranks(spec, lambda k, v: False)
+p = measure_ranks(spec, lambda k, v, s: False)
 print(f"{n} rank(s): per rank {p['per_rank_samples_per_s']} samples/s, node score (slowest x {n}) {p['samples_per_s']:,.0f}, peak GPU {p['peak_gpu_mib']:,.0f} MiB")
 EOF

@@ -66,7 +66,7 @@ def one(dataset: str, device: str, spec: str, window_s: float, windows: int, cpu
     loader = autotune.build_loader(dataset, LoaderConfig.from_params(params(spec)), device=device)
     build = time.perf_counter() - t0
     m = measure(loader, device, warmup_batches=2, window_s=window_s, windows=windows, max_windows=windows,
-                on_window=lambda i, r: False)
+                on_window=lambda i, r, s: False)
     return {"config": spec, "cpus": cpus or "all", "build_s": round(build, 3), "startup_s": round(m.startup_s, 3), "warmup_s": round(m.warmup_s, 3),
             "windows": [round(r, 1) for r in m.windows]}
 

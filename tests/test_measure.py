@@ -71,9 +71,29 @@ def test_startup_timed_apart():
 def test_on_window_can_stop_early():
     seen = []
     loader = SleepLoader()
-    m = measure(loader, "cpu", window_s=0.05, windows=10, on_window=lambda i, v: seen.append(i) or i >= 1, clock=loader.clock)
+    m = measure(loader, "cpu", window_s=0.05, windows=10, on_window=lambda i, v, s: seen.append(i) or i >= 1, clock=loader.clock)
     assert seen == [0, 1]
     assert len(m.windows) == 2
+
+
+def test_on_window_gets_the_lowest_and_highest_window_not_running_medians():
+    """A trial stopped at a window by the time budget keeps what on_window last said: its spread must be the
+    steady windows' own range (it was the range of the running medians, which no window measured)."""
+
+    class Uneven(SleepLoader):  # windows alternate between 800 and 400 samples/s
+        def __iter__(self):
+            for i in range(self.n):
+                self.clock.sleep(self.period * (2 if (self.clock.now // 0.2) % 2 else 1))
+                yield self.images, self.labels
+
+    told = []
+    loader = Uneven(batch=8, period=0.01, batches_per_epoch=1000)
+    m = measure(loader, "cpu", warmup_batches=0, window_s=0.2, windows=4, max_windows=4,
+                on_window=lambda i, v, s: told.append((v, s)) and False, clock=loader.clock)
+    median, spread = told[-1]
+    assert (median, spread) == (m.samples_per_s, m.spread)
+    assert spread[0] == min(m.windows[m.steady_from:]) and spread[1] == max(m.windows[m.steady_from:])
+    assert spread[1] / spread[0] > 1.5, m.windows  # the slow and the fast windows, not two medians between them
 
 
 def test_median_ignores_outlier_windows():
@@ -158,7 +178,7 @@ def test_after_warmup_runs_once_before_the_first_window():
     loader = SleepLoader(batch=4, period=0.002)
     m = measure(
         loader, "cpu", warmup_batches=3, window_s=0.05, windows=2,
-        after_warmup=lambda: calls.append("ready"), on_window=lambda k, v: calls.append(k) and False,
+        after_warmup=lambda: calls.append("ready"), on_window=lambda k, v, s: calls.append(k) and False,
     )
     assert calls[0] == "ready" and calls.count("ready") == 1
     assert calls[1:] == list(range(len(m.windows)))

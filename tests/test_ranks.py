@@ -34,25 +34,26 @@ def test_rank_device():
 
 
 def test_window_relay_reports_once_every_rank_has_the_window():
+    """The node's score is the slowest rank's median x N, its spread that rank's spread x N."""
     seen = []
-    relay = _Windows(3, lambda k, v: seen.append((k, v)) or False)
-    relay.window(0, 0, 100.0)
-    relay.window(1, 0, 90.0)
+    relay = _Windows(3, lambda k, v, s: seen.append((k, v, s)) or False)
+    relay.window(0, 0, 100.0, (95.0, 105.0))
+    relay.window(1, 0, 90.0, (80.0, 91.0))
     assert seen == []
-    relay.window(2, 0, 80.0)
-    assert seen == [(0, 240.0)]
-    relay.window(0, 1, 100.0)
+    relay.window(2, 0, 80.0, (79.0, 85.0))
+    assert seen == [(0, 240.0, (237.0, 255.0))]
+    relay.window(0, 1, 100.0, (95.0, 105.0))
     relay.finish(0)
-    relay.window(1, 1, 70.0)
-    relay.window(2, 1, 95.0)
-    assert seen == [(0, 240.0), (1, 210.0)]
+    relay.window(1, 1, 70.0, (60.0, 90.0))
+    relay.window(2, 1, 95.0, (79.0, 96.0))
+    assert seen == [(0, 240.0, (237.0, 255.0)), (1, 210.0, (180.0, 270.0))]
 
 
 def test_window_relay_stops_every_rank_when_pruned():
-    relay = _Windows(2, lambda k, v: True)
-    assert relay.window(0, 0, 1.0) is False
-    assert relay.window(1, 0, 1.0) is True
-    assert relay.window(0, 1, 1.0) is True
+    relay = _Windows(2, lambda k, v, s: True)
+    assert relay.window(0, 0, 1.0, (1.0, 1.0)) is False
+    assert relay.window(1, 0, 1.0, (1.0, 1.0)) is True
+    assert relay.window(0, 1, 1.0, (1.0, 1.0)) is True
 
 
 def _spec(dataset, workers: int = 0, inject: str | None = None, **kw):
@@ -84,7 +85,7 @@ def _descendants(keep: set[int] = frozenset(), timeout: float = 10.0) -> list[ps
 
 def test_two_cpu_loaders_at_once(tiny_dataset):
     windows = []
-    p = measure_ranks(_spec(tiny_dataset), lambda k, v: windows.append(v) or False)
+    p = measure_ranks(_spec(tiny_dataset), lambda k, v, s: windows.append(v) or False)
     assert len(p["per_rank_samples_per_s"]) == 2 and p["ranks"] == 2
     assert p["samples_per_s"] == pytest.approx(min(p["per_rank_samples_per_s"]) * 2, abs=0.2)
     assert windows and all(v > 0 for v in windows)
@@ -106,7 +107,7 @@ def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, m
     windows = []
     during: set[psutil.Process] = set()  # the ranks and their workers, seen while they measure
 
-    def on_window(k, v):
+    def on_window(k, v, s):
         windows.append((k, v))
         during.update(psutil.Process().children(recursive=True))
         return False
@@ -135,7 +136,7 @@ def test_each_rank_runs_the_training_step(tiny_dataset):
     from autotune.trials.model import ModelSpec
 
     step_ms = 50.0
-    p = measure_ranks(_spec(tiny_dataset, model=ModelSpec(step_ms=step_ms)), lambda k, v: False)
+    p = measure_ranks(_spec(tiny_dataset, model=ModelSpec(step_ms=step_ms)), lambda k, v, s: False)
     ceiling = 2 / (step_ms / 1000)  # batch 2, one step each: at most 40 samples/s per rank
     assert len(p["per_rank_samples_per_s"]) == 2
     assert all(0 < r <= ceiling * 1.02 for r in p["per_rank_samples_per_s"])
@@ -154,7 +155,7 @@ def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, out
     faulthandler.disable()  # the forked rank would print pytest's fault handler's dump of its segfault
     try:
         with pytest.raises(RankFailed) as err:
-            execute(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), lambda k, v: False)
+            execute(_spec(tiny_dataset, workers=1, inject=f"rank1-{fault}"), lambda k, v, s: False)
     finally:
         if was:
             faulthandler.enable()

@@ -9,13 +9,13 @@ import re
 import signal
 import time
 import traceback
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autotune.outcomes import Outcome
 from autotune.trials import logs
 
 if TYPE_CHECKING:
+    from autotune.trials.measure import OnWindow
     from autotune.trials.spec import TrialSpec
 
 logger = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
     return None
 
 
-def execute(spec: TrialSpec, on_window: Callable[[int, float], bool]) -> dict[str, Any]:
+def execute(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
     """Build ``spec``'s loader on its device, measure it and return the result payload.
 
     Several ranks are forked from here, one process each, before anything touches CUDA
@@ -222,8 +222,8 @@ def child_main(fd: int, parent: int | None = None) -> None:
         logger.info("trial process %d: %s on %s, %d rank(s)", os.getpid(), spec.loader.describe(), spec.device, spec.ranks)
     try:
 
-        def on_window(step: int, value: float) -> bool:
-            conn.send(("window", step, value))
+        def on_window(step: int, value: float, spread: tuple[float, float]) -> bool:
+            conn.send(("window", step, value, spread))
             if conn.poll():
                 return conn.recv() == "stop"
             return False

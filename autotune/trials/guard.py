@@ -215,17 +215,6 @@ def read_pss_mib(pid: int) -> float | None:
     return None
 
 
-def tree_rss_mib(procs: list[psutil.Process]) -> float:
-    """Plain RSS summed over a tree (counts shared pages once per process: an upper bound)."""
-    total = 0
-    for p in procs:
-        try:
-            total += p.memory_info().rss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total / MiB
-
-
 class TreeMemory:
     """Host memory of a process tree, close to the sum of PSS at about the cost of reading RSS.
 

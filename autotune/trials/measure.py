@@ -22,6 +22,8 @@ STEADY_TOL = 0.10
 #: a loader faster than one batch per CHUNK_S is timed in chunks of batches, so reading the clock costs
 #: under 2 % of a bare loop (benchmarks/overhead.py); slower loaders are timed after every batch
 CHUNK_S = 0.001
+#: called after each window with (index, median rate so far, (lowest, highest) steady window so far); True stops
+OnWindow = Callable[[int, float, tuple[float, float]], bool]
 
 
 @dataclasses.dataclass
@@ -35,11 +37,6 @@ class Measurement:
     batches: int
     samples: int
     epochs: int = 1
-
-    @property
-    def rel_spread(self) -> float:
-        lo, hi = self.spread
-        return (hi - lo) / self.samples_per_s if self.samples_per_s else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -102,7 +99,7 @@ def measure(
     window_s: float = 1.0,
     windows: int = 5,
     max_windows: int | None = None,
-    on_window: Callable[[int, float], bool] | None = None,
+    on_window: OnWindow | None = None,
     consume: Callable[[Any], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     after_warmup: Callable[[], None] | None = None,
@@ -119,7 +116,8 @@ def measure(
         window_s: length of a timed window (at least one batch).
         windows: steady windows wanted; up to ``max_windows`` (default ``2 * windows``) are run while the
             leading ones are still speeding up.
-        on_window: called after each window with (index, median rate so far); returning True stops early.
+        on_window: called after each window with (index, median rate so far, (lowest, highest) steady window so
+            far); returning True stops early.
         consume: work done on each batch inside the clock (a training step), default none.
         after_warmup: called once after the warm-up, before the first window (several ranks wait there for
             each other, so that their windows start together).
@@ -238,7 +236,7 @@ def measure(
         rates.append(n / (now - start))
         # a slow start is cut as soon as two windows show it; then `windows` steady windows are collected
         steady = steady_start(rates, min_windows=min(2, windows, len(rates)))
-        if on_window is not None and on_window(len(rates) - 1, robust_rate(rates[steady:])[0]):
+        if on_window is not None and on_window(len(rates) - 1, *robust_rate(rates[steady:])):
             break
         if len(rates) - steady >= windows or len(rates) >= max_windows:
             break

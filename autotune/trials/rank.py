@@ -11,14 +11,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from autotune.trials.measure import Measurement
+    from autotune.trials.measure import Measurement, OnWindow
     from autotune.trials.spec import TrialSpec
 
 
 def measure_rank(
     spec: TrialSpec,
     device: str,
-    on_window: Callable[[int, float], bool],
+    on_window: OnWindow,
     *,
     shard_id: int = 0,
     num_shards: int = 1,
@@ -30,7 +30,8 @@ def measure_rank(
     Args:
         spec: the trial.
         device: ``cpu``, ``cuda`` or ``cuda:N``; a CUDA device is bound before anything else touches CUDA.
-        on_window: called after each window with (index, median so far); True stops the measurement.
+        on_window: called after each window with (index, median so far, (lowest, highest) so far); True stops the
+            measurement.
         shard_id, num_shards: this rank's shard of the dataset.
         after_warmup: called once the loader is warmed up, before the first window.
         keep_loading: called with the payload once the windows are done; the loader goes on (untimed)

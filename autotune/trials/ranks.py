@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from autotune.outcomes import Outcome
-from autotune.trials.measure import Measurement
+from autotune.trials.measure import Measurement, OnWindow
 from autotune.trials.rank import measure_rank
 
 if TYPE_CHECKING:
@@ -89,11 +89,11 @@ def combine(measurements: list[Measurement]) -> dict[str, Any]:
 class _Windows:
     """Relays the node's running score to the pruner once every rank has finished window k."""
 
-    def __init__(self, n: int, on_window: Callable[[int, float], bool]) -> None:
+    def __init__(self, n: int, on_window: OnWindow) -> None:
         self.n = n
         self.on_window = on_window
         self.lock = threading.Lock()
-        self.medians: list[list[float]] = [[] for _ in range(n)]
+        self.medians: list[list[tuple[float, tuple[float, float]]]] = [[] for _ in range(n)]  # (median, spread) a window
         self.done = [False] * n
         self.reported = 0
         self.stop = threading.Event()
@@ -105,14 +105,14 @@ class _Windows:
                 return
             if all(d for d in self.done) and all(len(m) <= k for m in self.medians):
                 return
-            value = min(m[min(k, len(m) - 1)] for m in self.medians) * self.n
+            value, (lo, hi) = min((m[min(k, len(m) - 1)] for m in self.medians), key=lambda ms: ms[0])  # the slowest rank's
             self.reported += 1
-            if self.on_window(k, value):
+            if self.on_window(k, value * self.n, (lo * self.n, hi * self.n)):
                 self.stop.set()
 
-    def window(self, rank: int, index: int, median: float) -> bool:
+    def window(self, rank: int, index: int, median: float, spread: tuple[float, float]) -> bool:
         with self.lock:
-            self.medians[rank].append(median)
+            self.medians[rank].append((median, spread))
             self._flush()
             return self.stop.is_set()
 
@@ -138,7 +138,7 @@ class _Stopped(Exception):
 
 def measure_ranks(
     spec: TrialSpec,
-    on_window: Callable[[int, float], bool],
+    on_window: OnWindow,
     *,
     classify: Callable[[BaseException], tuple[Outcome, str | None]] | None = None,
     inject: Callable[[str], None] | None = None,
@@ -149,8 +149,8 @@ def measure_ranks(
 
     Args:
         spec: the trial; ``spec.ranks`` processes are forked.
-        on_window: called with (window index, the node's score so far) once every rank has that window;
-            returning True stops every rank.
+        on_window: called with (window index, the node's score so far, its spread so far) once every rank has
+            that window; returning True stops every rank.
         classify: maps an exception raised in a rank to its outcome and bad file (default: ``crash``).
         inject: fault injection for the test-suite: ``spec.inject`` ``rank<R>-<fault>`` runs ``inject(fault)``
             in rank R.
@@ -236,7 +236,7 @@ class _Rank:
         return self.exitcode
 
 
-def _conduct(ranks: list[_Rank], on_window: Callable[[int, float], bool]) -> dict[str, Any]:
+def _conduct(ranks: list[_Rank], on_window: OnWindow) -> dict[str, Any]:
     """The trial child's side: start the ranks together, relay windows, collect results or the first failure."""
     from multiprocessing.connection import wait
 
@@ -265,7 +265,7 @@ def _conduct(ranks: list[_Rank], on_window: Callable[[int, float], bool]) -> dic
                     for other in ranks:
                         other.send("go")
             elif msg[0] == "window":
-                relay.window(rk.rank, msg[1], msg[2])
+                relay.window(rk.rank, msg[1], msg[2], msg[3])
             elif msg[0] == "result":
                 results[rk.rank] = msg[1]
                 relay.finish(rk.rank)
@@ -353,9 +353,9 @@ def _rank_main(
         if conn.recv() != "go":
             raise _Stopped
 
-    def window(k: int, value: float) -> bool:
+    def window(k: int, value: float, spread: tuple[float, float]) -> bool:
         nonlocal stopped
-        conn.send(("window", k, value))
+        conn.send(("window", k, value, spread))
         while conn.poll():
             stopped = stopped or conn.recv() in ("stop", "done")
         return stopped

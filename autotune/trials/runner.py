@@ -131,7 +131,6 @@ def run_trial(
             log_fd = None
         parent_conn.send(spec)
         next_sample = 0.0
-        seen: list[float] = []  # the rate after each window so far
         while True:
             now = time.monotonic()
             if now >= next_sample:
@@ -156,12 +155,11 @@ def run_trial(
                     result = _died(_wait(proc, 2.0))
                     break
                 if msg[0] == "window":
-                    _, step, value = msg
+                    _, step, value, spread = msg  # the median and (lowest, highest) of the steady windows so far
                     last_value = value
-                    seen.append(value)
                     verdict = on_intermediate(step, value) if on_intermediate is not None else False
                     if verdict == ENOUGH:  # the time budget ran out: the windows so far are the measurement
-                        result = TrialResult(Outcome.COMPLETE, samples_per_s=value, spread=(min(seen), max(seen)), windows=list(seen),
+                        result = TrialResult(Outcome.COMPLETE, samples_per_s=value, spread=tuple(spread),
                                              message=f"measured {step + 1} window(s): the time budget ran out")
                         break
                     if verdict:
