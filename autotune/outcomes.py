@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import signal
 
 
 class Outcome(str, enum.Enum):
@@ -37,6 +38,23 @@ class Outcome(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def died_of(exitcode: int | None, what: str) -> tuple[Outcome, str]:
+    """The outcome of ``what`` (a trial or rank process) that ended with ``exitcode`` before it reported, and why.
+
+    Killed by SIGBUS: shared memory ran out (``shm``); by SIGKILL: most likely the kernel's out-of-memory
+    killer (``oom-host``); anything else (a real-time signal too, which has no name) is a ``crash``.
+    """
+    if exitcode is None or exitcode >= 0:
+        return Outcome.CRASH, f"{what} exited with code {exitcode} before reporting"
+    try:
+        sig = signal.Signals(-exitcode)
+    except ValueError:  # a real-time signal: no name, no known meaning
+        return Outcome.CRASH, f"{what} died with signal {-exitcode}"
+    outcome = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}.get(sig, Outcome.CRASH)
+    hint = " (killed: the kernel's out-of-memory killer?)" if sig is signal.SIGKILL else ""
+    return outcome, f"{what} died with {sig.name}{hint}"
 
 
 class Backend(str, enum.Enum):

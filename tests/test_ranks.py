@@ -144,7 +144,10 @@ def test_each_rank_runs_the_training_step(tiny_dataset):
     assert not _descendants()
 
 
-@pytest.mark.parametrize(("fault", "outcome", "text"), [("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory"), ("segfault", Outcome.CRASH, "SIGSEGV")])
+@pytest.mark.parametrize(("fault", "outcome", "text"), [
+    ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory"), ("segfault", Outcome.CRASH, "SIGSEGV"),
+    ("signal:40", Outcome.CRASH, "died with signal 40"),  # a real-time signal has no name: it raised ValueError
+])
 def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, outcome, text):
     """The trial child's side: the failing rank's outcome, the other rank and every worker gone."""
     import faulthandler

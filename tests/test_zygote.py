@@ -39,6 +39,8 @@ def test_forked_trial_completes_in_a_fresh_process(tiny_dataset, zygote):
 
 def test_forked_trial_crash_and_hang_are_classified(tiny_dataset, zygote):
     assert run_trial(_spec(tiny_dataset, inject="segfault"), zygote=zygote).outcome is Outcome.CRASH
+    r = run_trial(_spec(tiny_dataset, inject="signal:40"), zygote=zygote)  # a real-time signal has no name: it raised ValueError
+    assert (r.outcome, r.message) == (Outcome.CRASH, "trial process died with signal 40")
     r = run_trial(_spec(tiny_dataset, inject="hang"), zygote=zygote, timeout_s=3)
     assert r.outcome is Outcome.TIMEOUT
     assert psutil.Process(zygote.proc.pid).children() == []

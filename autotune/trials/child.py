@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 def _inject(fault: str | None) -> None:
     """Fault injection for the test-suite (``TrialSpec.inject``).
 
-    ``segfault``, ``hang``: the trial process itself; ``crash``, ``oom-gpu``: it raises an error (a
+    ``segfault``, ``hang``, ``signal:<N>`` (it kills itself with signal N): the trial process itself; ``crash``, ``oom-gpu``: it raises an error (a
     ``torch.cuda.OutOfMemoryError`` for ``oom-gpu``); ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
     its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
@@ -42,6 +42,10 @@ def _inject(fault: str | None) -> None:
         return
     if fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
+    elif fault.startswith("signal:"):
+        signal.signal(int(fault.split(":", 1)[1]), signal.SIG_DFL)
+        os.kill(os.getpid(), int(fault.split(":", 1)[1]))
+        time.sleep(5)
     elif fault == "hang":
         while True:
             time.sleep(1)

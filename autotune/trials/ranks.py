@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
-from autotune.outcomes import Outcome
+from autotune.outcomes import Outcome, died_of
 from autotune.trials.measure import Measurement, OnWindow
 from autotune.trials.rank import measure_rank
 
@@ -46,8 +46,6 @@ logger = logging.getLogger(__name__)
 START_TIMEOUT_S = 600.0
 #: seconds the ranks get to close their loaders and exit once the measurement is in
 EXIT_GRACE_S = 10.0
-#: a rank killed by one of these signals: the outcome (else ``crash``)
-_SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
 
 
 def rank_device(device: str, rank: int) -> str:
@@ -294,12 +292,8 @@ def _measurement(d: dict[str, Any]) -> Measurement:
 
 
 def _died(rk: _Rank) -> RankFailed:
-    code = rk.reap(2.0)
-    if code is not None and code < 0:
-        sig = signal.Signals(-code)
-        hint = " (killed: the kernel's out-of-memory killer?)" if sig is signal.SIGKILL else ""
-        return RankFailed(rk.rank, _SIGNAL_OUTCOMES.get(sig, Outcome.CRASH), f"rank process died with {sig.name}{hint}")
-    return RankFailed(rk.rank, Outcome.CRASH, f"rank process exited with code {code} before reporting")
+    outcome, message = died_of(rk.reap(2.0), "rank process")
+    return RankFailed(rk.rank, outcome, message)
 
 
 def _end(ranks: list[_Rank], grace: float) -> None:

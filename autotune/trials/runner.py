@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from autotune.errors import STOP_SIGNALS
-from autotune.outcomes import Outcome
+from autotune.outcomes import Outcome, died_of
 from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
 from autotune.trials.spec import TrialResult, TrialSpec
@@ -71,8 +71,6 @@ def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None =
 
 #: what ``on_intermediate`` returns to end a trial at once with what it measured so far (the time budget is spent)
 ENOUGH = "enough"
-
-_SIGNAL_OUTCOMES = {signal.SIGBUS: Outcome.SHM, signal.SIGKILL: Outcome.OOM_HOST}
 
 
 def run_trial(
@@ -240,12 +238,8 @@ def _wait(proc: subprocess.Popen | ForkedTrial, timeout: float) -> int | None:
 
 
 def _died(exitcode: int | None) -> TrialResult:
-    if exitcode is not None and exitcode < 0:
-        sig = signal.Signals(-exitcode)
-        outcome = _SIGNAL_OUTCOMES.get(sig, Outcome.CRASH)
-        hint = " (killed: the kernel's out-of-memory killer?)" if sig is signal.SIGKILL else ""
-        return TrialResult(outcome, message=f"trial process died with {sig.name}{hint}")
-    return TrialResult(Outcome.CRASH, message=f"trial process exited with code {exitcode} before reporting")
+    outcome, message = died_of(exitcode, "trial process")
+    return TrialResult(outcome, message=message)
 
 
 def _from_payload(outcome: Outcome, payload: dict[str, Any]) -> TrialResult:
