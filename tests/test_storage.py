@@ -182,6 +182,13 @@ def test_an_in_process_run_closes_its_storage(workdir, tiny_dataset):
     assert fds() <= before  # each run left 2 open (the SQLite connection pool)
 
 
+def test_a_sqlite_file_named_like_a_journal_is_a_sqlite_database(workdir, tiny_dataset, capsys):
+    """'sqlite:///runs.log' was taken for a journal at the file 'sqlite:/runs.log', which could not be opened."""
+    assert main(["run", "--dataset", str(tiny_dataset), "--storage", "sqlite:///runs.log", "--study-name", "s", *FAST]) == 0
+    assert optuna.load_study(study_name="s", storage="sqlite:///runs.log").best_trial is not None
+    assert main(["studies", "--storage", "sqlite:///runs.log"]) == 0 and "s" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("url", ["sqlite:///runs/db/autotune.db", "runs/journal/autotune.log"])
 def test_run_makes_the_folder_of_a_storage_file_as_it_does_for_out(workdir, tiny_dataset, url):
     assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, "--out", "runs/autotune.yaml", *FAST]) == 0

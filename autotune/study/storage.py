@@ -114,8 +114,10 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def journal_file(url: str) -> Path | None:
-    """The file a journal storage (``journal:PATH``, ``*.log``, ``*.jsonl``) writes to, or None."""
-    if url.startswith("journal:") or url.endswith((".log", ".jsonl")):
+    """The file a journal storage (``journal:PATH``, or a plain path ending ``.log`` or ``.jsonl``) writes to, or None.
+
+    A database URL is never a journal, whatever its file is called (``sqlite:///runs.log``)."""
+    if url.startswith("journal:") or ("://" not in url and url.endswith((".log", ".jsonl"))):
         return Path(url.removeprefix("journal:"))
     return None
 
