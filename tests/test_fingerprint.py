@@ -33,6 +33,21 @@ def test_usable_cpus_respects_affinity_and_quota(monkeypatch):
     assert fingerprint.usable_cpus() == 2
 
 
+UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2", "GPU-dddd-3"]
+
+
+@pytest.mark.parametrize(("visible", "gpus"), [
+    (None, [0, 1, 2, 3]), ("", []), ("2,0", [2, 0]),
+    ("-1", []),  # the usual way to hide every GPU: it read as one GPU, and the run chose cuda
+    ("1,9,2", [1]),  # CUDA stops at the first entry that names no GPU
+    ("1,1", []),  # a GPU named twice hides them all
+    ("GPU-cccc", [2]), ("GPU-bbbb-1,GPU-dddd-3", [1, 3]),  # UUIDs, or their leading part: they read as every GPU
+    ("GPU-zzzz,GPU-aaaa-0", []), ("GPU-", []),
+])
+def test_visible_gpus_read_as_cuda_reads_them(visible, gpus):
+    assert fingerprint.visible_gpus(visible, 4, UUIDS.__getitem__) == gpus
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [("gpu", "NVIDIA A100-SXM4-80GB"), ("cpus", 128), ("dali", "1.30.0"), ("torch", "1.13.0"), ("gpus", 8)],

@@ -324,6 +324,21 @@ def test_monitor_watches_each_rank_gpu(monkeypatch):
     assert [nv.index for nv in Monitor(Budgets(), "cuda:1")._nvml] == [1]  # one rank: its own device
 
 
+@pytest.mark.parametrize(("visible", "device", "index"), [("3,1", "cuda:1", 1), ("GPU-cccc-2", "cuda", 2), ("GPU-dddd,GPU-bbbb", "cuda:1", 1)])
+def test_the_gpu_watched_is_the_one_cuda_visible_devices_names(monkeypatch, visible, device, index):
+    """A trial on 'cuda' under CUDA_VISIBLE_DEVICES=GPU-<uuid> (as schedulers set it) watched NVML's GPU 0: another
+    job's GPU, whose memory then stopped this one's trials."""
+    import sys
+    import types
+
+    uuids = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2", "GPU-dddd-3"]
+    fake = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 4,
+                                 nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: uuids[h])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert guard._gpu_index(device) == index
+
+
 def test_a_confirmation_reads_again_a_process_that_grew_since_its_read(monkeypatch):
     """Workers that map shared pages at once grow in RSS by what they share: the estimate counts that in full, so a
     confirmation that kept a recent read would stop the trial on an over-count."""

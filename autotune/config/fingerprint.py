@@ -100,6 +100,67 @@ def dali_install() -> tuple[str | None, str | None]:
     return None, None
 
 
+def visible_gpus(visible: str | None, count: int, uuid: Callable[[int], str]) -> list[int]:
+    """The NVML indices of the GPUs that CUDA shows a process under ``CUDA_VISIBLE_DEVICES=visible``.
+
+    Read as CUDA (and torch) read it: either indices or (leading parts of) ``GPU-`` UUIDs, in order; the first
+    entry that names no GPU here ends the list (``-1`` hides every GPU, ``1,9,2`` with 8 GPUs shows GPU 1 alone),
+    and a GPU named twice hides them all. An index entry counts by its leading digits (``1gpu`` is 1).
+    ``uuid(i)`` is GPU i's UUID. MIG instances (``MIG-``) are not GPUs that NVML counts here: such a list is taken
+    as every GPU.
+    """
+    if visible is None or visible.startswith("MIG-"):
+        return list(range(count))
+    out: list[int] = []
+    for entry in visible.split(","):
+        entry = entry.strip()
+        if visible.startswith("GPU-"):
+            found = [j for j in range(count) if entry.startswith("GPU-") and uuid(j).startswith(entry)]
+            i = found[0] if len(found) == 1 else -1
+        else:
+            digits = entry[: len(entry) - len(entry.lstrip("0123456789"))]
+            i = int(digits) if digits and int(digits) < count else -1
+        if i < 0:
+            break
+        if i in out:
+            return []
+        out.append(i)
+    return out
+
+
+def _visible_nvml(pynvml: Any) -> list[int]:
+    """:func:`visible_gpus` of this process, NVML initialised."""
+
+    def uuid(i: int) -> str:
+        u = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+        return u.decode() if isinstance(u, bytes) else u
+
+    return visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), pynvml.nvmlDeviceGetCount(), uuid)
+
+
+def nvml_index(ordinal: int) -> int:
+    """The NVML index of this process's CUDA device ``ordinal`` (``cuda:ordinal``), through ``CUDA_VISIBLE_DEVICES``
+    (indices or UUIDs); ``ordinal`` itself when that is unset or NVML cannot say."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES") is None:
+        return ordinal
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no driver, no library
+        return ordinal
+    try:
+        indices = _visible_nvml(pynvml)
+        return indices[ordinal] if ordinal < len(indices) else ordinal
+    except Exception:  # noqa: BLE001
+        return ordinal
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def gpu_info() -> dict[str, Any]:
     """GPU model, count, memory and driver from NVML; empty values when there is no GPU or no driver."""
     out: dict[str, Any] = {"gpu": None, "gpus": 0, "gpu_mib": None, "driver": None, "cuda": None}
@@ -111,14 +172,7 @@ def gpu_info() -> dict[str, Any]:
         logger.debug("NVML unavailable: %s", e)
         return out
     try:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        count = pynvml.nvmlDeviceGetCount()
-        indices = list(range(count))
-        if visible is not None:
-            try:
-                indices = [int(i) for i in visible.split(",") if i.strip() != "" and int(i) < count]
-            except ValueError:
-                pass
+        indices = _visible_nvml(pynvml)
         out["gpus"] = len(indices)
         if indices:
             h = pynvml.nvmlDeviceGetHandleByIndex(indices[0])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from autotune.config.fingerprint import nvml_index
 from autotune.loaders.memory import MiB, estimate
 from autotune.outcomes import Outcome
 
@@ -58,12 +59,8 @@ class Budgets:
 
 
 def _gpu_index(device: str) -> int:
-    """NVML index of ``cuda[:N]``, through ``CUDA_VISIBLE_DEVICES`` when it lists plain indices."""
-    n = int(device.split(":", 1)[1]) if ":" in device else 0
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    if visible and all(v.isdigit() for v in visible) and n < len(visible):
-        return int(visible[n])
-    return n
+    """NVML index of ``cuda[:N]``, through ``CUDA_VISIBLE_DEVICES`` (indices or GPU UUIDs)."""
+    return nvml_index(int(device.split(":", 1)[1]) if ":" in device else 0)
 
 
 def gpu_free_mib(index: int = 0) -> float | None:
