@@ -1,4 +1,4 @@
-"""What does the measurement loop cost? ``autotune.measure.measure`` against a bare loop, on ready tensors.
+"""What does the measurement loop cost? ``autotune.trials.measure.measure`` against a bare loop, on ready tensors.
 
 The loader hands over ready CPU tensors at no cost (each epoch is ``iter()`` over a list of pre-built
 ``(images, labels)`` batches, ImageNet's 5,005 batches of 256), so anything the harness adds per batch shows
@@ -71,7 +71,7 @@ def run(rounds: int, window_s: float, windows: int, clock=time.process_time) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="the cost of autotune.measure.measure() over a bare loop")
+    p = argparse.ArgumentParser(description="the cost of autotune.trials.measure.measure() over a bare loop")
     p.add_argument("--rounds", type=int, default=21)
     p.add_argument("--window", type=float, default=0.2)
     p.add_argument("--windows", type=int, default=3)

@@ -92,6 +92,18 @@ def test_model_memory_estimate_grows_with_the_batch():
     assert estimate_gpu_mib(measured, 96) == pytest.approx(4000.0)
 
 
+def test_the_tuner_does_not_import_torch_for_the_memory_of_a_fixed_batch_size():
+    """With --model and --batch-size the ceiling measures one batch size: the estimate at that size is the
+    measurement. Tracing the model for it imported torch and torchvision into the tuner (about 6 s of its budget)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from autotune.trials.model import ModelSpec, estimate_gpu_mib; "
+            "print(estimate_gpu_mib(ModelSpec(name='resnet18', gpu_mib=((256, 3000.0),)), 256), 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["3000.0", "False"]
+
+
 def test_model_memory_is_charged_to_the_gpu_budget(tiny_dataset, tmp_path, monkeypatch):
     """A config whose loader fits the GPU budget but whose model does not is predicted-oom, never run."""
     ran = []

@@ -7,7 +7,7 @@ A config file holds the winning loader and the evidence for it::
     dataset: {path, samples, classes, mean_bytes, signature}
     pipeline: imagenet-train
     device: cuda
-    hardware: {...}                  # autotune.fingerprint
+    hardware: {...}                  # autotune.config.fingerprint
     loader: {backend, batch_size, torch: {...} | dali: {...}}
     torch_fallback: {batch_size, torch: {...}, samples_per_s, trial}   # only when DALI won: the best DataLoader
     result: {samples_per_s, spread, ...}

@@ -1,7 +1,7 @@
 """Is a tuned config still right for this machine? What ``autotune check`` and ``autotune run --if-stale`` ask.
 
 A config is stale when this machine's fingerprint differs from the recorded one in a field that matters
-(:data:`autotune.fingerprint.MATTERS`), when the dataset changed, or when it is older than ``max_age_days``.
+(:data:`autotune.config.fingerprint.MATTERS`), when the dataset changed, or when it is older than ``max_age_days``.
 
 The dataset is compared when a folder is given, or else when the folder recorded in the YAML exists on this
 machine; a config checked where its dataset is absent (a YAML copied to a new node before the data) is

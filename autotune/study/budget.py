@@ -5,7 +5,7 @@ A :class:`TimeBudget` starts with the command and is shared by every stage of th
 contenders and write the YAML, shrinks the re-measurement to what fits, and records where the time went (the
 study attr ``time``, shown by the report).
 
-The cost of one more trial is learned as the run goes: the mean wall time of the trials so far (start-up,
+The cost of one more trial is learned as the run goes: the median wall time of the trials so far (start-up,
 warm-up and windows), not a guess made up front.
 """
 

@@ -89,7 +89,7 @@ class TuneSettings:
     budgets: Budgets = dataclasses.field(default_factory=Budgets)
     model: Any = None
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
-    fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.zygote) rather than spawn each
+    fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.trials.zygote) rather than spawn each
     log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
     time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: a trial past it is cut
     #: seconds a trial may still measure (time_left less the planned re-measurement): at 0 it ends at its next window

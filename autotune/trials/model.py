@@ -1,6 +1,6 @@
 """Model in the loop: score a loader by the training samples/s it sustains, not by its own speed.
 
-A trial's child builds the model once (:func:`prepare_consumer`), and :func:`autotune.measure.measure` runs one
+A trial's child builds the model once (:func:`prepare_consumer`), and :func:`autotune.trials.measure.measure` runs one
 training step (forward, backward, optimizer step) on each batch inside the clock. Or the model is simulated:
 ``--step-ms`` makes each step take a fixed time. The model's *ceiling* is the same steps on one batch already
 resident on the device, measured once per study in a child like any trial (:func:`measure_ceiling`); each
@@ -218,7 +218,9 @@ def estimate_gpu_mib(spec: ModelSpec | None, batch_size: int, *, crop: int = 224
     A simulated model (``--step-ms``) needs none. Once the ceiling has measured the real footprint
     (``spec.gpu_mib``), that is used, interpolated linearly in the batch size (fixed part + per-sample part);
     before, an analytic estimate: parameters, gradients and momentum, plus the activations of one forward
-    pass traced on torch's meta device (bf16 with ``amp``), plus the input batch.
+    pass traced on torch's meta device (bf16 with ``amp``), plus the input batch. At the one batch size the
+    ceiling measured (a fixed ``--batch-size``), that measurement, with no trace: tracing imports torch (about
+    6 s in the tuner's process, of a 60 s budget), which only a ceiling measured at one batch size of several needs.
     """
     if spec is None or spec.step_ms is not None:
         return 0.0
@@ -227,6 +229,8 @@ def estimate_gpu_mib(spec: ModelSpec | None, batch_size: int, *, crop: int = 224
         pairs = list(zip(points, points[1:]))
         (b0, m0), (b1, m1) = next((p for p in pairs if batch_size <= p[1][0]), pairs[-1])
         return max(0.0, m0 + (m1 - m0) / (b1 - b0) * (batch_size - b0))
+    if len(points) == 1 and batch_size == points[0][0]:
+        return points[0][1]
     traced = _traced_mib(spec.name, spec.amp, batch_size, crop, num_classes)  # type: ignore[arg-type]
     if points:
         b0, m0 = points[0]

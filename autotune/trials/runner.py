@@ -2,7 +2,7 @@
 
 A crash, an out-of-memory kill or a hang costs one trial, not the study, and every byte of GPU memory goes
 back when the child ends (DALI's pools never shrink). The parent never imports torch or touches a GPU: it
-watches the child (wall-clock limit, memory budgets via :mod:`autotune.guard`), relays its per-window rates
+watches the child (wall-clock limit, memory budgets via :mod:`autotune.trials.guard`), relays its per-window rates
 to the pruner, and classifies how it ended.
 """
 
@@ -89,7 +89,7 @@ def run_trial(
         budgets: memory budgets enforced while the child runs.
         on_intermediate: called with (window index, median rate so far); returning True prunes the trial,
             returning :data:`ENOUGH` completes it with the windows measured so far.
-        zygote: fork the child from this pre-imported process (:mod:`autotune.zygote`) instead of spawning it.
+        zygote: fork the child from this pre-imported process (:mod:`autotune.trials.zygote`) instead of spawning it.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after

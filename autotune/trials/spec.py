@@ -22,7 +22,7 @@ class TrialSpec:
     windows: int = 5
     seed: int | None = None
     ranks: int = 1
-    model: Any = None  # autotune.model.ModelSpec, when scoring training steps
+    model: Any = None  # autotune.trials.model.ModelSpec, when scoring training steps
     inject: str | None = None  # fault injection for tests, see autotune.trials.child._inject
     tmpdir: str | None = None  # the trial's own temporary folder, removed by the runner when the trial ends
     log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)

@@ -144,7 +144,7 @@ class Zygote:
                 self._pids.append(pid)
 
     def fork(self, fd: int, output: int | None = None, timeout: float = 30.0) -> ForkedTrial:
-        """Fork a trial process that serves the connection ``fd`` (``autotune.runner.child_main``).
+        """Fork a trial process that serves the connection ``fd`` (``autotune.trials.child.child_main``).
 
         ``output``: a descriptor that becomes the trial's stdout and stderr (its log); None keeps the zygote's.
         """

@@ -1,6 +1,6 @@
 """The DALI backend: ``fn.readers.file`` over the scanned file list, the preset as DALI operators, a PyTorch iterator.
 
-The pipelines equal the torch backend's (:func:`autotune.backends._torch.build_transform`):
+The pipelines equal the torch backend's (:func:`autotune.loaders.backends._torch.build_transform`):
 
 - train: random resized crop (``decoders.image_random_crop`` + ``resize``), random horizontal flip, normalize;
 - eval: resize of the shorter side, center crop, normalize.
