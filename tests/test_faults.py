@@ -247,6 +247,15 @@ def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, ti
     return done
 
 
+@pytest.fixture()
+def hangup_as_in_a_terminal():
+    """SIGHUP as a terminal leaves it, for this test and the processes it starts: under ``nohup`` (the suite run in
+    the background) it is ignored, which autotune keeps, as it should, and the hang-up tests then saw nothing."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, old)
+
+
 @pytest.mark.parametrize("sig, code, said, repeats", [
     (signal.SIGINT, 130, "interrupted", 1),
     # docker stop, systemd and Slurm send SIGTERM: handled like Ctrl-C, with its own exit code
@@ -258,7 +267,7 @@ def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, ti
     (signal.SIGINT, 130, "interrupted: wrote the best config so far to ", 8),
     (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 8),
 ], ids=["sigint", "sigterm", "sighup", "sigint-x8", "sigterm-x8"])
-def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said, repeats):
+def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said, repeats, hangup_as_in_a_terminal):
     name = f"{sig.name.lower()}-{repeats}"
     proc = _start_tuner(small_dataset, workdir, name, 30)
     try:
@@ -358,7 +367,7 @@ def test_sigterm_held_during_clean_up_stops_the_run_after_it():
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_sighup_is_held_during_clean_up_like_sigterm():
+def test_sighup_is_held_during_clean_up_like_sigterm(hangup_as_in_a_terminal):
     """deferred_signals held SIGINT and SIGTERM only: a first SIGHUP cut a trial's clean-up (its processes, in their
     own session, never got the hangup) or the YAML's writing short."""
     from autotune.cli._run import _StopOnce
@@ -372,6 +381,29 @@ def test_sighup_is_held_during_clean_up_like_sigterm():
             steps.append("clean-up done")
         steps.append("not reached")
     assert steps == ["clean-up done"] and interrupt_exit_code(e.value) == 129
+
+
+@pytest.mark.parametrize("exits", [True, False], ids=["the-command", "in-process"])
+def test_a_stopped_run_about_to_exit_ignores_the_signals_after_it(exits):
+    """Eight Ctrl-Cs, 0.1 s apart: the last landed after the YAML was written and the handlers were put back, and
+    the command died of SIGINT (-2) instead of exiting 130. In-process (``main()`` called from Python), the
+    caller's handlers are put back as they were."""
+    import os
+    import types
+
+    from autotune.cli._run import _StopOnce
+    from autotune.errors import STOP_SIGNALS
+
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    try:
+        with pytest.raises(KeyboardInterrupt), _StopOnce(types.SimpleNamespace(exits=exits, written=None)):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        after = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert after == ({s: signal.SIG_IGN for s in STOP_SIGNALS} if exits else before)
 
 
 def test_a_process_forked_while_stopping_once_is_stopped_by_its_signals():

@@ -102,16 +102,17 @@ def _options_before_command(parser: argparse.ArgumentParser, words: list[str]) -
         own.error(f"{' '.join(early)} {'goes' if one else 'go'} after the command: autotune {words[at]} {' '.join(early)} ...")
 
 
-def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, started: float | None = None, exits: bool = False) -> int:
     """The command line; ``started`` (``time.monotonic``) is when the command's process began, for ``--budget``
-    (default: when the run begins)."""
+    (default: when the run begins); ``exits``: the process ends with the code returned (the ``autotune`` command),
+    so a stop signal after a stopped run's YAML is written is ignored rather than turning its exit code into a death."""
     from autotune.cli._streams import guarded
 
     # stderr that cannot be written drops the progress and the command goes on (the YAML is still written);
     # stdout that cannot be written is one line on stderr and exit 2
     restore = guarded()
     try:
-        return _main(argv, started)
+        return _main(argv, started, exits)
     except UserError as e:  # stdout lost while a parse error was said on it (--json)
         print(f"autotune: error: {e}", file=sys.stderr)
         return e.exit_code
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None) -> 
         restore()
 
 
-def _main(argv: Sequence[str] | None, started: float | None) -> int:
+def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False) -> int:
     try:
         os.getcwd()
     except FileNotFoundError:  # every relative path, and the imports behind them, would fail with a traceback
@@ -151,6 +152,7 @@ def _main(argv: Sequence[str] | None, started: float | None) -> int:
             _json_error(msg, 2)
         return 2
     args.started = started
+    args.exits = exits
     from autotune.cli._output import configure_logging
 
     restore_logging = configure_logging(args.verbose, quiet=getattr(args, "quiet", False))  # --quiet: errors only
@@ -223,4 +225,4 @@ def entry() -> None:
     from autotune.study.budget import process_start
 
     open_standard_descriptors()  # `2>&-`: a database opened later must not become descriptor 2
-    sys.exit(main(started=process_start()))
+    sys.exit(main(started=process_start(), exits=True))

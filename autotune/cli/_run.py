@@ -157,8 +157,11 @@ class _StopOnce:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # a stopped run whose process exits next: what it wrote is written, and its exit code (130, 143, 129) chosen;
+        # the eighth Ctrl-C, landing before the exit, made it die of SIGINT instead (-2)
+        quiet = self.stopping and getattr(self.args, "exits", False)
         for sig, old in self.old.items():
-            signal.signal(sig, signal.SIG_DFL if old is None else old)
+            signal.signal(sig, signal.SIG_IGN if quiet else signal.SIG_DFL if old is None else old)
 
 
 def run(args: argparse.Namespace) -> int:
