@@ -547,7 +547,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         # a resumed study's best so far: the progress line's "best" starts there
         rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in measured_complete(tuner.study)]
         progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None,
-                       best=max(rates) if rates else None)
+                       best=max(rates) if rates else None, since=budget.start if budget is not None and budget.clock is time.monotonic else None)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI
     t0 = time.monotonic()
     stage = budget.stage if budget is not None else (lambda name: contextlib.nullcontext())

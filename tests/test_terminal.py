@@ -226,6 +226,20 @@ def test_a_trial_line_and_its_best_state_the_same_rate():
     assert "complete 246 samples/s; best 246 samples/s" in line, line  # not "complete 246; best 247"
 
 
+def test_with_a_budget_elapsed_and_left_add_up_to_it():
+    """With --budget 30 and a 13 s set-up, the first trial read '0:05 elapsed, ~0:12 left': the elapsed time counted
+    from the trials' start, the time left from the command's. Both count from the command's start now."""
+    import time
+
+    stream = io.StringIO()
+    r = Reporter(stream=stream)
+    r.start(0, 0, budget_s=17.0, since=time.monotonic() - 13.0)
+    r(None, _trial(0, "complete"))
+    r.stop()
+    line = next(ln for ln in stream.getvalue().splitlines() if ln.startswith("trial"))
+    assert line.endswith("0:13 elapsed, ~0:17 left") or line.endswith("0:13 elapsed, ~0:16 left"), line
+
+
 def test_quiet_reporter_prints_nothing():
     stream = _Terminal()
     r = Reporter(quiet=True, stream=stream)

@@ -149,20 +149,23 @@ class Reporter:
         self.remeasurements = 0
         self.best: float | None = None
         self.start_time = time.monotonic()
+        self.since = self.start_time
         self.remeasured = 0
         self._bar: Any = None
         self._remeasure_task: Any = None
 
     # -- the run's stages -----------------------------------------------------------------------------
     def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None,
-              best: float | None = None) -> None:
+              best: float | None = None, since: float | None = None) -> None:
         """Trials to run and re-measurements at most; with the settings, the whole run's estimated time is shown.
         With ``budget_s`` (``--budget``: the seconds left of it), the time decides the number of trials; ``best``:
-        the best rate of the trials a resumed study completed before."""
+        the best rate of the trials a resumed study completed before; ``since`` (``time.monotonic``): where the
+        elapsed time counts from (the command's start, so that elapsed and left add up to the budget; default now)."""
         global _display
         self.total, self.remeasurements = trials, remeasurements
         self.best = best
         self.start_time = time.monotonic()
+        self.since = self.start_time if since is None else since
         self.deadline = None if budget_s is None else self.start_time + budget_s
         if self.mode == "off":
             return
@@ -293,7 +296,7 @@ class Reporter:
 
     def _times(self, remeasured: int | None = None) -> str:
         left = self._left(remeasured)
-        return f"{_clock(time.monotonic() - self.start_time)} elapsed" + (f", {left}" if left else "")
+        return f"{_clock(time.monotonic() - self.since)} elapsed" + (f", {left}" if left else "")
 
 
 
