@@ -226,6 +226,23 @@ def test_a_trial_line_and_its_best_state_the_same_rate():
     assert "complete 246 samples/s; best 246 samples/s" in line, line  # not "complete 246; best 247"
 
 
+def test_a_repeat_is_said_and_not_counted():
+    """The demo's lines went 'trial 3 (4)', 'trial 5 (5)': trial 4 repeated an earlier config and was not shown."""
+    from autotune.study.evidence import unless_repeat
+
+    stream = io.StringIO()
+    r = Reporter(stream=stream)
+    r.start(3, 0, TuneSettings(window_s=1.0, windows=2))
+    shown = unless_repeat(r)
+    shown(None, _trial(0, "complete"))
+    shown(None, _trial(1, "repeat", message="same config as trial #0: not measured again"))
+    shown(None, _trial(2, "complete"))
+    r.stop()
+    lines = [ln for ln in stream.getvalue().splitlines() if ln.startswith("trial")]
+    assert lines[0].startswith("trial 0 (1/3) ") and lines[2].startswith("trial 2 (2/3) ")
+    assert lines[1] == "trial 1 torch b=1: same config as trial #0: not measured again"
+
+
 def test_with_a_budget_elapsed_and_left_add_up_to_it():
     """With --budget 30 and a 13 s set-up, the first trial read '0:05 elapsed, ~0:12 left': the elapsed time counted
     from the trials' start, the time left from the command's. Both count from the command's start now."""

@@ -235,6 +235,12 @@ class Reporter:
                 self.line(f"trial {trial.number} {_failure(outcome, a)}")
             self._bar.update(self._task, advance=1, best=best, left=self._left(), description=f"last: #{trial.number} {a.get('config', '')}: {what}")
 
+    def repeat(self, trial: optuna.trial.FrozenTrial) -> None:
+        """A sampled config an earlier trial measured: not measured, not counted; a line says so (the trial numbers
+        went 3, 5 without a word until the summary)."""
+        if self.mode == "lines":
+            self._print(f"trial {trial.number} {trial.user_attrs.get('config', '')}: {trial.user_attrs.get('message', 'a repeat, not measured')}")
+
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: TrialResult | None) -> None:
         """Re-measurement ``k`` of ``n`` of ``trial``'s config starts (``result`` None) or has ended."""
         config = trial.user_attrs.get("config", "")

@@ -126,10 +126,13 @@ class MeasuredTrials:
 
 
 def unless_repeat(callback: Callable[[optuna.Study, optuna.trial.FrozenTrial], None]) -> Callable[[optuna.Study, optuna.trial.FrozenTrial], None]:
-    """``callback``, not called for repeats (a progress bar counts measured trials)."""
+    """``callback``, not called for repeats (a progress bar counts measured trials); a repeat goes to the
+    callback's ``repeat(trial)`` where it has one (a progress line says why a trial number is not counted)."""
 
     def call(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         if not is_repeat(trial):
             callback(study, trial)
+        elif hasattr(callback, "repeat"):
+            callback.repeat(trial)
 
     return call
