@@ -98,7 +98,7 @@ class AutoLoader:
         candidates: loader parameters to try first (flat names, as in a search space).
         seed: fixes the epoch permutations and the sampler; default random (agreed by all ranks).
         storage: the Optuna storage of the study (default the one ``autotune run`` uses); None keeps it in memory.
-        study_name: default ``<dataset>-<fingerprint>-autoloader-<time>``.
+        study_name: default ``<dataset>-<key>-autoloader-<time>`` (the key: a hash of the machine, the dataset and the settings).
         with_indices: yield ``(images, labels, indices)``: ``indices`` are the dataset positions of the batch
             (int64, on the device; in the order of ``autotune``'s scan, i.e. ``ImageFolder``'s).
         exploration: finer exploration settings (warm-up and measured batches, check points, candidates); its

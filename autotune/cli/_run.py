@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", type=given, default=None, metavar="FILE", help="where to write the config (default: the --if-stale FILE, else autotune.yaml)")
     p.add_argument("--storage", type=given, default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
-    p.add_argument("--study-name", type=given, metavar="NAME", help="default: <dataset>-<fingerprint>-<time>")
+    p.add_argument("--study-name", type=given, metavar="NAME", help="default: <dataset>-<key>-<time>, the key a hash of this machine, the dataset and the run's settings (pipeline, space, ranks, model, device)")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
     p.add_argument("--pipeline", type=given, default=None, metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: imagenet-train; with --if-stale FILE, FILE's)")
     p.add_argument("--device", type=given, default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
