@@ -98,7 +98,8 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
     n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
     repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
-    return f"{n_ok} of {len(rows)} trials completed{repeats}; best single measurement {best:,.0f} samples/s." if bx else "No trial completed."
+    return (f"{n_ok} of {len(rows)} trials completed{repeats}; the fastest trial measured {best:,.0f} samples/s (the re-measurements "
+            "are in the winner's evidence)." if bx else "No trial completed.")
 
 
 def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> str:
