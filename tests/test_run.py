@@ -127,6 +127,8 @@ def _bad(tmp_path, kind):
     d.mkdir()
     if kind == "flat":
         (d / "a.jpg").write_bytes(b"\xff\xd8")
+    if kind == "flat-no-images":  # it said "has images but no class sub-folders"
+        (d / "readme.md").write_text("hi")
     if kind == "noimages":
         (d / "cls").mkdir()
         (d / "cls" / "notes.txt").write_text("hi")
@@ -139,7 +141,8 @@ def _bad(tmp_path, kind):
         ("missing", "does not exist"),
         ("file", "is a file, not a folder"),
         ("empty", "is empty"),
-        ("flat", "no class sub-folders"),
+        ("flat", "has images but no class sub-folders"),
+        ("flat-no-images", "holds no images and no class sub-folders (only 1 other file, such as 'readme.md')"),
         ("noimages", "no readable images"),
     ],
 )

@@ -36,7 +36,7 @@ SPACE = {
     "params": {
         "backend": {"choices": ["torch", "dali"]},
         "batch_size": {"choices": [4, 8, 16]},
-        "num_workers": {"int": [0, 1], "when": {"backend": "torch"}},
+        "num_workers": {"int": [0, 4], "when": {"backend": "torch"}},  # up to the cores, as in the shipped spaces: the torch heuristic is inside
         "dali_device": {"choices": ["cpu"], "when": {"backend": "dali"}},
         "num_threads": {"int": [1, 8], "when": {"backend": "dali"}},
     }
@@ -215,6 +215,31 @@ def test_no_config_is_measured_twice_during_the_search(tiny_dataset, monkeypatch
     again = {c["config"] for c in record["candidates"]}
     assert set(replay.remeasured) == again  # the confirmation re-measures the contenders, nothing else
     assert all(replay.searched[k] == 1 for k in again)
+
+
+@pytest.mark.parametrize("space", [
+    {"backend": {"choices": ["dali"]}, "batch_size": {"choices": [8]}, "dali_device": {"choices": ["cpu"]}, "num_threads": {"int": [1, 3]}},
+    {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8, 16]}, "num_workers": {"choices": [0]}},
+], ids=["dali-only", "no-workers"])
+def test_a_baseline_outside_the_space_is_a_reference_never_the_winner(tiny_dataset, monkeypatch, space):
+    """--space dali handed back a torch YAML (the torch heuristic, measured for reference, was the fastest), and a
+    space allowing no workers a config with num_workers = cores."""
+    from autotune.study.result import config_from_study, figures
+
+    monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
+    Replay(Landscape(lambda c: 5000.0 if c.dali is None and c.torch.num_workers else 100.0 + c.batch_size), seed=0).install(monkeypatch)
+    settings = TuneSettings(cache="none", cores=4, window_s=0.5, windows=3, n_trials=5, pruner="none", confirm_top=2, confirm_repeats=1)
+    tuner = Tuner(scan(tiny_dataset), parse_space({"params": space}, cores=4), settings, storage="memory", study_name="s")
+    tuner.optimize()
+    heuristic = next(t for t in tuner.study.trials if t.user_attrs.get("role") == "heuristic")
+    assert heuristic.value == pytest.approx(5000.0, rel=0.05) and heuristic.user_attrs["outside_space"]  # measured, as a reference
+    record = tuner.confirm()
+    cfg = config_from_study(tuner.study, "memory")
+    assert cfg.loader.backend.value == space["backend"]["choices"][0]
+    assert cfg.loader.torch is None or cfg.loader.torch.num_workers == 0
+    assert not cfg.torch_fallback  # a DALI-only space has none, as the docs say
+    assert all(c["trial"] != heuristic.number for c in record["candidates"])
+    assert figures(tuner.study)["heuristic_samples_per_s"] == pytest.approx(5000.0, rel=0.05)  # still stated beside the winner
 
 
 @pytest.mark.parametrize("seed", range(8))

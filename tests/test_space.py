@@ -65,6 +65,9 @@ def test_shipped_spaces_load(name):
          "5 does not divide the range [0, 2] (Optuna would sample [0, 0] only); use a step that divides 2, or end the range at 0"),
         ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0.0, 1.0], "step": 0.3}}}, "params.hw_decoder_load.step",
          "sample [0.0, 0.9] only"),
+        # Optuna's decimal arithmetic failed with a traceback, after the study was made
+        ({"params": {"batch_size": {"choices": [8]}, "hw_decoder_load": {"float": [0.0, 1.0], "step": 1e-28}}}, "params.hw_decoder_load.step",
+         "1e-28 cuts the range [0.0, 1.0] into 1e+28 steps, more than 1,000,000 can be sampled; use a step of at least 1e-06, or no step"),
         ({"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"backend": "pytorch"}}}},
          "params.num_workers.when.backend", "asks for 'pytorch', which backend never takes (its choices: torch); use one of them"),
         ({"params": {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [0, 2], "when": {"backend": ["torch", "jax"]}}}},

@@ -279,9 +279,12 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
         raise DatasetError(f"cannot read dataset folder {str(root)!r} ({e.strerror}); fix its permissions") from None
     if not class_dirs:
         _tell_skipped(folders, root, warn)  # a class folder link that loops: named before the error
-        has_files = any(True for _ in os.scandir(root))
+        names = [e.name for e in os.scandir(root)]
+        images = any(n.lower().endswith(IMG_EXTENSIONS) for n in names)
         what = ("has no class sub-folder but links that loop or lead nowhere (named above)" if folders
-                else "has images but no class sub-folders" if has_files else "is empty")
+                else "has images but no class sub-folders" if images
+                else f"holds no images and no class sub-folders (only {len(names)} other file{'s' if len(names) != 1 else ''}, such as {names[0]!r})" if names
+                else "is empty")
         raise DatasetError(f"dataset folder {str(root)!r} {what}; put the images in one sub-folder per class (root/cat/1.jpg, root/dog/2.jpg)")
 
     above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)

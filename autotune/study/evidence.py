@@ -37,6 +37,12 @@ def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and not is_repeat(t)]
 
 
+def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The measured complete trials that may win: those of the space (a baseline outside it, the torch defaults in
+    a DALI-only space, is a reference the YAML states, never the config it hands over)."""
+    return [t for t in measured_complete(study) if not t.user_attrs.get("outside_space")]
+
+
 def confirmation_method(record: dict[str, Any]) -> str:
     """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
     cands = record.get("candidates") or []

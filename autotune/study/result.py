@@ -11,7 +11,7 @@ from autotune.config.schema import Config, LoaderConfig
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import confirmation_method, is_repeat, measured_complete
+from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
 
@@ -44,7 +44,7 @@ def winner(study: optuna.Study) -> tuple[optuna.trial.FrozenTrial, list[float]]:
         t = _trial_by_number(study, conf["winner_trial"])
         scores = next((c["scores"] for c in conf["candidates"] if c["trial"] == t.number), [t.value])
         return t, list(scores)
-    complete = measured_complete(study)
+    complete = contenders(study)
     if not complete:
         raise UserError(f"study {study.study_name!r} has no completed trial yet; run 'autotune run' (or --resume it) first")
     best = max(complete, key=lambda t: t.value)
@@ -171,7 +171,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
     not torch: users with their own ``Dataset`` still get DataLoader keywords. Empty when none completed."""
     remeasured = _remeasured(study)
     best, best_rate = None, 0.0
-    for t in measured_complete(study):
+    for t in contenders(study):
         params = t.user_attrs.get("loader") or {}
         if params.get("backend", "torch") != "torch":
             continue
@@ -190,6 +190,8 @@ def no_completion_message(study: optuna.Study) -> str:
     counts: dict[str, int] = {}
     for t in trials:
         o = t.user_attrs.get("outcome") or t.state.name.lower()
+        if t.user_attrs.get("outside_space") and o == Outcome.COMPLETE.value:
+            o = "complete outside the space (a reference)"
         counts[o] = counts.get(o, 0) + 1
     groups = {
         "memory": [o for o in counts if o in (Outcome.PREDICTED_OOM.value, Outcome.OOM_GPU.value, Outcome.OOM_HOST.value, Outcome.SHM.value)],

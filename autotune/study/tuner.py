@@ -31,6 +31,7 @@ from autotune.study.evidence import (
     TIEBREAK_ROUNDS,
     MeasuredTrials,
     confirmation_method,
+    contenders,
     measured_before,
     measured_complete,
     tell_repeat,
@@ -401,8 +402,10 @@ class Tuner:
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         """Queue a fixed config (a baseline, a warm start). A config outside the space (the torch baselines in a
-        DALI-only space) is measured as it is, with no sampled parameters, so the sampler learns nothing false."""
-        inside = params.get("backend", "torch") in self.space.backends()
+        DALI-only space, ``num_workers = cores`` where the space allows none) is measured as it is, with no sampled
+        parameters, so the sampler learns nothing false; it is a reference the YAML states, never the winner."""
+        inside = params.get("backend", "torch") in self.space.backends() and all(
+            k not in self.space or self.space[k].contains(v) for k, v in params.items() if k != "backend")
         fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)} if inside else {}
         attrs = {"role": role, "loader_params": params}
         if not inside:
@@ -631,10 +634,12 @@ class Tuner:
         return left
 
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
-        return measured_complete(self.study)
+        """The complete trials that may win (:func:`~autotune.study.evidence.contenders`)."""
+        return contenders(self.study)
 
     def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
-        """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate."""
+        """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate; configs
+        outside the space (baselines measured for reference) are no contenders."""
         out, seen = [], set()
         for t in sorted(self.complete_trials(), key=lambda t: t.value, reverse=True):
             key = t.user_attrs.get("config")
