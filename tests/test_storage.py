@@ -402,3 +402,22 @@ def test_a_bare_file_name_as_storage_of_a_read_command_names_the_url(workdir, ca
     assert main([*command, "--storage", "s.db"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "--storage s.db is not a storage URL; pass sqlite:///s.db for a SQLite file, journal:s.db for a journal file" in line
+
+
+def test_a_stop_signal_while_the_storages_close_waits_until_they_are_closed(monkeypatch):
+    """A second SIGTERM landing in SQLAlchemy's connection close was logged as 'Exception closing connection' with a
+    traceback, and the connections after it were left open."""
+    import signal
+
+    from autotune.study import storage
+
+    closed = []
+
+    def close(s):
+        signal.raise_signal(signal.SIGINT)
+        closed.append(s)
+
+    monkeypatch.setattr(storage, "close_storage", close)
+    with pytest.raises(KeyboardInterrupt), storage.closing_storages():
+        storage._opened.get().extend(["first", "second"])
+    assert closed == ["first", "second"]

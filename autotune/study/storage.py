@@ -225,10 +225,13 @@ def closing_storages() -> Iterator[None]:
     try:
         yield
     finally:
+        from autotune.trials.runner import deferred_signals
+
         opened = _opened.get() or []
         _opened.reset(token)
-        for storage in opened:
-            close_storage(storage)
+        with deferred_signals():  # a stop signal raised inside SQLAlchemy's close was logged as a traceback; now after it
+            for storage in opened:
+                close_storage(storage)
 
 
 def _check_journal_start(path: Path) -> None:
