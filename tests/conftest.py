@@ -26,6 +26,15 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def deep_images(tmp_path_factory) -> Path:
+    """4 images PIL's plain convert("RGB") and DALI read differently: 16-bit grey PNG and TIFF, a float TIFF and an
+    EXIF-turned JPEG; 2 classes."""
+    from autotune.dataset.synth import deep_formats
+
+    return deep_formats(tmp_path_factory.mktemp("deep") / "train")
+
+
+@pytest.fixture(scope="session")
 def odd_images(tmp_path_factory) -> Path:
     """8 images PIL and decoders disagree on most: grayscale and CMYK JPEGs, grayscale/alpha/palette PNGs,
     a PNG named .jpg, and a file name that is not UTF-8; 2 classes."""

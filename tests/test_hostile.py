@@ -13,6 +13,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 import yaml
@@ -430,3 +431,23 @@ def test_a_yaml_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys):
         assert err.endswith(f"{str(path)!r} cannot be read (Permission denied); check its permissions and its folder's") and "\n" not in err, err
     with pytest.raises(ConfigError, match=r"^the config path is empty; pass a YAML file's path$"):
         load_config("")  # it said "'.' is a folder"
+
+
+def test_16_bit_float_and_exif_turned_images_open_as_dali_decodes_them(deep_images: Path) -> None:
+    """Mid-grey 16-bit and float images at mid-grey (convert("RGB") gave 255 and 0), the EXIF-turned JPEG upright."""
+    gray16 = np.asarray(open_rgb(str(deep_images / "a" / "gray16.png")), dtype=np.float64)
+    assert gray16.shape == (64, 96, 3) and abs(gray16.mean() - 127.5) < 1 and gray16[0, 0, 0] == 0 and gray16[-1, -1, 0] == 255
+    assert abs(np.asarray(open_rgb(str(deep_images / "b" / "float.tif")), dtype=np.float64).mean() - 127.5) < 1
+    assert open_rgb(str(deep_images / "b" / "exif6.jpg")).size == (108, 60)
+
+
+def test_a_32_bit_integer_tiff_is_left_out_by_the_scan_and_named(tmp_path: Path) -> None:
+    """DALI's decoder failed on every batch holding one ('Invalid sample_type'), without naming the file."""
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        Image.new("RGB", (32, 32), (9, 9, 9)).save(tmp_path / c / "ok.jpg")
+    Image.fromarray(np.full((32, 32), 70000, dtype=np.int32)).save(tmp_path / "a" / "deep.tif")
+    ds = scan(tmp_path)
+    assert len(ds) == 2
+    assert [(os.path.basename(f), why) for f, why in ds.skipped] == [
+        ("deep.tif", "a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel")]

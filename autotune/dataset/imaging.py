@@ -2,7 +2,9 @@
 
 :func:`read_header` reads only an image's header (PIL opens lazily), so the dataset scan can refuse files that
 no decoder can read, or that declare more pixels than :data:`MAX_PIXELS`, before any backend allocates memory
-for them. :func:`open_rgb` checks the same limit before it decodes.
+for them. :func:`open_rgb` checks the same limit before it decodes, and decodes as DALI's decoder does: the EXIF
+orientation applied, 16-bit and floating-point pixels scaled to 8 bits (PIL's ``convert("RGB")`` clipped them:
+a mid-grey 16-bit PNG came out white), so that a batch holds the same pictures whichever backend built it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 import struct
 import warnings
 
+import numpy as np
 from PIL import Image
 
 from autotune.dataset.paths import printable
@@ -21,6 +24,10 @@ MAX_PIXELS = 2 * 89_478_485
 
 #: Formats (as PIL names them) that both backends decode; DALI reads JPEG, PNG, BMP, TIFF, PNM and WebP.
 DECODABLE_FORMATS = frozenset({"JPEG", "MPO", "PNG", "BMP", "TIFF", "PPM", "WEBP"})
+
+#: EXIF orientation -> the PIL transpose that shows the picture upright (as ``ImageOps.exif_transpose`` and DALI)
+_ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
+                5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
 
 
 class BadImageError(Exception):
@@ -114,6 +121,8 @@ def read_header(path: str) -> tuple[str, int, int]:
                 return fast
             f.seek(0)
             img = _open(path, f)
+            if img.format == "TIFF" and img.mode in ("I", "I;32", "I;32B", "I;32S"):  # DALI's decoder fails on every batch holding one
+                raise BadImageError(f"{printable(path)}: a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel")
             return str(img.format), img.width, img.height
     except BadImageError:
         raise
@@ -121,6 +130,18 @@ def read_header(path: str) -> tuple[str, int, int]:
         raise BadImageError(f"{printable(path)}: not a readable image (no image format recognised in its header)") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise BadImageError(f"{printable(path)}: not a readable image ({e})") from None
+
+
+def _to_8_bits(img: Image.Image) -> Image.Image:
+    """A 16-bit (``I;16*``, or ``I`` as PIL opens a 16-bit PPM) or floating-point (``F``, 0 to 1) grey image at 8
+    bits, rounded as DALI rounds (``v / 257``, ``f * 255``); any other image as it is."""
+    if img.mode.startswith("I;16") or img.mode == "I":
+        scaled = np.asarray(img, dtype=np.float64) / 257.0
+    elif img.mode == "F":
+        scaled = np.asarray(img, dtype=np.float64) * 255.0
+    else:
+        return img
+    return Image.fromarray(np.clip(np.floor(scaled + 0.5), 0, 255).astype(np.uint8), "L")
 
 
 def open_rgb(path: str) -> Image.Image:
@@ -133,7 +154,9 @@ def open_rgb(path: str) -> Image.Image:
     try:
         with open(path, "rb") as f:
             img = _open(path, f)
-            return img.convert("RGB")
+            turn = _ORIENTATION.get(img.getexif().get(0x0112, 1))
+            rgb = _to_8_bits(img).convert("RGB")
+            return rgb.transpose(turn) if turn is not None else rgb
     except BadImageError:
         raise
     except (OSError, SyntaxError, ValueError) as e:

@@ -196,6 +196,29 @@ def mixed_formats(root: str | os.PathLike[str]) -> Path:
     return root
 
 
+def deep_formats(root: str | os.PathLike[str]) -> Path:
+    """Four images whose pixels PIL's plain ``convert("RGB")`` and DALI's decoder read differently, in 2 classes:
+    16-bit grey PNG and TIFF, a floating-point TIFF (0 to 1), and a JPEG whose EXIF says to turn it a quarter.
+
+    Both backends must turn each into the same RGB batch (``tests/backends``).
+    """
+    from PIL import Image
+
+    root = Path(root)
+    (root / "a").mkdir(parents=True, exist_ok=True)
+    (root / "b").mkdir(exist_ok=True)
+    ramp = np.linspace(0.0, 1.0, 96 * 64).reshape(64, 96)
+    Image.fromarray(np.round(ramp * 65535).astype(np.uint16)).save(root / "a" / "gray16.png")
+    Image.fromarray(np.round(ramp[::-1] * 65535).astype(np.uint16)).save(root / "a" / "gray16.tif")
+    Image.fromarray(ramp.T.copy().astype(np.float32)).save(root / "b" / "float.tif")
+    rng = np.random.default_rng(2)
+    tall = Image.fromarray((rng.random((9, 5, 3)) * 255).astype(np.uint8)).resize((60, 108), Image.BICUBIC)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned a quarter clockwise: 108 wide, 60 high
+    tall.save(root / "b" / "exif6.jpg", quality=95, exif=exif)
+    return root
+
+
 def png_bomb(width: int, height: int) -> bytes:
     """A tiny PNG whose header declares ``width x height`` pixels: a decompression bomb's header, for tests."""
     import struct
