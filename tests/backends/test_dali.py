@@ -211,9 +211,11 @@ def test_mixed_decoder_matches_cpu_decoder(dataset: Dataset) -> None:
 @needs_dali
 @pytest.mark.cuda
 @needs_gpu
-def test_mixed_decoder_gives_rgb_like_pil_for_odd_images(odd_images: Path) -> None:
-    """Grayscale, CMYK, palette and alpha images through nvJPEG / the mixed decoder match PIL's convert("RGB")."""
-    ds = scan(odd_images)
+@pytest.mark.parametrize("which", ["odd", "deep"])
+def test_mixed_decoder_gives_rgb_like_pil_for_odd_images(odd_images: Path, deep_images: Path, which: str) -> None:
+    """Grayscale, CMYK, palette and alpha images through nvJPEG / the mixed decoder match PIL's convert("RGB"); 16-bit,
+    float and EXIF-turned ones match the torch backend's reading of them."""
+    ds = scan(odd_images if which == "odd" else deep_images)
     preset = get_preset("imagenet-eval")
     loader = get_backend("dali").build(ds, preset, _dali("gpu"), "cuda")
     try:
