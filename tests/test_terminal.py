@@ -340,6 +340,20 @@ def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, work
     assert json.loads(p.stdout)["config_path"] == "closed.yaml"  # stdout holds the JSON alone
 
 
+def test_a_result_for_a_closed_standard_output_is_one_line_and_exit_2(tiny_dataset, workdir):
+    """show and studies >&- exited 0, their result on /dev/null; run >&- without --json has no result there."""
+    (workdir / "a.yaml").write_text((Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text())
+    for argv in (["show", "a.yaml"], ["check", "a.yaml", "--json"]):
+        p = subprocess.run([sys.executable, "-m", "autotune", *argv], cwd=workdir, stderr=subprocess.PIPE, text=True, timeout=120,
+                           check=False, preexec_fn=lambda: os.close(1))
+        assert p.returncode == 2, (argv, p.stderr)
+        assert p.stderr.strip().splitlines()[-1] == ("autotune: error: standard output is closed (>&-), so the result cannot be written; "
+                                                     "send it to a file, or to /dev/null to drop it"), argv
+    p = subprocess.run([sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml"], cwd=workdir,
+                       stderr=subprocess.PIPE, text=True, timeout=300, check=False, preexec_fn=lambda: os.close(1))
+    assert p.returncode == 0 and (workdir / "closed.yaml").is_file(), p.stderr
+
+
 def test_text_the_output_encoding_cannot_hold_is_escaped_not_a_lost_output(tiny_dataset, workdir):
     """PYTHONIOENCODING=ascii and a dataset path with an 'e' acute: check exited 2 saying to free space."""
     cfg = (Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", "/data/caf\u00e9")

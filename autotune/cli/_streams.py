@@ -68,7 +68,14 @@ class Stderr(_Proxy):
 
 
 class Stdout(_Proxy):
-    """Stdout whose write failures other than a gone reader are one line (:class:`OutputLost`)."""
+    """Stdout whose write failures other than a gone reader are one line (:class:`OutputLost`); so is a result
+    written to a standard output the shell closed (``>&-``: it was put on /dev/null, and the result lost in silence)."""
+
+    def write(self, text: str) -> int:
+        if text and 1 in CLOSED_AT_START and not isinstance(self._inner, _Null):
+            self._inner = _Null()
+            raise OutputLost("standard output is closed (>&-), so the result cannot be written; send it to a file, or to /dev/null to drop it")
+        return super().write(text)
 
     def _failed(self, e: Exception) -> None:
         if isinstance(e, BrokenPipeError):
@@ -104,6 +111,10 @@ def _park(fd: int) -> None:
         pass
 
 
+#: the standard descriptors that were closed when the command started (put on /dev/null since)
+CLOSED_AT_START: set[int] = set()
+
+
 def open_standard_descriptors() -> None:
     """Descriptors 0 to 2 open (on /dev/null where closed, ``2>&-``), so that no file the command opens (a SQLite
     database) becomes descriptor 2 and receives another process's error output; ``sys.stderr`` and
@@ -112,6 +123,7 @@ def open_standard_descriptors() -> None:
         try:
             os.fstat(fd)
         except OSError:
+            CLOSED_AT_START.add(fd)
             null = os.open(os.devnull, os.O_RDWR)
             if null != fd:
                 os.dup2(null, fd)
