@@ -81,7 +81,7 @@ def test_dali_config_has_no_dataloader_kwargs():
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: true}}\n", "num_workers must be an integer, but got True"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {pin_memory: 'yes'}}\n", "pin_memory must be true or false"),
         ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {num_threads: false}}\n", "num_threads must be an integer"),
-        ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {samples_per_s: fast}\n", "result.samples_per_s must be a number, but got 'fast'"),
+        ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {samples_per_s: fast}\n", "result.samples_per_s must be a number of at least 0, but got 'fast'"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {spread: [1, x]}\n", "result.spread must be a list of numbers"),
     ],
 )
@@ -287,6 +287,8 @@ def test_hostile_yaml_is_a_one_line_config_error(tmp_path, kind):
     ("result.samples_per_s", float("nan"), "a number"),
     ("result.samples_per_s", 10**400, "a number"),  # an int no float can hold
     ("dataset.samples", "many", "a whole number"),
+    ("result.samples_per_s", -1, "a number of at least 0"),  # show printed -1.0 samples/s
+    ("dataset.excluded", "a/x.jpg", "a list of file names"),  # load_config took it; check refused it; build_loader raised
     ("device", "tpu", "cpu, cuda or cuda:N"),
 ])
 def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, rule):

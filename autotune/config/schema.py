@@ -75,12 +75,15 @@ def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
     for key, what in (("samples", "a whole number of images"), ("classes", "a whole number of classes"), ("mean_bytes", "a whole number of bytes")):
         v = dataset.get(key)  # at most 2**53 (a float holds it): 10**400 broke every comparison with an OverflowError
         _require(v is None or (_is_int(v) and 0 <= v <= 2**53), f"dataset.{key}", what, v)
-    for k in RESULT_NUMBERS:
+    excluded = dataset.get("excluded")
+    _require(excluded is None or (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)), "dataset.excluded",
+             "a list of file names", excluded)
+    for k in RESULT_NUMBERS:  # rates, speedups, seconds, MiB and fractions: none is below zero
         v = result.get(k)
-        _require(v is None or _is_number(v), f"result.{k}", "a number", v)
+        _require(v is None or (_is_number(v) and v >= 0), f"result.{k}", "a number of at least 0", v)
     for k in ("spread", "scores", "per_rank_samples_per_s"):
         v = result.get(k)
-        _require(v is None or (isinstance(v, list) and all(_is_number(x) for x in v)), f"result.{k}", "a list of numbers", v)
+        _require(v is None or (isinstance(v, list) and all(_is_number(x) and x >= 0 for x in v)), f"result.{k}", "a list of numbers of at least 0", v)
     ranks = result.get("ranks")
     _require(ranks is None or (_is_int(ranks) and ranks >= 1), "result.ranks", "an integer >= 1", ranks)
     load = result.get("other_load")  # other jobs' cores during the run: {cores, cpus, usable_cores}
