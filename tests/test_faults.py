@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -155,6 +156,22 @@ def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
     assert _outcomes(tuner)[2] == "complete", "both files were left out of the following trials"
     assert sorted(tuner.study.user_attrs["bad_files"]) == sorted(map(str, bad))
     assert not _runners()
+
+
+def test_files_removed_during_the_run_go_at_once_not_a_trial_each(tiny_dataset, tmp_path, workdir, caplog):
+    """26 files deleted mid-run cost 26 trials, each reported as 'cannot be decoded'."""
+    root = tmp_path / "shrinking" / "train"
+    shutil.copytree(tiny_dataset, root)
+    tuner = _tuner(root, workdir, "shrinking")
+    removed = sorted(root.rglob("*.jpg"))[:3]
+    for f in removed:
+        f.unlink()
+    with caplog.at_level(logging.WARNING, logger="autotune.study.tuner"):
+        tuner.exclude_file(str(removed[1]))
+    assert len(tuner.dataset) == 24 - 3 and not set(map(str, removed)) & set(tuner.dataset.files)
+    assert {why for f, why in tuner.dataset.skipped if f in set(map(str, removed))} == {"removed during the run"}
+    assert "bad_files" not in tuner.study.user_attrs  # not undecodable: gone
+    assert "3 file(s) of the dataset were removed while the run measured it" in caplog.text
 
 
 def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset, workdir):

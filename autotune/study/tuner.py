@@ -22,6 +22,7 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 
 from autotune.config.schema import LoaderConfig
 from autotune.dataset import pagecache
+from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
@@ -490,6 +491,13 @@ class Tuner:
         """
         d = self.dataset
         if path not in d.files:
+            return
+        if not os.path.lexists(path):  # removed while the run measured: the others removed with it go at once, not a trial each
+            gone = [f for f in d.files if not os.path.lexists(f)]
+            self.dataset = d.without([d.name_of(f) for f in gone], "removed during the run")
+            self.study.set_user_attr("dataset", self.dataset.summary())
+            logger.warning("%d file(s) of the dataset were removed while the run measured it (first %s): left out of the following trials",
+                           len(gone), printable(gone[0]))
             return
         self.dataset = d.without([d.name_of(path)], "cannot be decoded")
         self.study.set_user_attr("bad_files", [*self.study.user_attrs.get("bad_files", []), path])
