@@ -349,6 +349,81 @@ def default_budget(args: argparse.Namespace) -> float | None:
     return DEFAULT_MODEL_BUDGET_S if (args.model or getattr(args, "step_ms", None)) else DEFAULT_BUDGET_S
 
 
+def _checked_outputs(args: argparse.Namespace) -> Path:
+    """``--out`` as a path, once it, ``--storage`` and ``--reports-dir`` are known to be writable: before the study
+    and the set-up, not after them. Raises :class:`UserError` naming the flag."""
+    if args.out == "-":  # the shell's "standard output": a file named '-' was written instead
+        raise UserError("--out '-' would write a file named '-'; the config goes to a file (pass a name such as autotune.yaml), "
+                        "and --json prints the run's summary on standard output")
+    out_path = Path(args.out)
+    store = sqlite_file(args.storage) or journal_file(args.storage)
+    if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study
+        raise UserError(f"--out {str(out_path)!r} is the study storage (--storage {mask_url(args.storage)}); pass another file name such as autotune.yaml")
+    # the text as given: 'configs/' names a folder, which Path() forgets
+    problem = write_problem(args.out) or foreign_problem(out_path)
+    if problem is not None:
+        raise UserError(f"--out {str(args.out)!r} {problem}")
+    problem = storage_problem(args.storage)  # the study's storage and the trial logs' folder: before the set-up too
+    if problem is not None:
+        raise UserError(f"--storage {mask_url(args.storage)} {problem}")
+    problem = folder_problem(args.reports_dir)  # the trial logs go there from the first trial
+    if problem is not None:
+        raise UserError(f"--reports-dir {str(args.reports_dir)!r} {problem}")
+    return out_path
+
+
+def _write_report(args: argparse.Namespace, study: Any, out_path: Path, summary: dict[str, Any]) -> Path | None:
+    """The run's report, after its YAML; its folder, or None where it was not written (a warning says why)."""
+    if args.no_report:
+        return None
+    try:
+        from autotune.report import write_report
+
+        try:
+            report_dir = write_report(study, args.storage, args.reports_dir)
+        except KeyboardInterrupt as stop:  # the YAML is whole: say so, not only "terminated"
+            raise with_detail(stop, f"wrote {out_path}; the report was not written ('autotune report' writes it)") from None
+        summary["report"] = str(report_dir / "report.html")
+        return report_dir
+    except (ImportError, UserError) as e:
+        logger.warning("no report written: %s", e)
+    except OSError as e:  # a full disk, a folder that went away: the YAML is written, the report is not
+        logger.warning("no report written: %s; the YAML is written, and 'autotune report' writes the report later", e.strerror or e)
+    return None
+
+
+def _print_result(cfg: Config, study: Any, out_path: Path, report_dir: Path | None, summary: dict[str, Any], budget: TimeBudget | None) -> None:
+    """The run's last lines on stderr: the winner with the YAML's figures, what was set aside or repeated, where the
+    YAML and the report went, the time the budget took, and the warnings."""
+    r = cfg.result
+    from autotune.report._render import fmt_rate, fmt_speedup
+
+    # the YAML's figures as the YAML, show and the report write them (1.37x, not 1.4x beside a YAML's 1.37)
+    line = f"best: {cfg.loader.describe()}: {fmt_rate(r['samples_per_s'])} samples/s"
+    if r.get("speedup_vs_defaults"):
+        line += f" ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})"
+    if len(r.get("scores") or ()) > 1:  # the bar's "best" is a single trial's: say why this figure differs
+        line += f"; the median of its {len(r['scores'])} measurements"
+    if r.get("fraction_of_ceiling"):
+        line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
+    print(line, file=sys.stderr)
+    aside = (study.user_attrs.get("confirmation") or {}).get("set_aside") or []
+    if aside:  # the progress lines showed it: say why the winner's figure does not count it
+        told = ", ".join(f"trial {a['trial']}'s {a['score']:,.0f}" for a in aside)
+        print(f"the budget ended the re-measurement round part-way: {told} set aside, so that every candidate "
+              "is judged on as many measurements", file=sys.stderr)
+    repeats = (cfg.study or {}).get("repeats") or 0
+    if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
+        print(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "
+              f"{'was' if repeats == 1 else 'were'} not measured again", file=sys.stderr)
+    print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
+    if budget is not None:
+        t = summary["time"]
+        print(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()), file=sys.stderr)
+    for warning in summary["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) -> dict[str, Any]:
     # FILE re-tuned as it was tuned: an eval config stays one, a config for 8 ranks is not re-tuned for 1
     taken = _take_recorded_flags(args) if args.if_stale and Path(args.if_stale).is_file() else []
@@ -376,23 +451,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
         from autotune.config.staleness import recorded_dataset
 
         args.dataset = recorded_dataset(args.if_stale)
-    if args.out == "-":  # the shell's "standard output": a file named '-' was written instead
-        raise UserError("--out '-' would write a file named '-'; the config goes to a file (pass a name such as autotune.yaml), "
-                        "and --json prints the run's summary on standard output")
-    out_path = Path(args.out)
-    store = sqlite_file(args.storage) or journal_file(args.storage)
-    if store is not None and os.path.realpath(store) == os.path.realpath(out_path):  # the YAML would replace every study
-        raise UserError(f"--out {str(out_path)!r} is the study storage (--storage {mask_url(args.storage)}); pass another file name such as autotune.yaml")
-    # before the study, not after it; the text as given: 'configs/' names a folder, which Path() forgets
-    problem = write_problem(args.out) or foreign_problem(out_path)
-    if problem is not None:
-        raise UserError(f"--out {str(args.out)!r} {problem}")
-    problem = storage_problem(args.storage)  # the study's storage and the trial logs' folder: before the set-up too
-    if problem is not None:
-        raise UserError(f"--storage {mask_url(args.storage)} {problem}")
-    problem = folder_problem(args.reports_dir)  # the trial logs go there from the first trial
-    if problem is not None:
-        raise UserError(f"--reports-dir {str(args.reports_dir)!r} {problem}")
+    out_path = _checked_outputs(args)
     fp = fingerprint.collect()
     others = OtherLoad(usable=fp.get("cpus"))  # other jobs' CPU use over the run: on a busy machine the figures are not to be trusted
 
@@ -635,21 +694,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if kept is not None:
         summary["kept_config"] = str(kept)
     summary.update({"config_path": str(out_path), "loader": cfg.loader.to_dict(), "result": cfg.result, "study_section": cfg.study})
-    report_dir = None
-    if not args.no_report:
-        try:
-            from autotune.report import write_report
-
-            try:
-                report_dir = write_report(tuner.study, args.storage, args.reports_dir)
-            except KeyboardInterrupt as stop:  # the YAML is whole: say so, not only "terminated"
-                raise with_detail(stop, f"wrote {out_path}; the report was not written ('autotune report' writes it)") from None
-            summary["report"] = str(report_dir / "report.html")
-        except (ImportError, UserError) as e:
-            logger.warning("no report written: %s", e)
-        except OSError as e:  # a full disk, a folder that went away: the YAML is written, the report is not
-            report_dir = None
-            logger.warning("no report written: %s; the YAML is written, and 'autotune report' writes the report later", e.strerror or e)
+    report_dir = _write_report(args, tuner.study, out_path, summary)
     if budget is not None:
         budget.spent["writing"] = budget.spent.get("writing", 0.0) + budget.elapsed() - sum(budget.spent.values())
         summary["time"] = budget.to_dict()
@@ -661,33 +706,7 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
     if dropped is not None:  # a small set at the largest batch: what training on it loses, before the script finds out
         summary["warnings"].append(f"the winner's {dropped}; to train on them all, pass a --batch-size that divides them more closely")
     if not args.quiet:
-        r = cfg.result
-        from autotune.report._render import fmt_rate, fmt_speedup
-
-        # the YAML's figures as the YAML, show and the report write them (1.37x, not 1.4x beside a YAML's 1.37)
-        line = f"best: {cfg.loader.describe()}: {fmt_rate(r['samples_per_s'])} samples/s"
-        if r.get("speedup_vs_defaults"):
-            line += f" ({fmt_speedup(r['speedup_vs_defaults'])} the defaults' {fmt_rate(r['defaults_samples_per_s'])})"
-        if len(r.get("scores") or ()) > 1:  # the bar's "best" is a single trial's: say why this figure differs
-            line += f"; the median of its {len(r['scores'])} measurements"
-        if r.get("fraction_of_ceiling"):
-            line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
-        print(line, file=sys.stderr)
-        aside = (tuner.study.user_attrs.get("confirmation") or {}).get("set_aside") or []
-        if aside:  # the progress lines showed it: say why the winner's figure does not count it
-            told = ", ".join(f"trial {a['trial']}'s {a['score']:,.0f}" for a in aside)
-            print(f"the budget ended the re-measurement round part-way: {told} set aside, so that every candidate "
-                  "is judged on as many measurements", file=sys.stderr)
-        repeats = (cfg.study or {}).get("repeats") or 0
-        if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
-            print(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "
-                  f"{'was' if repeats == 1 else 'were'} not measured again", file=sys.stderr)
-        print(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""), file=sys.stderr)
-        if budget is not None:
-            t = summary["time"]
-            print(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()), file=sys.stderr)
-        for warning in summary["warnings"]:
-            print(f"warning: {warning}", file=sys.stderr)
+        _print_result(cfg, tuner.study, out_path, report_dir, summary, budget)
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
         how = interrupt_said(interrupted)
