@@ -44,8 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from autotune.report._render import fmt_speedup
 
     table = Table(title=cell(f"studies in {mask_url(absolute_url(args.storage))}"))
-    for col, kw in (("name", {"no_wrap": True}), ("trials", {"justify": "right", "no_wrap": True}), ("best samples/s", {"justify": "right", "no_wrap": True}),
-                    ("vs defaults", {"justify": "right"}), ("best config", {}), ("created", {"no_wrap": True, "min_width": 16})):
+    # on a narrow terminal a long name folds onto more lines: the config, the column read most, keeps its words
+    # (an AutoLoader study's name squeezed it to 'dali…', 'thre…', 'queu…')
+    for col, kw in (("name", {"overflow": "fold", "min_width": 12}), ("trials", {"justify": "right", "no_wrap": True}),
+                    ("best samples/s", {"justify": "right"}), ("vs defaults", {"justify": "right"}),
+                    ("best config", {"min_width": 16}), ("created", {"no_wrap": True, "min_width": 16})):
         table.add_column(col, **kw)
     for r in rows:
         if r.get("error"):
