@@ -27,8 +27,8 @@ def workdir(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def deep_images(tmp_path_factory) -> Path:
-    """4 images PIL's plain convert("RGB") and DALI read differently: 16-bit grey PNG and TIFF, a float TIFF and an
-    EXIF-turned JPEG; 2 classes."""
+    """3 images PIL's plain convert("RGB") and DALI read differently: 16-bit grey PNG and TIFF and an EXIF-turned
+    JPEG; 2 classes."""
     from autotune.dataset.synth import deep_formats
 
     return deep_formats(tmp_path_factory.mktemp("deep") / "train")

@@ -433,21 +433,25 @@ def test_a_yaml_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys):
         load_config("")  # it said "'.' is a folder"
 
 
-def test_16_bit_float_and_exif_turned_images_open_as_dali_decodes_them(deep_images: Path) -> None:
+def test_16_bit_float_and_exif_turned_images_open_as_dali_decodes_them(deep_images: Path, tmp_path: Path) -> None:
     """Mid-grey 16-bit and float images at mid-grey (convert("RGB") gave 255 and 0), the EXIF-turned JPEG upright."""
     gray16 = np.asarray(open_rgb(str(deep_images / "a" / "gray16.png")), dtype=np.float64)
     assert gray16.shape == (64, 96, 3) and abs(gray16.mean() - 127.5) < 1 and gray16[0, 0, 0] == 0 and gray16[-1, -1, 0] == 255
-    assert abs(np.asarray(open_rgb(str(deep_images / "b" / "float.tif")), dtype=np.float64).mean() - 127.5) < 1
+    Image.fromarray(np.full((8, 8), 0.5, dtype=np.float32)).save(tmp_path / "float.tif")
+    assert np.asarray(open_rgb(str(tmp_path / "float.tif"))).mean() == 128  # DALI's CPU decoder rounds 127.5 up too
     assert open_rgb(str(deep_images / "b" / "exif6.jpg")).size == (108, 60)
 
 
-def test_a_32_bit_integer_tiff_is_left_out_by_the_scan_and_named(tmp_path: Path) -> None:
-    """DALI's decoder failed on every batch holding one ('Invalid sample_type'), without naming the file."""
+def test_32_bit_integer_and_float_tiffs_are_left_out_by_the_scan_and_named(tmp_path: Path) -> None:
+    """DALI's decoder failed on every batch holding a 32-bit integer TIFF ('Invalid sample_type'), without naming the
+    file; its GPU decoder read a float TIFF as black ('FP32 conversion is not supported')."""
     for c in ("a", "b"):
         (tmp_path / c).mkdir()
         Image.new("RGB", (32, 32), (9, 9, 9)).save(tmp_path / c / "ok.jpg")
     Image.fromarray(np.full((32, 32), 70000, dtype=np.int32)).save(tmp_path / "a" / "deep.tif")
+    Image.fromarray(np.full((32, 32), 0.5, dtype=np.float32)).save(tmp_path / "b" / "float.tif")
     ds = scan(tmp_path)
     assert len(ds) == 2
-    assert [(os.path.basename(f), why) for f, why in ds.skipped] == [
-        ("deep.tif", "a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel")]
+    assert sorted((os.path.basename(f), why) for f, why in ds.skipped) == [
+        ("deep.tif", "a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel"),
+        ("float.tif", "a floating-point TIFF, which DALI's GPU decoder reads as black; convert it to 8 or 16 bits per channel")]

@@ -197,8 +197,9 @@ def mixed_formats(root: str | os.PathLike[str]) -> Path:
 
 
 def deep_formats(root: str | os.PathLike[str]) -> Path:
-    """Four images whose pixels PIL's plain ``convert("RGB")`` and DALI's decoder read differently, in 2 classes:
-    16-bit grey PNG and TIFF, a floating-point TIFF (0 to 1), and a JPEG whose EXIF says to turn it a quarter.
+    """Three images whose pixels PIL's plain ``convert("RGB")`` and DALI's decoders read differently, in 2 classes:
+    16-bit grey PNG and TIFF, and a JPEG whose EXIF says to turn it a quarter. (A floating-point TIFF, which DALI's
+    GPU decoder reads as black, is left out by the scan.)
 
     Both backends must turn each into the same RGB batch (``tests/backends``).
     """
@@ -210,7 +211,6 @@ def deep_formats(root: str | os.PathLike[str]) -> Path:
     ramp = np.linspace(0.0, 1.0, 96 * 64).reshape(64, 96)
     Image.fromarray(np.round(ramp * 65535).astype(np.uint16)).save(root / "a" / "gray16.png")
     Image.fromarray(np.round(ramp[::-1] * 65535).astype(np.uint16)).save(root / "a" / "gray16.tif")
-    Image.fromarray(ramp.T.copy().astype(np.float32)).save(root / "b" / "float.tif")
     rng = np.random.default_rng(2)
     tall = Image.fromarray((rng.random((9, 5, 3)) * 255).astype(np.uint8)).resize((60, 108), Image.BICUBIC)
     exif = Image.Exif()
