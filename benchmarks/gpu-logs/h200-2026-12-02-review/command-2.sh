@@ -10,3 +10,4 @@ echo "== --space dali --budget 45"
 mkdir -p /tmp/r4 && cd /tmp/r4 && python3 -m autotune run --dataset /tmp/s8k --space dali --budget 45 --no-report 2>&1 | grep -E "^(trial|best|took|warning)" | cut -c1-200
 grep -E "^  backend|^torch_fallback|^  (samples_per_s|heuristic_samples_per_s|defaults_samples_per_s)" autotune.yaml | cut -c1-200
 } 2>&1 | tee $OUT/verify-c.log
+# After the float TIFF was left to the scan (tests-3.log): python3 -m pytest -q -p no:cacheprovider -m cuda tests
