@@ -30,7 +30,7 @@ from autotune.loaders.presets import get_preset
 from autotune.loaders.shards import drop_problem
 from autotune.outcomes import Outcome
 from autotune.study.budget import MIN_BUDGET_S, WRITE_RESERVE_S, Plan, TimeBudget, plan
-from autotune.study.evidence import measured_complete
+from autotune.study.evidence import contenders
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
@@ -600,11 +600,11 @@ def _tune(args: argparse.Namespace, progress: Any, early: contextlib.ExitStack) 
                   + (f", resuming after {done_before}" if done_before else "")
                   + (" (--resume: no such study yet, so it starts here)" if args.resume and tuner.created else ""), file=sys.stderr)
 
-    contenders = min(settings.confirm_top, args.n_trials + done_before)  # one trial has no other to be compared with
-    remeasurements = contenders * settings.confirm_repeats if contenders > 1 else 0
+    n_contenders = min(settings.confirm_top, args.n_trials + done_before)  # one trial has no other to be compared with
+    remeasurements = n_contenders * settings.confirm_repeats if n_contenders > 1 else 0
     if not unwritten:
         # a resumed study's best so far: the progress line's "best" starts there
-        rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in measured_complete(tuner.study)]
+        rates = [float(t.user_attrs.get("samples_per_s") or t.value) for t in contenders(tuner.study)]
         progress.start(args.n_trials, remeasurements, settings, done=done_before, budget_s=budget.remaining() if budget is not None else None,
                        best=max(rates) if rates else None, since=budget.start if budget is not None and budget.clock is time.monotonic else None)
     interrupted: KeyboardInterrupt | None = None  # Ctrl-C, or SIGTERM (errors.Terminated) under the CLI

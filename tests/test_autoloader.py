@@ -162,6 +162,25 @@ def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder
         assert c.trial.params and LoaderConfig.from_params({**c.trial.params}).describe() == c.loader.describe()
 
 
+def test_a_candidate_of_the_users_off_the_grid_is_what_the_yaml_hands_over_when_it_wins():
+    """A user candidate leaving a knob to its default is measured without params; it can still win, and the YAML
+    must then be it (it was the slower heuristic, or no YAML at all, while the tuner's references could not win)."""
+    from autotune.autoloader._explore import DONE
+    from autotune.autoloader._source import CandidateSource
+    from autotune.study.space import load_space
+
+    space = load_space("torch", cores=4, device="cpu")
+    source = CandidateSource(space, storage=None, study_name="users", attrs={"dataset": {"root": "/d"}}, seed=0, device="cpu", cores=4,
+                             first=[{"num_workers": 3, "batch_size": 64}])
+    mine = source.ask()
+    assert mine.trial.user_attrs.get("outside_space")
+    source.tell(mine, DONE, per_sample=1 / 1000, wait_fraction=0.0, measured=30)
+    other = source.ask()
+    source.tell(other, DONE, per_sample=1 / 500, wait_fraction=0.0, measured=30)
+    cfg = source.write_config(None, {})
+    assert cfg.loader.describe() == "torch b=64 workers=3" and cfg.result["samples_per_s"] == 1000.0
+
+
 def test_a_starting_point_outside_the_space_is_measured_without_params():
     import yaml
 

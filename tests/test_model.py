@@ -217,9 +217,9 @@ def test_a_study_from_before_the_ceiling_counted_its_ranks_reads_right():
 
 
 # ----------------------------------------------------------------------------------------- enough rule
-def _add(study, number_params, value, peak_host, role=None):
+def _add(study, number_params, value, peak_host, role=None, **extra):
     loader = LoaderConfig.from_params(number_params)
-    attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "peak_host_mib": peak_host, "samples_per_s": value}
+    attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "peak_host_mib": peak_host, "samples_per_s": value, **extra}
     if role:
         attrs["role"] = role
     study.add_trial(optuna.trial.create_trial(params={}, distributions={}, value=value, user_attrs=attrs))
@@ -262,6 +262,9 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
 
     # no tolerance: the fastest
     assert choose_enough(study, 0.0)["chosen_trial"] == 1
+    # a reference outside the space (the torch defaults under --space dali) is never chosen, however cheap
+    _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 0}, 2995.0, 800.0, role="defaults", reference=True)  # 6
+    assert choose_enough(study, 0.02)["chosen_trial"] == 5
     with pytest.raises(UserError, match="--tolerance"):
         choose_enough(study, 1.5)
 

@@ -75,6 +75,8 @@ def test_shipped_spaces_load(name):
     ],
 )
 def test_errors_name_file_field_and_rule(data, field, rule):
+    """(A whole-number range of a million steps of 1 is fine: the bound is for float steps.)"""
+    parse_space({"params": {"batch_size": {"int": [1, 1048576], "step": 1}}})
     with pytest.raises(SpaceError) as e:
         parse_space(data, source="my.yaml")
     msg = str(e.value)

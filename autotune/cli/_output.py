@@ -217,7 +217,7 @@ class Reporter:
         a = trial.user_attrs
         outcome = a.get("outcome") or trial.state.name.lower()
         rate = a.get("samples_per_s")
-        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None:
+        if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None and not a.get("reference"):  # a reference never wins
             # the rate as the line states it (rounded as stored), so that "complete N; best N" agree
             self.best = max(self.best or 0.0, float(rate if isinstance(rate, (int, float)) and rate else trial.value))
         self.finished += 1

@@ -142,7 +142,8 @@ class TimeBudget:
         import optuna
 
         done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES]
+                if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES
+                and not t.user_attrs.get("reference")]  # a reference is never re-measured
         from autotune.study.evidence import CONTENDER_FLOOR
 
         best = sorted(done, key=lambda t: t.value, reverse=True)[: max(1, top)]
@@ -209,13 +210,14 @@ class TimeBudget:
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
 
-        from autotune.study.evidence import CONTENDER_FLOOR, measured_complete
+        from autotune.study.evidence import CONTENDER_FLOOR
+        from autotune.study.evidence import contenders as may_win
 
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
-            done = [t.value for t in measured_complete(study) if t.value is not None]
+            done = [t.value for t in may_win(study) if t.value is not None]
             contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
             contender_s = self.contender_cost(study, top)
             if not self.another_trial_fits(top, repeats, contender_s, contenders=contenders):

@@ -39,8 +39,8 @@ def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The measured complete trials that may win: those of the space (a baseline outside it, the torch defaults in
-    a DALI-only space, is a reference the YAML states, never the config it hands over)."""
-    return [t for t in measured_complete(study) if not t.user_attrs.get("outside_space")]
+    a DALI-only space, is a ``reference`` the YAML states, never the config it hands over)."""
+    return [t for t in measured_complete(study) if not t.user_attrs.get("reference")]
 
 
 def confirmation_method(record: dict[str, Any]) -> str:

@@ -97,7 +97,10 @@ def choose_enough(study: optuna.Study, tolerance: float) -> dict[str, Any]:
     """
     if not 0 <= tolerance < 1:
         raise UserError(f"--tolerance must be a fraction between 0 and 1 (0.02 = 2 %), but got {tolerance}")
-    rates = trial_rates(study)
+    from autotune.study.evidence import contenders
+
+    allowed = {t.number for t in contenders(study)}  # a reference outside the space is never handed over
+    rates = {n: r for n, r in trial_rates(study).items() if n in allowed}
     if not rates:
         raise UserError(f"study {study.study_name!r} has no complete trial to choose from")
     trials = {t.number: t for t in study.get_trials(deepcopy=False) if t.number in rates}

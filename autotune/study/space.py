@@ -53,7 +53,7 @@ def shipped_dir() -> Path:
 
 SPACES_DIR = shipped_dir()
 CONTEXT_KEYS = ("device",)
-#: the most steps a stepped range may have: a finer step says nothing more, and Optuna fails on one too fine
+#: the most steps a stepped float range may have: a finer step says nothing more, and Optuna fails on one too fine
 MAX_STEPS = 1_000_000
 _OPS = {"gt": lambda a, b: a > b, "ge": lambda a, b: a >= b, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "ne": lambda a, b: a != b}
 
@@ -276,7 +276,7 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
                 if log and step != 1:
                     raise err(f"{field}.step", f"cannot be {step!r} with log: true (Optuna samples a log range in steps of 1 or none); drop one")
                 steps = (high - low) / step
-                if steps > MAX_STEPS:  # step 1e-28 on [0, 1]: Optuna's decimal arithmetic failed with a traceback, after the study was made
+                if kind == "float" and steps > MAX_STEPS:  # step 1e-28 on [0, 1]: Optuna's decimal arithmetic failed with a traceback, after the study was made
                     raise err(f"{field}.step", f"{step!r} cuts the range {rng} into {steps:.3g} steps, more than {MAX_STEPS:,} can be sampled; "
                                                f"use a step of at least {(high - low) / MAX_STEPS:.3g}, or no step")
                 if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):  # Optuna would warn and cut the range to low + k * step

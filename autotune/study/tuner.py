@@ -34,7 +34,6 @@ from autotune.study.evidence import (
     confirmation_method,
     contenders,
     measured_before,
-    measured_complete,
     tell_repeat,
     unless_repeat,
 )
@@ -167,6 +166,22 @@ def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, di
             if hw != dali:
                 out["dali-hw"] = hw
     return out
+
+
+def _removed(files: tuple[str, ...]) -> list[str]:
+    """The files no longer there, read one folder listing at a time (a stat per file is over a million calls on a
+    network file system for ImageNet)."""
+    by_folder: dict[str, list[str]] = {}
+    for f in files:
+        by_folder.setdefault(os.path.dirname(f), []).append(f)
+    gone = []
+    for folder, inside in by_folder.items():
+        try:
+            names = set(os.listdir(folder))
+        except OSError:
+            names = set()
+        gone += [f for f in inside if os.path.basename(f) not in names]
+    return gone
 
 
 def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> list[dict[str, Any]]:
@@ -402,15 +417,17 @@ class Tuner:
 
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
-        """Queue a fixed config (a baseline, a warm start). A config outside the space (the torch baselines in a
-        DALI-only space, ``num_workers = cores`` where the space allows none) is measured as it is, with no sampled
-        parameters, so the sampler learns nothing false; it is a reference the YAML states, never the winner."""
-        inside = params.get("backend", "torch") in self.space.backends() and all(
-            k not in self.space or self.space[k].contains(v) for k, v in params.items() if k != "backend")
+        """Queue a fixed config (a baseline, a warm start). One of a backend the space does not tune (the torch
+        baselines in a DALI-only space) is measured as it is, with no sampled parameters, so the sampler learns nothing
+        false. Any config with a value outside the space (``num_workers = cores`` where the space allows fewer) is a
+        ``reference``: the YAML states its rate, and it is never a contender, the winner or the ``torch_fallback``."""
+        inside = params.get("backend", "torch") in self.space.backends()
         fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)} if inside else {}
-        attrs = {"role": role, "loader_params": params}
+        attrs: dict[str, Any] = {"role": role, "loader_params": params}
         if not inside:
             attrs["outside_space"] = True
+        if not inside or any(k in self.space and not self.space[k].contains(v) for k, v in params.items() if k != "backend"):
+            attrs["reference"] = True
         self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
 
     def enqueue_baselines(self) -> None:
@@ -453,8 +470,8 @@ class Tuner:
     def _budget_cut(self) -> float | None:
         """A trial's time limit where the time budget ends before ``trial_timeout`` does (None otherwise): a slow
         starter (the torch defaults on a busy machine) no longer runs past the budget. Not before a trial completed:
-        the YAML needs one."""
-        if self.settings.time_left is None or not any(t.value is not None for t in measured_complete(self.study)):
+        the YAML needs one (a reference outside the space is no YAML)."""
+        if self.settings.time_left is None or not any(t.value is not None for t in contenders(self.study)):
             return None
         left = max(MIN_TRIAL_S, self.settings.time_left() + CUT_GRACE_S)
         return left if left < self.settings.trial_timeout else None
@@ -493,7 +510,7 @@ class Tuner:
         if path not in d.files:
             return
         if not os.path.lexists(path):  # removed while the run measured: the others removed with it go at once, not a trial each
-            gone = [f for f in d.files if not os.path.lexists(f)]
+            gone = _removed(d.files)
             self.dataset = d.without([d.name_of(f) for f in gone], "removed during the run")
             self.study.set_user_attr("dataset", self.dataset.summary())
             logger.warning("%d file(s) of the dataset were removed while the run measured it (first %s): left out of the following trials",
