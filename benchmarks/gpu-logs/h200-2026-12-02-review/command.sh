@@ -35,3 +35,4 @@ print('exit', rc, 'in', round(time.monotonic() - t), 's; torch imported in the t
   } 2>&1 | tee $OUT/verify-b.log
   ;;
 esac
+# At the last change (the review fixes), STAGE=a again: tests-final.log and verify-final.log.
