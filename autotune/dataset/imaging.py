@@ -14,7 +14,7 @@ import struct
 import warnings
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 from autotune.dataset.paths import printable
 
@@ -24,10 +24,6 @@ MAX_PIXELS = 2 * 89_478_485
 
 #: Formats (as PIL names them) that both backends decode; DALI reads JPEG, PNG, BMP, TIFF, PNM and WebP.
 DECODABLE_FORMATS = frozenset({"JPEG", "MPO", "PNG", "BMP", "TIFF", "PPM", "WEBP"})
-
-#: EXIF orientation -> the PIL transpose that shows the picture upright (as ``ImageOps.exif_transpose`` and DALI)
-_ORIENTATION = {2: Image.Transpose.FLIP_LEFT_RIGHT, 3: Image.Transpose.ROTATE_180, 4: Image.Transpose.FLIP_TOP_BOTTOM,
-                5: Image.Transpose.TRANSPOSE, 6: Image.Transpose.ROTATE_270, 7: Image.Transpose.TRANSVERSE, 8: Image.Transpose.ROTATE_90}
 
 
 class BadImageError(Exception):
@@ -156,9 +152,8 @@ def open_rgb(path: str) -> Image.Image:
     try:
         with open(path, "rb") as f:
             img = _open(path, f)
-            turn = _ORIENTATION.get(img.getexif().get(0x0112, 1))
-            rgb = _to_8_bits(img).convert("RGB")
-            return rgb.transpose(turn) if turn is not None else rgb
+            ImageOps.exif_transpose(img, in_place=True)  # upright, as DALI decodes it
+            return _to_8_bits(img).convert("RGB")
     except BadImageError:
         raise
     except (OSError, SyntaxError, ValueError) as e:

@@ -210,17 +210,16 @@ class TimeBudget:
     def stop_callback(self, top: int, repeats: int) -> Callable[[Any, Any], None]:
         """An Optuna callback: learn the trial's cost; stop the study when another trial would not fit."""
 
-        from autotune.study.evidence import CONTENDER_FLOOR
-        from autotune.study.evidence import contenders as may_win
+        from autotune.study.evidence import CONTENDER_FLOOR, contenders
 
         def callback(study: Any, trial: Any) -> None:
             d = trial.user_attrs.get("duration_s")
             if d:
                 self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
-            done = [t.value for t in may_win(study) if t.value is not None]
-            contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
+            done = [t.value for t in contenders(study) if t.value is not None]
+            n_contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
             contender_s = self.contender_cost(study, top)
-            if not self.another_trial_fits(top, repeats, contender_s, contenders=contenders):
+            if not self.another_trial_fits(top, repeats, contender_s, contenders=n_contenders):
                 if _next_role(study) == REFERENCE_ROLE and self.reference_fits(top, repeats, contender_s):
                     return  # one trial more: the speedup's reference, cut at its next window
                 self.stopped_sampling_at = trial.number

@@ -190,7 +190,7 @@ def no_completion_message(study: optuna.Study) -> str:
     counts: dict[str, int] = {}
     for t in trials:
         o = t.user_attrs.get("outcome") or t.state.name.lower()
-        if t.user_attrs.get("outside_space") and o == Outcome.COMPLETE.value:
+        if t.user_attrs.get("reference") and o == Outcome.COMPLETE.value:
             o = "complete outside the space (a reference)"
         counts[o] = counts.get(o, 0) + 1
     groups = {

@@ -43,8 +43,9 @@ def _inject(fault: str | None) -> None:
     if fault == "segfault":
         ctypes.string_at(0)  # reads address 0: SIGSEGV
     elif fault.startswith("signal:"):
-        signal.signal(int(fault.split(":", 1)[1]), signal.SIG_DFL)
-        os.kill(os.getpid(), int(fault.split(":", 1)[1]))
+        signum = int(fault.split(":", 1)[1])
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
         time.sleep(5)
     elif fault == "hang":
         while True:
