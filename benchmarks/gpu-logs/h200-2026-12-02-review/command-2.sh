@@ -11,3 +11,4 @@ mkdir -p /tmp/r4 && cd /tmp/r4 && python3 -m autotune run --dataset /tmp/s8k --s
 grep -E "^  backend|^torch_fallback|^  (samples_per_s|heuristic_samples_per_s|defaults_samples_per_s)" autotune.yaml | cut -c1-200
 } 2>&1 | tee $OUT/verify-c.log
 # After the float TIFF was left to the scan (tests-3.log): python3 -m pytest -q -p no:cacheprovider -m cuda tests
+# After the tidy (open_rgb through ImageOps.exif_transpose): python3 -m pytest -q -p no:cacheprovider -m cuda tests -> tests-tidy.log
