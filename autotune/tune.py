@@ -34,7 +34,17 @@ from autotune.study.evidence import contenders
 from autotune.study.fleet import previous_best, reuse, studies_for
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.space import SearchSpace, load_space
-from autotune.study.storage import absolute_url, closing_storages, is_storage_error, journal_file, mask_log_secrets, mask_url, sqlite_file, storage_failure, storage_problem
+from autotune.study.storage import (
+    absolute_url,
+    closing_storages,
+    is_storage_error,
+    journal_file,
+    mask_log_secrets,
+    mask_url,
+    sqlite_file,
+    storage_failure,
+    storage_problem,
+)
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, cores_taken, too_busy
 from autotune.trials.logs import trial_log

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import re
 import statistics
+import time
 from pathlib import Path
 
 import optuna

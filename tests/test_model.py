@@ -17,9 +17,9 @@ from autotune.dataset.scan import scan
 from autotune.errors import UserError
 from autotune.loaders.presets import Preset
 from autotune.outcomes import Outcome
-from autotune.study.result import config_from_study
 from autotune.study import selection
 from autotune.study.ceiling import measure_ceiling
+from autotune.study.result import config_from_study
 from autotune.study.selection import choose_enough
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings

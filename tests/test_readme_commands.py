@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import autotune
 from autotune.study.space import load_space, resolve_path

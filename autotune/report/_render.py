@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.config.fingerprint import gpu_text
-from autotune.trials.guard import cores_taken, too_busy
 from autotune.dataset.paths import display
+from autotune.trials.guard import cores_taken, too_busy
 
 
 @dataclasses.dataclass

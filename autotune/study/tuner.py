@@ -26,6 +26,7 @@ from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
+from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.evidence import (
     CLOSE_CALL,
     CONTENDER_FLOOR,
@@ -37,7 +38,6 @@ from autotune.study.evidence import (
     tell_repeat,
     unless_repeat,
 )
-from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, mask_url, not_ours, open_storage, storage_failure
 from autotune.trials import guard

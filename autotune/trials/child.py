@@ -151,7 +151,6 @@ def set_parent_death_signal() -> None:
 def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
     from autotune.dataset.imaging import BadImageError
-
     from autotune.trials.ranks import RankFailed
 
     if isinstance(e, RankFailed):  # classified in the rank's process
