@@ -29,7 +29,7 @@ RESULTS_DIR = BENCH / "results"
 HEADER = """# Benchmark results
 
 Each table names the command that wrote it; the scripts and how to run them are in benchmarks/README.md. A section
-between `<!-- section: ... -->` marks is written by its script, and a newer run on the same kind of machine replaces it.
+held between two HTML comments is written by its script, and a newer run on the same kind of machine replaces it.
 """
 
 
