@@ -32,27 +32,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import harness
 
 VARIANTS = ("autoloader", "autoloader-rerun", "offline-yaml", "dali-start", "torch-defaults")
-
-
-def ensure_data(path: Path, images: int, classes: int, small: bool) -> None:
-    from autotune.dataset.synth import synthesize
-
-    if path.exists() and sum(1 for _ in path.rglob("*.jpg")) >= images:
-        return
-    print(f"writing {images} synthetic images in {classes} classes under {path} ...", file=sys.stderr)
-    kw = {"min_side": 64, "max_side": 96, "workers": 1} if small else {}
-    synthesize(path, images=images, classes=classes, **kw)
 
 
 def make_step(model: str, device: str, batch_size: int, num_classes: int):
@@ -67,8 +55,7 @@ def make_step(model: str, device: str, batch_size: int, num_classes: int):
         return step
     import torch.nn.functional as F
 
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, stride=8), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
-                              torch.nn.Linear(8, num_classes)).to(device)
+    net = harness.tiny_model(num_classes, device)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
     def step(batch: Any) -> None:
@@ -95,7 +82,8 @@ def warm_machine(a: argparse.Namespace) -> dict[str, Any]:
     """A throwaway run before the measured ones: a few training steps and a few DALI batches.
 
     The first process on a fresh machine reads the CUDA, cuDNN and nvJPEG libraries from disk and fills their
-    caches; on an H200 that made its first batch some 10 s later than the next process's (``autoloader_first_batches.py``).
+    caches; on an H200 that made its first batch some 10 s later than the next process's (RESULTS.md, "Where the first
+    batches' time goes").
     Without this the variant that runs first pays it alone.
     """
     import torch
@@ -121,13 +109,11 @@ def warm_machine(a: argparse.Namespace) -> dict[str, Any]:
 
 def run_one(a: argparse.Namespace) -> dict[str, Any]:
     """One variant in this process: the loader, the loop, the clock."""
-    import torch
 
     import autotune
     from autotune.config.schema import LoaderConfig
 
     device = "cuda" if a.device == "cuda" else "cpu"
-    cuda = device == "cuda"
     data = Path(a.data)
     from autotune.dataset import pagecache
     from autotune.dataset.scan import scan
@@ -139,7 +125,9 @@ def run_one(a: argparse.Namespace) -> dict[str, Any]:
     al_yaml = work / "autoloader.yaml"
     if a.one == "autoloader" and al_yaml.exists():
         al_yaml.unlink()  # from nothing
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    def sync() -> None:
+        harness.cuda_sync(device)
+
     sync()
     t0 = time.perf_counter()
     exploring = lambda: False
@@ -188,19 +176,14 @@ def run_one(a: argparse.Namespace) -> dict[str, Any]:
     return {"variant": a.one, "samples": samples, "wall_s": round(t1 - t0, 2), "settled_samples_per_s": settled}
 
 
-def add_common_args(p: argparse.ArgumentParser) -> None:
-    """The arguments every AutoLoader benchmark takes: the data, the device, the model, the batch size."""
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", default="/tmp/autotune-synth-8000", help="dataset folder (a synthetic one is made if missing)")
     p.add_argument("--images", type=int, default=8000)
     p.add_argument("--classes", type=int, default=100)
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--model", default="resnet50", help="a torchvision model (bf16, channels_last) or 'tiny' (a one-layer net, for smoke checks)")
     p.add_argument("--batch-size", type=int, default=256)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_common_args(p)
     p.add_argument("--work", default="/tmp/autoloader-bench", help="AutoLoader's YAML and study go here")
     p.add_argument("--yaml", default=None, help="the offline-tuned YAML (autotune run) for the offline-yaml variant")
     p.add_argument("--samples", type=int, default=1_375_000,
@@ -229,10 +212,10 @@ def main(argv: list[str] | None = None) -> int:
         print("skipping dali-start: DALI is not installed", file=sys.stderr)
         wanted.remove("dali-start")
     Path(a.work).mkdir(parents=True, exist_ok=True)
-    ensure_data(Path(a.data), a.images, a.classes, small=a.model == "tiny")
+    harness.ensure_data(Path(a.data), a.images, a.classes, small=a.model == "tiny")
     results = []
     args = [a for a in (argv if argv is not None else sys.argv[1:])]
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    env = harness.child_env()
     if not a.no_warm_up:
         subprocess.run([sys.executable, __file__, *args, "--one", "warm-up"], env=env, stdout=subprocess.DEVNULL, check=False)
     for v in wanted:
@@ -241,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{v} exited with {proc.returncode}", file=sys.stderr)
             continue
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.json).write_text(json.dumps(results, indent=2) + "\n")
+    harness.write_json(Path(a.json), results, indent=2)
     print(json.dumps(results, indent=2))
     return 0 if len(results) == len(wanted) else 1
 

@@ -27,12 +27,10 @@ import argparse
 import gc
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import harness
 
 
 def _args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,8 +57,7 @@ def _model(args: argparse.Namespace, classes: int, device: str):
     import torchvision
 
     if args.model == "tiny":
-        model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 7, stride=8), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
-                                    torch.nn.Flatten(), torch.nn.Linear(8, classes)).to(device)
+        model = harness.tiny_model(classes, device)
     else:
         model = getattr(torchvision.models, args.model)(num_classes=classes).to(device)
     if args.channels_last:
@@ -87,21 +84,13 @@ def _step_fn(model, args: argparse.Namespace, device: str):
     return step
 
 
-def _sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+_sync = harness.cuda_sync
 
 
 def _append(path: str | None, row: dict) -> None:
     print(json.dumps(row), flush=True)
-    if not path:
-        return
-    p = Path(path)
-    rows = json.loads(p.read_text()) if p.exists() else []
-    rows.append(row)
-    p.write_text(json.dumps(rows, indent=1) + "\n")
+    if path:
+        harness.append_rows(Path(path), [row])
 
 
 def ceiling(args: argparse.Namespace) -> None:

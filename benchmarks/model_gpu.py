@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import harness
+from harness import ROOT as REPO
 
 #: "about doubles" holds from this ratio of best DALI to best torch training samples/s
 DOUBLES = 1.8
@@ -41,18 +41,6 @@ def _fmt(x: float | None, spec: str = ",.0f") -> str:
 
 def _pct(x: float | None) -> str:
     return "–" if x is None else f"{x:.1%}"
-
-
-def ensure_data(path: Path, images: int, classes: int) -> None:
-    from autotune.dataset.synth import synthesize
-
-    have = sum(1 for _ in path.rglob("*.jpg")) if path.exists() else 0
-    if have >= images:
-        return
-    t0 = time.monotonic()
-    print(f"writing {images} synthetic images in {classes} classes under {path} ...", file=sys.stderr)
-    synthesize(path, images=images, classes=classes)
-    print(f"  done in {time.monotonic() - t0:.0f} s", file=sys.stderr)
 
 
 def seed_dali(work: Path, batch_size: int) -> Path:
@@ -127,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     data, work = Path(a.data).resolve(), Path(a.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    ensure_data(data, a.images, a.classes)
+    harness.ensure_data(data, a.images, a.classes)
     study_name = f"model-gpu-{'sim' if a.step_ms else a.model}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     storage = f"sqlite:///{work}/model_gpu.db"
     model = ["--step-ms", f"{a.step_ms:g}"] if a.step_ms else ["--model", a.model, "--amp"]
@@ -141,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd += ["--warm-start", str(seed_dali(work, 128))]
     shown = " ".join(shlex.quote(c) for c in cmd)
     print(f"$ {shown}", file=sys.stderr)
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "autotune", *cmd[1:]], env=env, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run([sys.executable, "-m", "autotune", *cmd[1:]], env=harness.child_env(), cwd=REPO, stdout=subprocess.PIPE, text=True)
     took = time.monotonic() - t0
     if proc.returncode != 0:
         print(f"autotune run exited with {proc.returncode} after {took:.0f} s", file=sys.stderr)
@@ -178,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     print(json.dumps(summary, default=str), file=sys.stderr)
     if not a.no_append:
-        results = REPO / "benchmarks" / "RESULTS.md"
+        results = harness.RESULTS
         with open(results, "a", encoding="utf-8") as f:
             f.write(("\n" if results.exists() and results.stat().st_size else "") + text)
         print(f"appended to {results}", file=sys.stderr)

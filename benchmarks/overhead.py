@@ -19,17 +19,12 @@ disturbed by other processes) and, for the record, from the medians. It must sta
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import statistics
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import torch  # noqa: E402
+import harness
+import torch
 
 from autotune.trials.measure import measure  # noqa: E402
 
@@ -85,20 +80,18 @@ def main(argv: list[str] | None = None) -> int:
             f"measure() {r['measure_best'] / 1e6:,.1f} M samples/s; limit {100 * LIMIT:.0f} %: {'pass' if ok else 'FAIL'}")
     print(line)
     if not a.no_write:
-        import tuner_bench
-
-        fp = tuner_bench.machine()
-        kind = "overhead, " + tuner_bench.machine_kind(fp)
-        cmd = "python benchmarks/overhead.py" + (" " + " ".join(argv if argv is not None else sys.argv[1:]) if (argv or sys.argv[1:]) else "")
+        fp = harness.machine()
+        kind = "overhead, " + harness.machine_kind(fp)
+        cmd = harness.command_line(__file__, argv)
         text = "\n".join([
-            f"<!-- section: {kind} -->", f"## Harness overhead ({tuner_bench.machine_kind(fp)})", "",
-            f"- Machine: {tuner_bench.machine_line(fp)}",
-            f"- Run: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, {a.rounds} alternating rounds, windows of {a.window} s x {a.windows}, "
+            f"<!-- section: {kind} -->", f"## Harness overhead ({harness.machine_kind(fp)})", "",
+            f"- Machine: {harness.machine_line(fp)}",
+            f"- Run: {harness.utc_now()}, {a.rounds} alternating rounds, windows of {a.window} s x {a.windows}, "
             f"clock: {'process CPU time' if a.clock == 'cpu' else 'wall (perf_counter)'}; "
             "loader: ready CPU tensors, 5,005 batches of 256 an epoch",
-            f"- Command: `{cmd.strip()}`", "", f"**{line}**", "", f"<!-- /section: {kind} -->",
+            f"- Command: `{cmd}`", "", f"**{line}**", "", f"<!-- /section: {kind} -->",
         ])
-        tuner_bench.write_section(kind, text)
+        harness.write_section(kind, text)
     return 0 if ok else 1
 
 

@@ -33,8 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+import harness
 
 #: the tool's total should be at least this fraction of the independent processes' total
 TARGET = 0.95
@@ -47,12 +46,10 @@ def worker(a: argparse.Namespace) -> int:
 
     cfg = autotune.load_config(a.config)
     device = "cuda" if a.device.startswith("cuda") else "cpu"  # CUDA_VISIBLE_DEVICES holds this rank's GPU only
-    sync = (lambda: None)
     if device == "cuda":
         import torch
 
         torch.cuda.set_device(0)
-        sync = torch.cuda.synchronize
     loader = autotune.build_loader(a.data, cfg, device=device, shard_id=a.rank, num_shards=a.ranks, seed=0)
 
     def batches():
@@ -62,7 +59,7 @@ def worker(a: argparse.Namespace) -> int:
     it = batches()
     for _ in range(a.warmup):
         next(it)
-    sync()
+    harness.cuda_sync(device)
     print("ready", flush=True)
     start = float(sys.stdin.readline())
     while time.time() < start:
@@ -74,7 +71,7 @@ def worker(a: argparse.Namespace) -> int:
         samples += int(labels.shape[0])
         if time.perf_counter() - t0 >= a.seconds:
             break
-    sync()
+    harness.cuda_sync(device)
     elapsed = time.perf_counter() - t0
     print(json.dumps({"rank": a.rank, "samples": samples, "seconds": elapsed, "samples_per_s": samples / elapsed}), flush=True)
     if hasattr(loader, "close"):
@@ -154,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="ImageFolder dataset (python -m autotune synth DIR --images 8000 --classes 100)")
     p.add_argument("--out", default="/tmp/autotune-ranks-gpu", help="the study, its YAML and logs go here (default: %(default)s)")
-    p.add_argument("--json", default=str(REPO / "benchmarks" / "results" / "h200x2-ranks.json"), help="results file (default: %(default)s)")
+    p.add_argument("--json", default=str(harness.RESULTS_DIR / "h200x2-ranks.json"), help="results file (default: %(default)s)")
     p.add_argument("--device", default="cuda", help="cuda (one GPU per rank) or cpu (smoke test) (default: %(default)s)")
     p.add_argument("--ranks", type=int, default=2, help="ranks, one GPU each (default: %(default)s)")
     p.add_argument("--space", default="dali", help="search space for autotune run (default: %(default)s)")
@@ -176,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     by_hand = independent(data, yaml_path, a.ranks, a.device, a.seconds, a.warmup)
     result = rows(ours["config"], a.ranks, ours, by_hand)
     path = Path(a.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(path)
+    harness.write_json(path, result, indent=2)
     ratio = ours["total"] / sum(by_hand) if sum(by_hand) else float("nan")
     print(f"config: {ours['config']}")
     print(f"autotune:    {ours['total']:,.0f} samples/s in total, per rank {ours['per_rank']}")

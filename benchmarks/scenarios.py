@@ -11,6 +11,7 @@ process forked like a trial, so a peer that runs out of memory is recorded as fa
 
 Rows go to ``benchmarks/results/scenarios.json`` (a list of ``{"scenario", "machine", "peer", "samples_per_s",
 "fraction_of_tuned", "failed", ...}``; rows of the same scenario and machine are replaced) and a table is printed.
+``--table`` measures nothing: it writes RESULTS.md's scenario table from that JSON, so the two never disagree.
 
 Examples (the ``--`` part is passed to ``autotune run``)::
 
@@ -21,6 +22,7 @@ Examples (the ``--`` part is passed to ``autotune run``)::
     python benchmarks/scenarios.py --scenario 1xH200-3GiB --dataset /tmp/synth8k --reserve-gpu-mem 137000 -- --budget 90
     python benchmarks/scenarios.py --scenario 2xH200-ranks --dataset /tmp/synth8k --gpus 2 -- --budget 120
     python benchmarks/scenarios.py --scenario 8xH200 --dataset /tmp/synth8k --gpus 8 -- --budget 150      # stages a (--tune-only) and p (--tuned) of benchmarks/gpu_node.sh
+    python benchmarks/scenarios.py --table                                                                # RESULTS.md's table from the JSON
 """
 
 from __future__ import annotations
@@ -28,18 +30,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-RESULTS_JSON = REPO / "benchmarks" / "results" / "scenarios.json"
+import harness
+from harness import ROOT as REPO
+from harness import note
+
+RESULTS_JSON = harness.RESULTS_DIR / "scenarios.json"
+KIND = "scenarios"  # the RESULTS.md section of the scenario table
 
 
 def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -47,9 +50,10 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     run_args = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", required=True, help="a short name, e.g. 1xH200-loader")
+    p.add_argument("--table", action="store_true", help="measure nothing: write RESULTS.md's scenario table from --json")
+    p.add_argument("--scenario", help="a short name, e.g. 1xH200-loader")
     p.add_argument("--machine", default=None, help="default: a line from the fingerprint")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset")
     p.add_argument("--pipeline", default="imagenet-train")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when a GPU is visible)")
     p.add_argument("--gpus", type=int, default=1, help="ranks loading at once (one process each)")
@@ -65,7 +69,11 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--trial-timeout", type=float, default=120.0)
     p.add_argument("--out", default="benchmarks/work/scenarios", help="work folder (YAML, study)")
     p.add_argument("--json", default=str(RESULTS_JSON))
-    return p.parse_args(own), run_args
+    p.add_argument("--results", default=str(harness.RESULTS), help="with --table: the Markdown results file (default: benchmarks/RESULTS.md)")
+    a = p.parse_args(own)
+    if not a.table and not (a.scenario and a.dataset):
+        p.error("--scenario and --dataset are required (or --table)")
+    return a, run_args
 
 
 def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, float]:
@@ -82,7 +90,7 @@ def tune(a: argparse.Namespace, run_args: list[str], work: Path) -> tuple[Path, 
     if a.reserve_gpu_mem:
         cmd += ["--reserve-gpu-mem", str(a.reserve_gpu_mem)]
     cmd += run_args
-    print("$", " ".join(cmd), file=sys.stderr, flush=True)
+    note("$ " + " ".join(cmd))
     t0 = time.monotonic()
     proc = subprocess.run(cmd, cwd=REPO)
     took = time.monotonic() - t0
@@ -137,83 +145,6 @@ def machine_name(fp: dict[str, Any], cuda: bool, gpus: int = 1) -> str:
     return f"{gpus} x {fp.get('gpu_name') or fp.get('gpu') or 'GPU'}, {fp['cpus']} cores" if cuda else f"CPU, {fp['cpus']} cores"
 
 
-class SideBySide:
-    """Configs measured side by side: each measurement a fresh process forked from one zygote, all with the same
-    measurement and the same memory budgets; a config predicted or found not to fit is recorded as failing."""
-
-    def __init__(self, dataset: Any, *, pipeline: str, device: str, window: float, windows: int, trial_timeout: float, ranks: int = 1,
-                 model: Any = None, reserve_gpu_mib: float = 0.0) -> None:
-        from autotune.trials import guard
-        from autotune.trials.zygote import Zygote
-
-        self.dataset, self.pipeline, self.device, self.window, self.windows = dataset, pipeline, device, window, windows
-        self.trial_timeout, self.ranks, self.model = trial_timeout, ranks, model
-        self.budgets = guard.default_budgets(reserve_gpu_mib=reserve_gpu_mib, device=device)
-        self.zygote = Zygote.start()
-
-    def close(self) -> None:
-        if self.zygote:
-            self.zygote.close()
-            self.zygote = None
-
-    def __enter__(self) -> SideBySide:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def once(self, params: dict[str, Any]) -> tuple[float | None, str]:
-        """One measurement: (samples/s, "") or (None, "outcome: message")."""
-        from autotune.config.schema import LoaderConfig
-        from autotune.outcomes import Outcome
-        from autotune.trials import guard
-        from autotune.trials.runner import run_trial
-        from autotune.trials.spec import TrialSpec
-
-        spec = TrialSpec(dataset=self.dataset, loader=LoaderConfig.from_params(params), pipeline=self.pipeline, device=self.device, window_s=self.window,
-                         windows=self.windows, ranks=self.ranks, model=self.model)
-        over = guard.check_estimate(spec.loader, self.dataset, self.budgets, pipeline=self.pipeline, device=self.device, ranks=self.ranks, model=self.model)
-        r = over or run_trial(spec, timeout_s=self.trial_timeout, budgets=self.budgets, zygote=self.zygote)
-        if r.outcome is Outcome.COMPLETE and r.samples_per_s:
-            return float(r.samples_per_s), ""
-        return None, f"{r.outcome.value}: {r.message[:200]}"
-
-    def keep_largest_batch(self, cand: dict[str, dict[str, Any]]) -> None:
-        """The largest batch that fits: try the ``largest batch (N)`` peers from the largest down; keep the first that completes."""
-        largest = [k for k in cand if k.startswith("largest batch")]
-        kept = None
-        for k in largest:
-            rate, err = self.once(cand[k])
-            print(f"  {k}: {'fits' if rate else err}", file=sys.stderr, flush=True)
-            if rate and kept is None:
-                kept = k
-                break
-        for k in largest:
-            if k != kept:
-                del cand[k]
-
-    def rounds(self, cand: dict[str, dict[str, Any]], rounds: int, seed: int = 0,
-               after_round: Callable[[dict[str, list[float]], dict[str, str]], Any] | None = None) -> tuple[dict[str, list[float]], dict[str, str]]:
-        """Every config once a round, in a new random order each round; the rates of those that completed, the errors of
-        the rest. ``after_round`` is called with both after each round."""
-        scores: dict[str, list[float]] = {k: [] for k in cand}
-        errors: dict[str, str] = {}
-        names = list(cand)
-        rng = random.Random(seed)
-        for r in range(rounds):
-            rng.shuffle(names)
-            for k in names:
-                rate, err = self.once(cand[k])
-                if rate:
-                    scores[k].append(rate)
-                else:
-                    errors[k] = err
-                print(f"round {r + 1}/{rounds} {k}: {f'{rate:,.0f}/s' if rate else err}", file=sys.stderr, flush=True)
-            if after_round is not None:
-                after_round(scores, errors)
-        return scores, errors
-
-
 def scenario_rows(scenario: str, machine: str, cand: dict[str, dict[str, Any]], scores: dict[str, list[float]], errors: dict[str, str],
                   tuned: str = "tuned") -> list[dict[str, Any]]:
     """One row per peer: its median rate and its fraction of the ``tuned`` peer's."""
@@ -239,14 +170,69 @@ def tuned_details(tuned: Any, tuning_s: float | None, command: str) -> dict[str,
 
 def save_rows(path: Path, scenario: str, machine: str, rows: list[dict[str, Any]]) -> None:
     """Add ``rows`` to the JSON list at ``path``, replacing the rows of the same scenario and machine."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(path.read_text()) if path.exists() else []
-    old = [r for r in old if not (r.get("scenario") == scenario and r.get("machine") == machine)]
-    path.write_text(json.dumps(old + rows, indent=1) + "\n")
+    harness.append_rows(path, rows, replaces=lambda r: r.get("scenario") == scenario and r.get("machine") == machine)
+
+
+# ------------------------------------------------------------------------------------------ the table
+def beyond_noise(tuned: dict[str, Any], peers: list[dict[str, Any]]) -> bool:
+    """Whether the tuned config's slowest round beat the fastest round of every peer that completed."""
+    slowest = min(tuned.get("scores") or [tuned["samples_per_s"]])
+    return all(slowest > max(p.get("scores") or [p["samples_per_s"]]) for p in peers)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """RESULTS.md's scenario section: per scenario and machine, every peer's samples/s and fraction of the tuned
+    config's, the failures with their error, the tuning time, and the verdict against the best peer."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault((r["scenario"], r["machine"]), []).append(r)
+    meets = clears = 0
+    out = [f"<!-- section: {KIND} -->", "## Where rules of thumb fail: scenarios", "",
+           "Written by `python benchmarks/scenarios.py --table` from `results/scenarios.json`; each scenario's rows come from",
+           "one `benchmarks/scenarios.py` run (or a `time_to_quality.py` compare), every peer re-measured side by side,",
+           "interleaved, in fresh processes. `best peer` is the best rule of thumb; the tuned config should be at least",
+           "97 % of it. `beyond noise`: every round of the tuned config was faster than every round of every peer",
+           "that completed (the rounds are interleaved, so a slow spell of the machine hits all peers alike).", "",
+           "| scenario | machine | peer | config | samples/s | of tuned | note |", "|---|---|---|---|---:|---:|---|"]
+    for (scenario, machine), rs in groups.items():
+        tuned = next((r for r in rs if r["peer"] == "tuned"), None)
+        peers = [r for r in rs if r["peer"] != "tuned" and r.get("samples_per_s")]
+        best = max(peers, key=lambda r: r["samples_per_s"], default=None)
+        first = True
+        for r in rs:
+            rate = f"{r['samples_per_s']:,.0f}" if r.get("samples_per_s") else "failed"
+            frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
+            note_ = (r.get("error") or "")[:90]
+            if r["peer"] == "tuned" and r.get("tuning_s") is not None:
+                peaks = [f"{what} {r[k]:,.0f} MiB" for what, k in (("host", "peak_host_mib"), ("GPU", "peak_gpu_mib")) if r.get(k)]
+                note_ = f"tuned in {r['tuning_s']:.0f} s" + (f"; peak {', '.join(peaks)}" if peaks else "")
+            if r is best:
+                note_ = (note_ + "; " if note_ else "") + "best peer"
+            name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
+            out.append(f"| {scenario if first else ''} | {machine if first else ''} | {name} | `{r.get('config') or ''}` | {rate} | {frac} | {note_} |")
+            first = False
+        if tuned and tuned.get("samples_per_s") and best:
+            verdict = tuned["samples_per_s"] / best["samples_per_s"]
+            clear = beyond_noise(tuned, peers)
+            meets += verdict >= 0.97
+            clears += clear
+            out.append(f"| | | *tuned / best peer* | | | **{100 * verdict:.0f} %** | {'meets' if verdict >= 0.97 else 'misses'} the 97 % goal"
+                       f"{'; beyond noise' if clear else ''} |")
+    out += ["", f"The tuned config is at least 97 % of the best peer in {meets} of {len(groups)} scenario runs, and beyond noise in "
+                f"{clears}.", "", f"<!-- /section: {KIND} -->"]
+    return "\n".join(out)
+
+
+def write_table(json_path: Path, results: Path) -> int:
+    harness.write_section(KIND, table(json.loads(json_path.read_text())), results)
+    note(f"wrote the scenario table of {results}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     a, run_args = _args(argv)
+    if a.table:
+        return write_table(Path(a.json), Path(a.results))
     os.chdir(REPO)
     from autotune.config import fingerprint, load_config
     from autotune.dataset.scan import scan
@@ -277,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
     dataset = scan(a.dataset)
     cand = peers(tuned, cores, cuda, [512, 256, 128], dali, node_cores=int(fp["cpus"]) if a.gpus > 1 else None)
-    command = " ".join(["python", "benchmarks/scenarios.py", *(sys.argv[1:] if argv is None else argv)])
+    command = harness.command_line(__file__, argv)
 
     def save(scores: dict[str, list[float]], errors: dict[str, str]) -> list[dict[str, Any]]:
         rows = scenario_rows(a.scenario, machine, cand, scores, errors)
@@ -285,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         save_rows(Path(a.json), a.scenario, machine, rows)
         return rows
 
-    with SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,
+    with harness.SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,
                     ranks=a.gpus, model=model, reserve_gpu_mib=a.reserve_gpu_mem) as side:
         side.keep_largest_batch(cand)
         scores, errors = side.rounds(cand, a.rounds, after_round=save)  # each round saved: a run cut short keeps what it measured

@@ -41,9 +41,7 @@ Example (the H200, in calls of under 9 minutes)::
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -52,13 +50,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-for _p in (ROOT, ROOT / "benchmarks"):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
+import harness
 import scenarios
 import tuner_bench
+from harness import ROOT
+from harness import read_json as read
+from harness import write_json as write
 
 from autotune.errors import UserError
 
@@ -101,12 +98,12 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], argparse.Name
     p.add_argument("--machine", default=None, help="the scenario rows' machine (default: a line from the fingerprint)")
     p.add_argument("--json", default=None, help="default: benchmarks/results/TAG-time-to-quality.json")
     p.add_argument("--png", default=None, help="default: benchmarks/results/TAG-time-to-quality.png")
-    p.add_argument("--results", default=str(tuner_bench.RESULTS), help="the Markdown results file (default: benchmarks/RESULTS.md)")
+    p.add_argument("--results", default=str(harness.RESULTS), help="the Markdown results file (default: benchmarks/RESULTS.md)")
     p.add_argument("--scenarios-json", default=str(scenarios.RESULTS_JSON), help="default: benchmarks/results/scenarios.json")
     a = p.parse_args(own)
     a.dataset = str(Path(a.dataset).resolve())
     a.work = Path(a.work or ROOT / "benchmarks" / "work" / f"ttq-{a.tag}").resolve()
-    results = ROOT / "benchmarks" / "results"
+    results = harness.RESULTS_DIR
     a.json, a.png = Path(a.json or results / f"{a.tag}-time-to-quality.json"), Path(a.png or results / f"{a.tag}-time-to-quality.png")
     a.results, a.scenarios_json = Path(a.results), Path(a.scenarios_json)
     a.stages = [s.strip() for s in a.stages.split(",") if s.strip()]
@@ -115,7 +112,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], argparse.Name
         bad = [x for x in got if x not in allowed]
         if bad or not got:
             raise UserError(f"{name} must be among {', '.join(allowed)}, but got {(bad or [''])[0]!r}")
-    a.command = "python benchmarks/time_to_quality.py " + shlex.join(argv)
+    a.command = harness.command_line(__file__, argv)
     return a, extra, run_options(a.dataset, extra)
 
 
@@ -134,17 +131,6 @@ def run_options(dataset: str, extra: list[str]) -> argparse.Namespace:
 
 
 # -------------------------------------------------------------------------------------------------- helpers
-def read(path: Path) -> Any:
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 def note_command(a: argparse.Namespace) -> None:
     """Keep each distinct command line of this script, for the RESULTS.md section."""
     path = a.work / "commands.json"
@@ -216,8 +202,7 @@ def run_method(a: argparse.Namespace, extra: list[str], name: str, seed: int) ->
     cmd = method_command(a, extra, name, seed)
     print(f"$ {shlex.join(cmd)}", file=sys.stderr, flush=True)
     start = time.time()
-    proc = subprocess.run([sys.executable, *cmd[1:]], stdout=subprocess.PIPE, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
+    proc = subprocess.run([sys.executable, *cmd[1:]], stdout=subprocess.PIPE, text=True, check=False, env=harness.child_env())
     ended = time.time()
     if proc.returncode < 0 or proc.returncode in (130, 143):
         raise KeyboardInterrupt  # stopped from outside: nothing recorded, the next call runs it again
@@ -284,7 +269,7 @@ def stage_compare(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock)
         raise UserError(f"no grid in {a.work}; run the grid stage first (--stages grid)")
     if not any(r.get("config") for r in recs):
         raise UserError(f"no method has chosen a config in {a.work}; run the methods stage first (--stages methods)")
-    fp = tuner_bench.machine()
+    fp = harness.machine()
     device = opts.device or ("cuda" if fp.get("gpus") else "cpu")
     measured = {t["config"]: t["params"] for t in grid["top"]} | {r["config_key"]: r["config"] for r in recs if r.get("config")}
     path = a.work / "compare.json"
@@ -302,7 +287,7 @@ def stage_compare(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock)
         cand = scenarios.peers(tuned, cores, cuda, [b for b in (512, 256, 128) if b <= len(dataset)], is_available("dali"))
         cand.pop("tuned", None)  # measured as the autotune method's config
         pagecache.warm(dataset)
-        with scenarios.SideBySide(dataset, pipeline=opts.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout) as side:
+        with harness.SideBySide(dataset, pipeline=opts.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout) as side:
             side.keep_largest_batch(cand)
             from autotune.config.schema import LoaderConfig
 
@@ -310,14 +295,14 @@ def stage_compare(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock)
             configs = measured | {peer_keys[k]: p for k, p in cand.items()}
             print(f"compare: {len(configs)} configs, {a.rounds} rounds, interleaved", file=sys.stderr)
             scores, errors = side.rounds(configs, a.rounds)
-        cmp = setting | {"when": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "configs": configs, "scores": scores,
+        cmp = setting | {"when": harness.utc_now(), "configs": configs, "scores": scores,
                          "errors": errors, "peers": peer_keys, "hardware": fp}
         write(path, cmp)
     rows = result_rows(grid, recs, cmp)
     write(a.json, rows)
     print(f"compare: wrote {a.json}", file=sys.stderr)
-    kind = f"time to quality, {tuner_bench.machine_kind(cmp['hardware'])}"
-    tuner_bench.write_section(kind, section(a, kind, grid, recs, cmp, rows), a.results)
+    kind = f"time to quality, {harness.machine_kind(cmp['hardware'])}"
+    harness.write_section(kind, section(a, kind, grid, recs, cmp, rows), a.results)
     print(f"compare: wrote the section '{kind}' of {a.results}", file=sys.stderr)
     if a.scenario:
         save_scenario(a, cmp, recs, device)
@@ -364,8 +349,8 @@ def section(a: argparse.Namespace, kind: str, grid: dict[str, Any], recs: list[d
     med = medians(cmp)
     ds, m = grid.get("dataset") or {}, grid.get("measurement") or {}
     labels = [METHODS[n][0] for n in METHODS]
-    lines = [f"<!-- section: {kind} -->", f"## Time to a near-best config ({tuner_bench.machine_kind(cmp['hardware'])})", "",
-             f"- Machine: {tuner_bench.machine_line(cmp['hardware'])}",
+    lines = [f"<!-- section: {kind} -->", f"## Time to a near-best config ({harness.machine_kind(cmp['hardware'])})", "",
+             f"- Machine: {harness.machine_line(cmp['hardware'])}",
              f"- Run: {cmp['when']}; dataset {ds.get('path')}: {ds.get('samples')} images, {ds.get('classes')} classes; space `{grid.get('space')}`; "
              f"device {grid.get('device')}; pipeline {grid.get('pipeline')}",
              f"- Grid: {grid['size']} configs ({', '.join(grid['backends'])}"

@@ -26,39 +26,31 @@ Run from the repository root: ``python benchmarks/tuner_bench.py grid --dataset 
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import logging
-import re
-import shlex
 import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import harness
+import optuna
+from harness import ROOT, machine, machine_kind, machine_line, write_section
 
-import optuna  # noqa: E402
-
-from autotune.config import fingerprint  # noqa: E402
-from autotune.config.schema import LoaderConfig  # noqa: E402
+from autotune.config.schema import LoaderConfig
 from autotune.dataset import pagecache
-from autotune.dataset.scan import scan  # noqa: E402
-from autotune.errors import UserError  # noqa: E402
-from autotune.loaders.presets import get_preset  # noqa: E402
-from autotune.study.evidence import MeasuredTrials  # noqa: E402
-from autotune.study.result import winner  # noqa: E402
-from autotune.study.space import SearchSpace, load_space  # noqa: E402
+from autotune.dataset.scan import scan
+from autotune.errors import UserError
+from autotune.loaders.presets import get_preset
+from autotune.study.evidence import MeasuredTrials
+from autotune.study.result import winner
+from autotune.study.space import SearchSpace, load_space
 from autotune.study.storage import open_storage
-from autotune.study.tuner import Tuner, TuneSettings, baseline_configs  # noqa: E402
-from autotune.trials.runner import run_trial
-from autotune.trials.spec import TrialSpec  # noqa: E402
+from autotune.study.tuner import Tuner, TuneSettings, baseline_configs
 
 logger = logging.getLogger("tuner_bench")
 
-RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+RESULTS = harness.RESULTS
 MIN_GRID = 48
 CACHE = "warm, read once per command"  # not "warm": the Tuner would re-read the dataset on every optimize()
 #: method -> (sampler, pruner, baselines, re-measure the top candidates); sampler/pruner None: Optuna's defaults
@@ -72,30 +64,6 @@ METHODS: dict[str, tuple[str | None, str | None, bool, bool]] = {
     "autotune-nopruner": ("tpe", "none", True, True),
 }
 DEFAULT_METHODS = "autotune,random,optuna"
-
-
-# ------------------------------------------------------------------------------------------ the machine
-def machine() -> dict[str, Any]:
-    fp = fingerprint.collect()
-    try:
-        fp["optuna"] = optuna.__version__
-    except AttributeError:  # pragma: no cover
-        pass
-    return fp
-
-
-def machine_kind(fp: dict[str, Any]) -> str:
-    """The key of a machine's RESULTS.md section: a newer run on the same kind of machine replaces it."""
-    if fp.get("gpus"):
-        return f"gpu: {fp.get('gpus')}x {fp.get('gpu')}, {fp.get('cpus')} cores"
-    return f"cpu: {fp.get('cpus')} cores, no GPU"
-
-
-def machine_line(fp: dict[str, Any]) -> str:
-    gpu = f"{fp['gpus']}x {fp['gpu']} ({fp.get('gpu_mib')} MiB, driver {fp.get('driver')}, CUDA {fp.get('cuda')})" if fp.get("gpus") else "no GPU"
-    return (f"{fp.get('cpus')} usable CPU cores ({fp.get('cpus_online')} online), {fp.get('ram_gib')} GiB RAM, {gpu}; "
-            f"Python {fp.get('python')}, torch {fp.get('torch')}, torchvision {fp.get('torchvision')}, DALI {fp.get('dali') or 'not installed'}, "
-            f"Optuna {fp.get('optuna')}")
 
 
 # --------------------------------------------------------------------------------------------- the grid
@@ -195,7 +163,7 @@ class Bench:
     def note_command(self, study: optuna.Study, step: str) -> None:
         """Keep the exact command of each step (once each) in the grid study, for RESULTS.md."""
         cmds = dict(study.user_attrs.get("commands") or {})
-        line = command_line()
+        line = harness.command_line(__file__, self.args.argv)
         seen = cmds.get(step, [])
         if line not in seen:
             cmds[step] = [*seen, line]
@@ -222,11 +190,6 @@ def batch_list(text: str) -> list[int]:
     if not out or min(out) < 1:
         raise argparse.ArgumentTypeError(f"must be positive batch sizes separated by commas, e.g. 128,256, but got {text!r}")
     return out
-
-
-def command_line() -> str:
-    argv = [Path(sys.argv[0]).resolve().relative_to(ROOT).as_posix() if Path(sys.argv[0]).resolve().is_relative_to(ROOT) else sys.argv[0], *sys.argv[1:]]
-    return "python " + " ".join(shlex.quote(a) for a in argv)
 
 
 def trials_of(study: optuna.Study, role: str | None = None) -> list[optuna.trial.FrozenTrial]:
@@ -395,22 +358,17 @@ def cmd_compare(b: Bench) -> int:
     defaults = LoaderConfig.from_params(baseline_configs(b.space, b.settings())["defaults"])
     configs.setdefault(defaults.describe(), defaults.to_params())
     pagecache.warm(b.dataset)
-    scores: dict[str, list[float]] = {k: [] for k in configs}
-    keys = list(configs)
-    print(f"re-measuring {len(keys)} configs, {a.rounds} rounds, interleaved", file=sys.stderr)
-    from autotune.trials.zygote import Zygote
-
-    zygote = Zygote.start()  # every measurement a fresh process, as in the studies
-    for r in range(a.rounds):
-        order = keys[r % len(keys):] + keys[: r % len(keys)]  # each round starts elsewhere: no config always goes first
-        for k in order:
-            spec = TrialSpec(dataset=b.dataset, loader=LoaderConfig.from_params(configs[k]), pipeline=a.pipeline, device=b.device,
-                             warmup_batches=a.warmup_batches, window_s=a.window, windows=a.windows, seed=0)
-            res = run_trial(spec, timeout_s=a.trial_timeout, zygote=zygote)
-            scores[k].append(float(res.samples_per_s or 0.0) if res.outcome.value == "complete" else 0.0)
-            print(f"  round {r + 1}: {k}: {scores[k][-1]:,.1f}/s", file=sys.stderr)
-    if zygote is not None:
-        zygote.close()
+    print(f"re-measuring {len(configs)} configs, {a.rounds} rounds, interleaved", file=sys.stderr)
+    # every measurement a fresh process, as in the studies; a config that fails scores 0 in that round
+    with harness.SideBySide(b.dataset, pipeline=a.pipeline, device=b.device, window=a.window, windows=a.windows,
+                            trial_timeout=a.trial_timeout, warmup_batches=a.warmup_batches) as side:
+        scores: dict[str, list[float]] = {k: [] for k in configs}
+        keys = list(configs)
+        for r in range(a.rounds):
+            for k in keys[r % len(keys):] + keys[: r % len(keys)]:  # each round starts elsewhere: no config always goes first
+                rate, err = side.once(configs[k])
+                scores[k].append(rate or 0.0)
+                print(f"  round {r + 1}: {k}: {scores[k][-1]:,.1f}/s" + (f" ({err})" if err else ""), file=sys.stderr)
     med = {k: statistics.median(v) for k, v in scores.items()}
     grid_keys = [t.user_attrs["config"] for t in g["top"][: a.grid_top]]
     ref_key = max(grid_keys, key=lambda k: med[k])
@@ -444,7 +402,7 @@ def results_section(b: Bench, grid: optuna.Study, g: dict[str, Any], runs: dict[
     lines = [f"<!-- section: {machine_kind(b.fp)} -->",
              f"## {machine_kind(b.fp)}", "",
              f"- Machine: {machine_line(b.fp)}",
-             f"- Run: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}; dataset {ds.get('path')}: {ds.get('samples')} images, "
+             f"- Run: {harness.utc_now()}; dataset {ds.get('path')}: {ds.get('samples')} images, "
              f"{ds.get('classes')} classes, mean {ds.get('mean_bytes', 0) / 1000:.0f} KB; space `{grid.user_attrs.get('space')}`; device {grid.user_attrs.get('device')}; "
              f"pipeline {grid.user_attrs.get('pipeline')}; measurement: {m.get('warmup_batches')} warm-up batches, windows of {m.get('window_s')} s x {m.get('windows')}, page cache warm",
              f"- Grid: {g['size']} configs ({', '.join(g['backends'])}), {g['wall_s']:.0f} s of trials (sum of trial durations, each a fresh process); "
@@ -487,25 +445,6 @@ def results_section(b: Bench, grid: optuna.Study, g: dict[str, Any], runs: dict[
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------------------- RESULTS.md
-HEADER = """# Benchmark results
-
-Written by `benchmarks/tuner_bench.py compare`, `benchmarks/time_to_quality.py` and `benchmarks/overhead.py`, one section per machine kind;
-a newer run on the same kind of machine replaces its section. See benchmarks/README.md for the commands.
-"""
-
-
-def write_section(kind: str, text: str, path: Path = RESULTS) -> None:
-    """Put ``text`` (starting ``<!-- section: KIND -->``) into ``path``, replacing the section of the same kind."""
-    old = path.read_text() if path.exists() else HEADER
-    pat = re.compile(rf"<!-- section: {re.escape(kind)} -->.*?<!-- /section: {re.escape(kind)} -->\n?", re.S)
-    body = text.rstrip("\n") + "\n"
-    new = pat.sub(lambda _: body, old, count=1) if pat.search(old) else old.rstrip("\n") + "\n\n" + body
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(new)
-    tmp.replace(path)
-
-
 # ------------------------------------------------------------------------------------------------- cli
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tuner_bench", description=__doc__.split("\n")[0])
@@ -543,6 +482,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         b = Bench(args)

@@ -1,4 +1,4 @@
-"""The benchmark harness's own logic: the grid it builds for a machine, and how it rewrites RESULTS.md."""
+"""The benchmarks' own logic: the grid built for a machine, how RESULTS.md is rewritten, and each script's smoke run on the CPU."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
+harness = pytest.importorskip("harness")
 tuner_bench = pytest.importorskip("tuner_bench")
 
 from autotune.config.schema import LoaderConfig  # noqa: E402
@@ -35,9 +36,9 @@ def test_grid_spans_both_backends_and_stays_in_the_space(cores, device, want):
 
 def test_sections_replace_their_own_machine_only(tmp_path):
     path = tmp_path / "RESULTS.md"
-    tuner_bench.write_section("cpu: 2 cores, no GPU", "<!-- section: cpu: 2 cores, no GPU -->\nold cpu\n<!-- /section: cpu: 2 cores, no GPU -->", path)
-    tuner_bench.write_section("gpu: 1x H200, 16 cores", "<!-- section: gpu: 1x H200, 16 cores -->\ngpu\n<!-- /section: gpu: 1x H200, 16 cores -->", path)
-    tuner_bench.write_section("cpu: 2 cores, no GPU", "<!-- section: cpu: 2 cores, no GPU -->\nnew cpu\n<!-- /section: cpu: 2 cores, no GPU -->", path)
+    harness.write_section("cpu: 2 cores, no GPU", "<!-- section: cpu: 2 cores, no GPU -->\nold cpu\n<!-- /section: cpu: 2 cores, no GPU -->", path)
+    harness.write_section("gpu: 1x H200, 16 cores", "<!-- section: gpu: 1x H200, 16 cores -->\ngpu\n<!-- /section: gpu: 1x H200, 16 cores -->", path)
+    harness.write_section("cpu: 2 cores, no GPU", "<!-- section: cpu: 2 cores, no GPU -->\nnew cpu\n<!-- /section: cpu: 2 cores, no GPU -->", path)
     text = path.read_text()
     assert text.startswith("# Benchmark results")
     assert "new cpu" in text and "old cpu" not in text and "\ngpu\n" in text
@@ -54,33 +55,14 @@ def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_gpu.py"), "--device", "cpu", "--model", "tiny",
            "--data", str(tiny_dataset), "--images", "24", "--classes", "3", "--batch-size", "4", "--samples", "32", "--budget-s", "3",
            "--skip", "1", "--work", str(tmp_path / "work"), "--variants", "autoloader,torch-defaults", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert [r["variant"] for r in rows] == ["autoloader", "torch-defaults"]
     for r in rows:
         assert set(r) == {"variant", "samples", "wall_s", "settled_samples_per_s"}
         assert r["samples"] >= 32 and r["wall_s"] > 0
-
-
-def test_autoloader_costs_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
-    """benchmarks/autoloader_costs.py with a tiny model on the CPU: each start, the construction and the first batches."""
-    import json
-    import os
-    import subprocess
-
-    out = tmp_path / "costs.json"
-    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_costs.py"), "--device", "cpu", "--model", "tiny",
-           "--data", str(tiny_dataset), "--images", "24", "--batch-size", "4", "--samples", "48", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    events = json.loads(out.read_text())["events"]
-    names = [e["event"] for e in events]
-    assert names[:3] == ["build_loader first start", "build_loader rebuild", "autoloader construct"]
-    first = [e for e in events if e["event"] == "first batches"]
-    assert "autoloader first batch" in names and len(first) == 1
-    assert len(first[0]["gaps"]) == 12 and all(g >= 0 for g in first[0]["gaps"])  # 48 samples, batches of 4
 
 
 def test_ranks_bench_command_is_autotune_run_with_the_issue_flags(tmp_path):
@@ -112,7 +94,8 @@ def test_ranks_bench_runs_two_cpu_ranks_by_hand(tmp_path, tiny_dataset, monkeypa
     tool_side = {"config": cfg.loader.describe(), "total": 20.0, "per_rank": [10.0, 11.0]}
     monkeypatch.setattr(ranks_gpu, "tool", lambda *a, **k: (yaml_path, tool_side))
     out = tmp_path / "ranks.json"
-    rc = ranks_gpu.main(["--data", str(tiny_dataset), "--out", str(tmp_path), "--device", "cpu", "--ranks", "2", "--seconds", "0.3", "--warmup", "1", "--json", str(out)])
+    rc = ranks_gpu.main(["--data", str(tiny_dataset), "--out", str(tmp_path), "--device", "cpu", "--ranks", "2", "--seconds", "0.3", "--warmup", "1",
+                         "--json", str(out)])
     assert rc == 0
     rows = json.loads(out.read_text())
     assert [r["measure"] for r in rows] == ["autotune", "independent"]
@@ -184,17 +167,19 @@ def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path,
     slow = {"backend": "torch", "batch_size": 8, "num_workers": 1}
     defaults = {"backend": "torch", "batch_size": 64, "num_workers": 0, "pin_memory": False}
     key = {n: LoaderConfig.from_params(p).describe() for n, p in (("fast", fast), ("slow", slow), ("defaults", defaults))}
-    ttq.write(work / "grid.json", {"size": 10, "wall_s": 100.0, "backends": ["dali-cpu", "torch"], "batches": [8],
-                                   "top": [{"config": key["slow"], "params": slow, "rate": 90.0}, {"config": key["fast"], "params": fast, "rate": 80.0}]})
+    top = [{"config": key["slow"], "params": slow, "rate": 90.0}, {"config": key["fast"], "params": fast, "rate": 80.0}]
+    harness.write_json(work / "grid.json", {"size": 10, "wall_s": 100.0, "backends": ["dali-cpu", "torch"], "batches": [8], "top": top})
     save_config(Config(loader=LoaderConfig.from_params(fast), device="cpu"), work / "methods" / "autotune-seed0.yaml")
-    ttq.write(work / "methods" / "autotune-seed0.json", {"method": "autotune", "name": "autotune", "seed": 0, "command": "python -m autotune run", "wall_s": 20.0,
-                                                         "config": fast, "config_key": key["fast"], "yaml": str(work / "methods" / "autotune-seed0.yaml")})
-    ttq.write(work / "methods" / "random-seed0.json", {"method": "random", "name": "random", "seed": 0, "command": "python -m autotune run", "wall_s": 60.0,
-                                                       "config": slow, "config_key": key["slow"]})
-    ttq.write(work / "compare.json", {"rounds": 2, "window": 0.5, "windows": 3, "warmup_batches": 2, "device": "cpu", "when": "now",
-                                      "configs": {key["fast"]: fast, key["slow"]: slow, key["defaults"]: defaults},
-                                      "scores": {key["fast"]: [100.0, 100.0], key["slow"]: [50.0, 50.0], key["defaults"]: [10.0, 10.0]}, "errors": {},
-                                      "peers": {"torch defaults": key["defaults"]}, "hardware": tuner_bench.machine()})
+    run = {"seed": 0, "command": "python -m autotune run"}
+    yaml = str(work / "methods" / "autotune-seed0.yaml")
+    harness.write_json(work / "methods" / "autotune-seed0.json", {"method": "autotune", "name": "autotune", **run, "wall_s": 20.0,
+                                                                  "config": fast, "config_key": key["fast"], "yaml": yaml})
+    harness.write_json(work / "methods" / "random-seed0.json", {"method": "random", "name": "random", **run, "wall_s": 60.0,
+                                                                "config": slow, "config_key": key["slow"]})
+    harness.write_json(work / "compare.json", {"rounds": 2, "window": 0.5, "windows": 3, "warmup_batches": 2, "device": "cpu", "when": "now",
+                                               "configs": {key["fast"]: fast, key["slow"]: slow, key["defaults"]: defaults},
+                                               "scores": {key["fast"]: [100.0, 100.0], key["slow"]: [50.0, 50.0], key["defaults"]: [10.0, 10.0]},
+                                               "errors": {}, "peers": {"torch defaults": key["defaults"]}, "hardware": harness.machine()})
     out = tmp_path / "out"
     rc = ttq.main(["--tag", "t", "--dataset", str(tiny_dataset), "--work", str(work), "--stages", "compare,plot", "--scenario", "s",
                    "--json", str(out / "t.json"), "--png", str(out / "t.png"), "--results", str(out / "RESULTS.md"),
@@ -236,7 +221,9 @@ def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = (repo / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", str(tiny_dataset))
-    cfg = cfg.replace("classes: 2", "classes: 3").replace("batch_size: 8", "batch_size: 4").replace("num_workers: 2", "num_workers: 0").replace("persistent_workers: true", "persistent_workers: false")
+    for old, new in (("classes: 2", "classes: 3"), ("batch_size: 8", "batch_size: 4"), ("num_workers: 2", "num_workers: 0"),
+                     ("persistent_workers: true", "persistent_workers: false")):
+        cfg = cfg.replace(old, new)
     (tmp_path / "cfg.yaml").write_text(cfg)
     out = tmp_path / "ddp.json"
     env = {**os.environ, "PYTHONPATH": str(repo), "OMP_NUM_THREADS": "1"}
@@ -259,11 +246,28 @@ def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset)
 
 def test_each_round_of_the_peers_is_saved_as_it_ends():
     """A run cut short (a machine taken back mid-call) keeps the rounds it finished: after_round sees each."""
-    scenarios = pytest.importorskip("scenarios")
-    side = object.__new__(scenarios.SideBySide)  # no zygote: `once` is replaced
+    side = object.__new__(harness.SideBySide)  # no zygote: `once` is replaced
     rates = iter([100.0, None, 110.0, None])
     side.once = lambda params: (r, "") if (r := next(rates)) else (None, "timeout: too slow")
     seen = []
     scores, errors = side.rounds({"a": {}, "b": {}}, 2, after_round=lambda s, e: seen.append(({k: list(v) for k, v in s.items()}, dict(e))))
     assert len(seen) == 2 and sum(map(len, seen[0][0].values())) == 1 and sum(map(len, seen[1][0].values())) == 2
     assert seen[-1] == (scores, errors) and set(errors.values()) == {"timeout: too slow"}
+
+
+def test_the_scenario_table_is_written_from_the_json_alone(tmp_path):
+    """scenarios.py --table measures nothing: RESULTS.md's section from results/scenarios.json, with the verdict per scenario."""
+    import json
+
+    scenarios = pytest.importorskip("scenarios")
+    rows = [{"scenario": "s", "machine": "m", "peer": "torch defaults", "config": "torch b=64 workers=0", "samples_per_s": 100.0,
+             "fraction_of_tuned": 0.5, "scores": [90.0, 110.0]},
+            {"scenario": "s", "machine": "m", "peer": "tuned", "config": "torch b=64 workers=2", "samples_per_s": 200.0,
+             "fraction_of_tuned": 1.0, "scores": [190.0, 210.0], "tuning_s": 55.0, "peak_host_mib": 700.0}]
+    (tmp_path / "s.json").write_text(json.dumps(rows))
+    results = tmp_path / "RESULTS.md"
+    assert scenarios.main(["--table", "--json", str(tmp_path / "s.json"), "--results", str(results)]) == 0
+    text = results.read_text()
+    assert text.startswith("# Benchmark results") and "python benchmarks/scenarios.py --table" in text
+    assert "| s | m | torch defaults | `torch b=64 workers=0` | 100 | 50 % | best peer |" in text
+    assert "**200 %** | meets the 97 % goal; beyond noise |" in text and "tuned in 55 s; peak host 700 MiB" in text

@@ -49,7 +49,8 @@ def _study_with_symptoms(url: str) -> optuna.Study:
         if role:
             attrs["role"] = role
         study.add_trial(optuna.trial.create_trial(value=score, user_attrs=attrs))
-    study.set_user_attr("confirmation", {"method": "top 2 re-measured 2x each, interleaved; winner by median of all scores", "winner_trial": 2, "repeats": 2, "attempted": 4, "candidates": [
+    method = "top 2 re-measured 2x each, interleaved; winner by median of all scores"
+    study.set_user_attr("confirmation", {"method": method, "winner_trial": 2, "repeats": 2, "attempted": 4, "candidates": [
         {"trial": 2, "config": "w1", "scores": [400.0, 494.4, 510.0], "median": 494.4},
         {"trial": 1, "config": "w2", "scores": [380.0, 270.0, 276.2], "median": 276.2},
     ]})
@@ -251,7 +252,8 @@ def _dali_winner(url: str, with_torch: bool = True) -> optuna.Study:
                  ({"backend": "torch", "batch_size": 8, "num_workers": 1, "prefetch_factor": 2}, 180.0)]
     for params, v in rows:
         loader = LoaderConfig.from_params(params)
-        study.add_trial(optuna.trial.create_trial(value=v, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "spread": [v - 5, v + 5]}))
+        attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "spread": [v - 5, v + 5]}
+        study.add_trial(optuna.trial.create_trial(value=v, user_attrs=attrs))
     return study
 
 
