@@ -120,7 +120,9 @@ def read_header(path: str) -> tuple[str, int, int]:
             if img.format == "TIFF" and img.mode in ("I", "I;32", "I;32B", "I;32S"):  # DALI's decoder fails on every batch holding one
                 raise BadImageError(f"{printable(path)}: a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel")
             if img.format == "TIFF" and img.mode.startswith("F"):  # nvTIFF: "FP32 conversion is not supported", and the image is black
-                raise BadImageError(f"{printable(path)}: a floating-point TIFF, which DALI's GPU decoder reads as black; convert it to 8 or 16 bits per channel")
+                raise BadImageError(
+                    f"{printable(path)}: a floating-point TIFF, which DALI's GPU decoder reads as black; convert it to 8 or 16 bits per channel"
+                )
             return str(img.format), img.width, img.height
     except BadImageError:
         raise

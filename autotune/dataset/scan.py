@@ -164,15 +164,15 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), skipp
             skipped.append((d, f"folder cannot be listed ({e.strerror})"))
             continue
         names: list[str] = []
-        for e in entries:
+        for entry in entries:
             try:
-                is_dir = e.is_dir()  # follows symlinks, as os.walk does
+                is_dir = entry.is_dir()  # follows symlinks, as os.walk does
             except OSError:
                 is_dir = False
             if is_dir:
-                stack.append((os.path.join(d, e.name), ancestors))
+                stack.append((os.path.join(d, entry.name), ancestors))
             else:
-                names.append(e.name)
+                names.append(entry.name)
         found.append((d, sorted(names)))
     found.sort(key=lambda x: x[0])
     return [os.path.join(d, n) for d, names in found for n in names]
@@ -268,7 +268,9 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if not root.exists() and root.is_symlink():
         raise DatasetError(f"dataset path {str(root)!r} is a symbolic link that leads nowhere (a loop, or its target is gone); point it at the dataset folder")
     if not root.exists():
-        raise DatasetError(f"dataset folder {str(root)!r} does not exist{_from_here(root)}; check the path: it names the folder that holds one sub-folder per class")
+        raise DatasetError(
+            f"dataset folder {str(root)!r} does not exist{_from_here(root)}; check the path: it names the folder that holds one sub-folder per class"
+        )
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
     root = root.resolve()
@@ -281,10 +283,15 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
         _tell_skipped(folders, root, warn)  # a class folder link that loops: named before the error
         names = [e.name for e in os.scandir(root)]
         images = any(n.lower().endswith(IMG_EXTENSIONS) for n in names)
-        what = ("has no class sub-folder but links that loop or lead nowhere (named above)" if folders
-                else "has images but no class sub-folders" if images
-                else f"holds no images and no class sub-folders (only {len(names)} other file{'s' if len(names) != 1 else ''}, such as {names[0]!r})" if names
-                else "is empty")
+        what = (
+            "has no class sub-folder but links that loop or lead nowhere (named above)"
+            if folders
+            else "has images but no class sub-folders"
+            if images
+            else f"holds no images and no class sub-folders (only {len(names)} other file{'s' if len(names) != 1 else ''}, such as {names[0]!r})"
+            if names
+            else "is empty"
+        )
         raise DatasetError(f"dataset folder {str(root)!r} {what}; put the images in one sub-folder per class (root/cat/1.jpg, root/dog/2.jpg)")
 
     above = frozenset(k for k in map(_folder_key, [str(root), *map(str, root.parents)]) if k is not None)
@@ -310,10 +317,7 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if empty and files and warn:
         logger.warning("class folder(s) with no usable image: %s (their label indices stay reserved)", ", ".join(empty))
     if not files:
-        raise DatasetError(
-            f"no readable images in {str(root)!r} (extensions {', '.join(IMG_EXTENSIONS)}); "
-            "put JPEG/PNG files in one sub-folder per class"
-        )
+        raise DatasetError(f"no readable images in {str(root)!r} (extensions {', '.join(IMG_EXTENSIONS)}); put JPEG/PNG files in one sub-folder per class")
     dataset = Dataset(str(root), tuple(class_dirs), tuple(files), tuple(labels), total, tuple(skipped))
     dataset._keep_signature(sig.hexdigest())
     return dataset

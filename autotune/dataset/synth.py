@@ -10,7 +10,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -36,7 +36,7 @@ def _image(seed: int, min_side: int, max_side: int) -> np.ndarray:
     w, h = (int(x) for x in rng.integers(min_side, max_side + 1, size=2))
     # smooth colour field: coarse noise upsampled with bicubic filtering
     coarse = (rng.random((rng.integers(3, 8), rng.integers(3, 8), 3)) * 255).astype(np.uint8)
-    img = Image.fromarray(coarse, "RGB").resize((w, h), Image.BICUBIC)
+    img = Image.fromarray(coarse, "RGB").resize((w, h), Image.Resampling.BICUBIC)
     draw = ImageDraw.Draw(img)
     for _ in range(int(rng.integers(3, 9))):
         x0, y0 = int(rng.integers(0, w)), int(rng.integers(0, h))
@@ -118,6 +118,7 @@ def synthesize(
             jobs.append((str(p), seed * 1_000_003 + i, min_side, max_side, quality))
     if jobs:
         n = workers or min(len(jobs) // 50 + 1, os.cpu_count() or 1)
+        done: Iterator[int]
         if n <= 1:
             done = map(_write, jobs)
         else:
@@ -138,7 +139,7 @@ def quarter_lines(what: str) -> Callable[[int, int], None]:
     lines: a pipe or a log reads them too)."""
     def progress(done: int, total: int) -> None:
         if done * 4 // total > (done - 1) * 4 // total:
-            print(f"  {done:,}/{total:,} {what}", file=sys.stderr, flush=True)
+            print(f"  {done:,}/{total:,} {what}", file=sys.stderr, flush=True)  # noqa: T201 - progress lines the caller asked for
     return progress
 
 
@@ -184,7 +185,7 @@ def mixed_formats(root: str | os.PathLike[str]) -> Path:
     (root / "a").mkdir(parents=True, exist_ok=True)
     (root / "b").mkdir(exist_ok=True)
     rng = np.random.default_rng(1)
-    base = Image.fromarray((rng.random((9, 11, 3)) * 255).astype(np.uint8)).resize((88, 72), Image.BICUBIC)
+    base = Image.fromarray((rng.random((9, 11, 3)) * 255).astype(np.uint8)).resize((88, 72), Image.Resampling.BICUBIC)
     base.save(root / "a" / "rgb.jpg", quality=95)
     base.convert("L").save(root / "a" / "gray.jpg", quality=95)
     base.convert("CMYK").save(root / "a" / "cmyk.jpg", quality=95)
@@ -212,7 +213,7 @@ def deep_formats(root: str | os.PathLike[str]) -> Path:
     Image.fromarray(np.round(ramp * 65535).astype(np.uint16)).save(root / "a" / "gray16.png")
     Image.fromarray(np.round(ramp[::-1] * 65535).astype(np.uint16)).save(root / "a" / "gray16.tif")
     rng = np.random.default_rng(2)
-    tall = Image.fromarray((rng.random((9, 5, 3)) * 255).astype(np.uint8)).resize((60, 108), Image.BICUBIC)
+    tall = Image.fromarray((rng.random((9, 5, 3)) * 255).astype(np.uint8)).resize((60, 108), Image.Resampling.BICUBIC)
     exif = Image.Exif()
     exif[0x0112] = 6  # shown turned a quarter clockwise: 108 wide, 60 high
     tall.save(root / "b" / "exif6.jpg", quality=95, exif=exif)

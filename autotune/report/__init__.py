@@ -5,7 +5,8 @@ Nothing else reads a study for display: the ``studies`` and ``show`` commands us
 
 The folder is built under a temporary name beside its final place and renamed into it, so a reader sees the
 old report or the new one, never half of one. The trial logs in its ``trials/`` sub-folder (written by the
-trial processes while the study runs) move into the new folder: a file being written keeps being written. Plots need the ``plot`` extra (matplotlib); without it the
+trial processes while the study runs) move into the new folder: a file being written keeps being written. Plots need
+the ``plot`` extra (matplotlib); without it the
 report is written without images and says how to install them. A plot that fails is a note, never a
 failed run.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import optuna
@@ -113,7 +114,7 @@ def _fraction(ceiling: dict[str, Any] | None, loader: Any, rate: Any, stored: An
     """A trial's fraction of the model's ceiling, from the study's ceiling where it can be (so that a study written
     before the ceiling counted every rank reads right), else as the trial stored it."""
     try:
-        b = int((loader or {}).get("batch_size"))
+        b = int((loader or {}).get("batch_size"))  # type: ignore[arg-type]  # a missing or odd value is the except's
     except (TypeError, ValueError):
         return stored
     return ceiling_attrs(ceiling, b, rate if isinstance(rate, (int, float)) else None).get("fraction_of_ceiling", stored)
@@ -239,10 +240,10 @@ def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, fl
     from optuna import importance as oi
 
     # fANOVA needs scikit-learn; PED-ANOVA (numpy only) is the fallback, and copes with few trials
-    evaluators = [("fANOVA", lambda: oi.FanovaImportanceEvaluator(seed=0))]
+    evaluators: list[tuple[str, Callable[[], Any]]] = [("fANOVA", lambda: oi.FanovaImportanceEvaluator(seed=0))]
     if hasattr(oi, "PedAnovaImportanceEvaluator"):
         evaluators.append(("PED-ANOVA", lambda: oi.PedAnovaImportanceEvaluator()))
-    errors = []
+    errors: list[str] = []
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "new study created in memory" lines
     try:
@@ -251,7 +252,9 @@ def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, fl
         optuna.logging.set_verbosity(verbosity)
 
 
-def _first_importance(evaluators: list, complete: list[optuna.trial.FrozenTrial], errors: list[str], get_param_importances: Any) -> tuple[dict[str, float] | None, str]:
+def _first_importance(
+    evaluators: list, complete: list[optuna.trial.FrozenTrial], errors: list[str], get_param_importances: Any
+) -> tuple[dict[str, float] | None, str]:
     for name, make in evaluators:
         tmp = optuna.create_study(direction="maximize")
         tmp.add_trials(complete)
@@ -283,7 +286,7 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
     """
     trials = study.get_trials(deepcopy=False)
     scopes: list[tuple[str, list[optuna.trial.FrozenTrial]]] = [("all trials", trials)]
-    backends = sorted({t.params.get("backend") for t in trials if t.params.get("backend") is not None})
+    backends = sorted({str(t.params["backend"]) for t in trials if t.params.get("backend") is not None})
     if len(backends) > 1:
         scopes += [(f"{b} trials", [t for t in trials if t.params.get("backend") == b]) for b in backends]
     out, notes = [], []
@@ -295,14 +298,27 @@ def importances(study: optuna.Study) -> tuple[list[dict[str, Any]], list[str]]:
             n = len(_importance_trials(ts))
             out.append({"scope": scope, "method": how, "trials": n, "values": values})
             if n < FEW_FOR_IMPORTANCE:
-                notes.append(f"Parameter importance over {scope} comes from {n} trials: a rough guide (a knob the sampler left "
-                             f"early scores low); about {FEW_FOR_IMPORTANCE} or more make it steadier.")
+                notes.append(
+                    f"Parameter importance over {scope} comes from {n} trials: a rough guide (a knob the sampler left "
+                    f"early scores low); about {FEW_FOR_IMPORTANCE} or more make it steadier."
+                )
     return out, notes
 
 
 #: a listed study's figures where it has none to show (the same keys as any row's)
-_EMPTY_ROW: dict[str, Any] = {"trials": None, "complete": None, "queued": 0, "best_samples_per_s": None, "best_config": None, "best_trial": None,
-                              "speedup_vs_defaults": None, "device": None, "dataset": None, "interrupted": False, "in_training": False}
+_EMPTY_ROW: dict[str, Any] = {
+    "trials": None,
+    "complete": None,
+    "queued": 0,
+    "best_samples_per_s": None,
+    "best_config": None,
+    "best_trial": None,
+    "speedup_vs_defaults": None,
+    "device": None,
+    "dataset": None,
+    "interrupted": False,
+    "in_training": False,
+}
 
 
 def _stamp(when: _dt.datetime) -> str:

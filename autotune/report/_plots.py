@@ -76,13 +76,24 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
             ax.scatter([x_of(r) for r in pts], [r["samples_per_s"] for r in pts], s=46, color=_colour(backend), label=f"{backend}", zorder=3, edgecolor="white")
     fails = [r for r in rows if r["outcome"] not in ("complete", "repeat")]  # a repeat is told its earlier result, not measured
     if fails:
-        ax.scatter([x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3)
+        ax.scatter(
+            [x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3
+        )
     for r in rows:
         if r["role"] in BASELINE_ROLES and r["samples_per_s"]:
             ax.annotate(r["role"], (x_of(r), r["samples_per_s"]), textcoords="offset points", xytext=(6, 6), fontsize=8, color="#555555")
     w = ov.get("winner")
     if w and w.get("samples_per_s"):
-        ax.scatter([x_of(w)], [w["samples_per_s"]], marker="*", s=260, color="#f1c40f", edgecolor="#333333", label=f"winner #{w['trial']} " + (f"(median of {len(w['scores'])} measurements)" if len(w.get("scores") or ()) > 1 else "(one measurement)"), zorder=4)
+        ax.scatter(
+            [x_of(w)],
+            [w["samples_per_s"]],
+            marker="*",
+            s=260,
+            color="#f1c40f",
+            edgecolor="#333333",
+            label=f"winner #{w['trial']} " + (f"(median of {len(w['scores'])} measurements)" if len(w.get("scores") or ()) > 1 else "(one measurement)"),
+            zorder=4,
+        )
     if ov.get("model_ceiling"):
         ax.axhline(ov["model_ceiling"], ls="--", color="#8e44ad", lw=1.2, label=f"model ceiling {ov['model_ceiling']:,.0f}/s")
     if not rows:
@@ -98,8 +109,11 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
     n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
     repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
-    return (f"{n_ok} of {len(rows)} trials completed{repeats}; the fastest trial measured {best:,.0f} samples/s (the re-measurements "
-            "are in the winner's evidence)." if bx else "No trial completed.")
+    return (
+        f"{n_ok} of {len(rows)} trials completed{repeats}; the fastest trial measured {best:,.0f} samples/s (the re-measurements are in the winner's evidence)."
+        if bx
+        else "No trial completed."
+    )
 
 
 def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> str:
@@ -126,11 +140,14 @@ def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) ->
         ax.set_ylim(0, max(max(v) for v in groups.values()) * 1.25)
     ax.set_title("Throughput by backend (completed trials)")
     _save(fig, path)
-    return ", ".join(f"{n}: best {max(groups[n]):,.0f}/s over {len(groups[n])} {'trial' if len(groups[n]) == 1 else 'trials'}" for n in names) or "No completed trial."
+    return (
+        ", ".join(f"{n}: best {max(groups[n]):,.0f}/s over {len(groups[n])} {'trial' if len(groups[n]) == 1 else 'trials'}" for n in names)
+        or "No completed trial."
+    )
 
 
 def _knob_order(rows: list[dict[str, Any]], imps: list[dict[str, Any]]) -> list[str]:
-    present = set()
+    present: set[str] = set()
     for r in rows:
         if r["outcome"] == "complete":
             present.update(k for k in (r["loader"] or {}) if k != "backend")
@@ -154,16 +171,20 @@ def plot_knobs(rows: list[dict[str, Any]], imps: list[dict[str, Any]], path: Pat
     axes = fig.subplots(nrows, cols, squeeze=False).ravel()
     if not knobs:
         _empty(axes[0], "no completed trial")
-    for ax, knob in zip(axes, knobs):
+    for ax, knob in zip(axes, knobs, strict=False):
         _style(ax)
-        pts = [(r["loader"][knob], r["samples_per_s"], r["backend"]) for r in rows if r["outcome"] == "complete" and r["samples_per_s"] and r["loader"] and knob in r["loader"]]
+        pts = [
+            (r["loader"][knob], r["samples_per_s"], r["backend"])
+            for r in rows
+            if r["outcome"] == "complete" and r["samples_per_s"] and r["loader"] and knob in r["loader"]
+        ]
         values = sorted({p[0] for p in pts}, key=lambda v: (isinstance(v, str), v if not isinstance(v, str) else 0, str(v)))
         numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
         pos = {v: (v if numeric else i) for i, v in enumerate(values)}
         for backend in sorted({p[2] or "?" for p in pts}):
             sel = [p for p in pts if (p[2] or "?") == backend]
             ax.scatter([pos[p[0]] for p in sel], [p[1] for p in sel], color=_colour(backend), alpha=0.55, s=30, label=backend)
-            best = {}
+            best: dict[Any, float] = {}
             for v, rate, _ in sel:
                 best[v] = max(best.get(v, 0.0), rate)
             xs = sorted(best, key=lambda v: pos[v])
@@ -180,7 +201,7 @@ def plot_knobs(rows: list[dict[str, Any]], imps: list[dict[str, Any]], path: Pat
         ax.set_title(f"{knob} (line: best at each value)", fontsize=10)
         if len({p[2] for p in pts}) > 1:
             ax.legend(fontsize=8)
-    for ax in axes[len(knobs) or 1:]:
+    for ax in axes[len(knobs) or 1 :]:
         ax.set_visible(False)
     fig.suptitle("Throughput by knob")
     _save(fig, path)
@@ -194,7 +215,7 @@ def plot_importance(imps: list[dict[str, Any]], notes: list[str], path: Path) ->
     axes = fig.subplots(1, n, squeeze=False).ravel()
     if not imps:
         _empty(axes[0], "parameter importance not available\n(" + (notes[0][:90] if notes else "too few trials") + ")")
-    for ax, imp in zip(axes, imps):
+    for ax, imp in zip(axes, imps, strict=False):
         items = sorted(imp["values"].items(), key=lambda kv: kv[1])
         ax.barh([k for k, _ in items], [v for _, v in items], color=OTHER)
         for y, (_, v) in enumerate(items):
@@ -205,7 +226,10 @@ def plot_importance(imps: list[dict[str, Any]], notes: list[str], path: Path) ->
         ax.spines[["top", "right"]].set_visible(False)
     fig.suptitle("Parameter importance")
     _save(fig, path)
-    return "; ".join(f"{i['scope']}: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(i["values"].items(), key=lambda kv: -kv[1])[:3]) for i in imps) or "Not available."
+    return (
+        "; ".join(f"{i['scope']}: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(i["values"].items(), key=lambda kv: -kv[1])[:3]) for i in imps)
+        or "Not available."
+    )
 
 
 def plot_baselines(ov: dict[str, Any], path: Path) -> str:
@@ -229,17 +253,19 @@ def plot_baselines(ov: dict[str, Any], path: Path) -> str:
         heights = [b[1] for b in bars]
         err = [[max(0.0, b[1] - (b[2][0] if b[2] else b[1])) for b in bars], [max(0.0, (b[2][1] if b[2] else b[1]) - b[1]) for b in bars]]
         ax.bar(xs, heights, color=[b[3] for b in bars], yerr=err, capsize=5, width=0.6, error_kw={"ecolor": "#444444"})
-        for x, b in zip(xs, bars):
+        for x, b in zip(xs, bars, strict=False):
             label = f"{b[1]:,.0f}/s" + (f"\n{fmt_speedup(b[1] / ref)} vs defaults" if ref else "")
             ax.text(x, b[1] + err[1][x] + max(heights) * 0.02, label, ha="center", va="bottom", fontsize=9)
         ax.set_xticks(list(xs), [b[0] for b in bars])
-        ax.set_ylim(0, max(h + e for h, e in zip(heights, err[1])) * 1.3)
+        ax.set_ylim(0, max(h + e for h, e in zip(heights, err[1], strict=False)) * 1.3)
         ax.set_ylabel("samples/s")
     sp = ov.get("speedups") or {}
     extra = ", ".join(f"{fmt_speedup(v)} vs {k}" for k, v in sp.items())
     ax.set_title("Winner against the baselines" + (f"\n({extra})" if extra else ""), fontsize=10)  # two lines: three ratios fit the width
     _save(fig, path)
-    return ("Speedup " + extra + "; bars: median, whiskers: spread of the measurements.") if extra else "No speedup to show (a baseline or the winner is missing)."
+    return (
+        ("Speedup " + extra + "; bars: median, whiskers: spread of the measurements.") if extra else "No speedup to show (a baseline or the winner is missing)."
+    )
 
 
 def plot_memory(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> str:
@@ -251,7 +277,7 @@ def plot_memory(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> s
     fig = _figure(9.5, 3.2 * len(kinds))
     axes = fig.subplots(len(kinds), 1, squeeze=False).ravel()
     notes = []
-    for ax, (key, label, budget) in zip(axes, kinds):
+    for ax, (key, label, budget) in zip(axes, kinds, strict=False):
         _style(ax)
         xs = [r["trial"] for r in rows]
         ys = [r[key] or 0.0 for r in rows]

@@ -128,7 +128,14 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [
         ("winner", f"trial #{w['trial']}: {w['config']}" if w else "no completed trial yet"),
         ("winner loader", json.dumps(w["loader"], sort_keys=True) if w else "-"),
-        ("winner evidence", f"scores {w['scores']}, spread {fmt_spread(w.get('spread'))}, host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup " + (f"{_num(w['startup_s'], 2)} s" if w.get("startup_s") is not None else "-") if w else "-"),
+        (
+            "winner evidence",
+            f"scores {w['scores']}, spread {fmt_spread(w.get('spread'))}, "
+            f"host peak {_mib(w.get('peak_host_mib'))}, GPU peak {_mib(w.get('peak_gpu_mib'))}, startup "
+            + (f"{_num(w['startup_s'], 2)} s" if w.get("startup_s") is not None else "-")
+            if w
+            else "-",
+        ),
         ("dataset", f"{d.get('path', '-')} ({_num(d.get('samples'))} images, {_num(d.get('classes'))} classes, mean {_num(d.get('mean_bytes'))} bytes)"),
         ("pipeline", f"{ov.get('pipeline') or '-'} on {ov.get('device') or '-'}" + (f", {ov['ranks']} ranks" if (ov.get("ranks") or 1) > 1 else "")),
         ("hardware", f"{gpu_text(h)}, {h.get('cpus', '-')} CPUs, {h.get('ram_gib', '-')} GiB RAM, torch {h.get('torch', '-')}, DALI {h.get('dali') or '-'}"),
@@ -144,8 +151,15 @@ def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:
     if t:
         rows.append(("time", time_text(t, "the YAML and this report")))
     if ov.get("model"):
-        rows.append(("model", str(ov["model"]) + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "") + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
-                     + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else "")))
+        rows.append(
+            (
+                "model",
+                str(ov["model"])
+                + (f"; ceiling {_num(ov['model_ceiling'])} samples/s" if ov.get("model_ceiling") else "")
+                + (f" at batch {ov['model_ceiling_batch']}" if ov.get("model_ceiling_batch") else "")
+                + (f" ({ov['model_ceiling_ranks']} ranks, one GPU each)" if (ov.get("model_ceiling_ranks") or 1) > 1 else ""),
+            )
+        )
     return rows
 
 
@@ -159,14 +173,17 @@ def other_jobs_text(load: dict[str, Any]) -> str:
 def time_text(t: dict[str, Any], written: str) -> str:
     """Where a run's time went (the study attr ``time``), as the report and ``autotune show --study`` say it;
     ``written``: what the run wrote after recording it (the report says "the YAML and this report")."""
-    parts = t.get("spent_s") if isinstance(t.get("spent_s"), dict) else {}  # a hand-edited attribute is shown, never a crash
+    parts: dict[str, Any] = t["spent_s"] if isinstance(t.get("spent_s"), dict) else {}  # a hand-edited attribute is shown, never a crash
     spent = ", ".join(f"{k} {_num(v)} s" for k, v in parts.items())
     # recorded by `autotune run` before it wrote the YAML and the report: its "took" line adds their writing
     until = "" if "writing" in parts else f" before {written} were written"
-    runs = t.get("runs") if isinstance(t.get("runs"), (int, float)) and not isinstance(t.get("runs"), bool) else 1
-    return (f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); {_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
-            + (_remeasure_plan(t["remeasured"]) if isinstance(t.get("remeasured"), dict) else "")
-            + (f"; the latest of {_num(runs)} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if runs > 1 else ""))
+    runs = t["runs"] if isinstance(t.get("runs"), (int, float)) and not isinstance(t.get("runs"), bool) else 1
+    return (
+        f"{_num(t.get('elapsed_s'))} s of a {_num(t.get('budget_s'))} s budget{until} ({spent}); "
+        f"{_num(t.get('trials_measured'))} {'trial' if t.get('trials_measured') == 1 else 'trials'}"
+        + (_remeasure_plan(t["remeasured"]) if isinstance(t.get("remeasured"), dict) else "")
+        + (f"; the latest of {_num(runs)} runs of this study, after {_num(t.get('earlier_s'))} s in the earlier ones" if runs > 1 else "")
+    )
 
 
 TRIAL_COLUMNS = ("trial", "outcome", "role", "config", "samples/s", "spread", "host MiB", "GPU MiB", "startup s", "duration s")
@@ -182,8 +199,16 @@ def outcome_text(outcome: str) -> str:
 
 def trial_cells(r: dict[str, Any], with_ceiling: bool) -> list[str]:
     cells = [
-        str(r["trial"]), outcome_text(r["outcome"]), r["role"] or "", r["config"], _num(r["samples_per_s"]), _spread(r["spread"]),
-        _num(r["peak_host_mib"]), _num(r["peak_gpu_mib"]), _num(r["startup_s"], 2), _num(r["duration_s"], 1),
+        str(r["trial"]),
+        outcome_text(r["outcome"]),
+        r["role"] or "",
+        r["config"],
+        _num(r["samples_per_s"]),
+        _spread(r["spread"]),
+        _num(r["peak_host_mib"]),
+        _num(r["peak_gpu_mib"]),
+        _num(r["startup_s"], 2),
+        _num(r["duration_s"], 1),
     ]
     if with_ceiling:
         cells.append(f"{float(r['fraction_of_ceiling']):.0%}" if r["fraction_of_ceiling"] is not None else "-")
@@ -201,12 +226,21 @@ def _log_cell(r: dict[str, Any]) -> str:
 def _tables(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict[str, Any]]) -> dict[str, tuple[list[str], list[list[str]]]]:
     with_ceiling = any(r["fraction_of_ceiling"] is not None for r in rows)
     out = {
-        "failures": (["outcome", "count", "trials", "first message"], [[g["outcome"], str(g["count"]), ", ".join(f"#{n}" for n in g["trials"]), g["message"][:200]] for g in failures]),
+        "failures": (
+            ["outcome", "count", "trials", "first message"],
+            [[g["outcome"], str(g["count"]), ", ".join(f"#{n}" for n in g["trials"]), g["message"][:200]] for g in failures],
+        ),
         "trials": (list(TRIAL_COLUMNS) + (["of ceiling"] if with_ceiling else []) + ["log"], [[*trial_cells(r, with_ceiling), _log_cell(r)] for r in rows]),
     }
     conf = ov.get("confirmation")
     if conf:
-        out["confirmation"] = (["trial", "config", "scores", "median"], [[f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median"))] for c in conf.get("candidates", [])])
+        out["confirmation"] = (
+            ["trial", "config", "scores", "median"],
+            [
+                [f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median"))]
+                for c in conf.get("candidates", [])
+            ],
+        )
     return out
 
 
@@ -246,7 +280,17 @@ def markdown(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict
     if "confirmation" in tables:
         out += [f"## {_confirmation_title(ov)}", "", ov["confirmation"].get("method", ""), "", _md_table(*tables["confirmation"]), ""]
     out += ["## All trials", "", _md_table(*tables["trials"]), ""]
-    out += ["## Explore the study", "", "The study opens as is in optuna-dashboard (`pip install optuna-dashboard`); each trial's user attributes hold the outcome, samples/s, spread and memory peaks:", "", "```", _dashboard(ov), "```", ""]
+    out += [
+        "## Explore the study",
+        "",
+        "The study opens as is in optuna-dashboard (`pip install optuna-dashboard`); "
+        "each trial's user attributes hold the outcome, samples/s, spread and memory peaks:",
+        "",
+        "```",
+        _dashboard(ov),
+        "```",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -267,7 +311,8 @@ figure{background:#fff;border-radius:8px;box-shadow:0 1px 3px rgba(0,0,0,.12);ma
 figure img{max-width:100%;height:auto;display:block;margin:0 auto}figcaption{color:#555;font-size:13px;margin-top:6px}
 .note{background:#fff4e5;border-left:4px solid #f0a020;padding:8px 12px;margin:8px 0;font-size:13px}
 nav{font-size:13px;margin:6px 0 0}nav a{margin-right:12px;color:#2a62b8;text-decoration:none}
-code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:13px}pre{background:#272822;color:#f8f8f2;padding:10px 14px;border-radius:6px;overflow-x:auto}
+code,pre{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:13px}
+pre{background:#272822;color:#f8f8f2;padding:10px 14px;border-radius:6px;overflow-x:auto}
 """
 
 
@@ -282,7 +327,11 @@ def _html_table(head: list[str], body: list[list[str]], cls: str = "", row_class
     out.append("<tbody>")
     for i, row in enumerate(body):
         rc = row_classes[i] if row_classes else ""
-        out.append((f'<tr class="{rc}">' if rc else "<tr>") + "".join(f'<td><a href="{_e(c)}">{_e(c)}</a></td>' if isinstance(c, Link) else f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+        out.append(
+            (f'<tr class="{rc}">' if rc else "<tr>")
+            + "".join(f'<td><a href="{_e(c)}">{_e(c)}</a></td>' if isinstance(c, Link) else f"<td>{_e(c)}</td>" for c in row)
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -296,7 +345,13 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
     """The report as one HTML file; ``folder`` holds the PNGs, which are embedded."""
     tables = _tables(ov, rows, failures)
     w = ov.get("winner")
-    sections = [("summary", "Summary")] + [(f.key, f.title) for f in figures] + [("failures", "Failures")] + ([("confirmation", "Re-measurement")] if "confirmation" in tables else []) + [("trials", "All trials"), ("explore", "Explore")]
+    sections = (
+        [("summary", "Summary")]
+        + [(f.key, f.title) for f in figures]
+        + [("failures", "Failures")]
+        + ([("confirmation", "Re-measurement")] if "confirmation" in tables else [])
+        + [("trials", "All trials"), ("explore", "Explore")]
+    )
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -304,9 +359,12 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
         f"<title>autotune report: {_e(ov['study'])}</title>",
         f"<style>{CSS}</style></head><body><main>",
         f"<h1>autotune report: {_e(ov['study'])}</h1>",
-        f'<div class="sub">{_e((ov["dataset"] or {}).get("path", ""))} · {_e(ov.get("pipeline") or "")} on {_e(ov.get("device") or "")} · created {_e(ov.get("created") or "-")}</div>',
+        f'<div class="sub">{_e((ov["dataset"] or {}).get("path", ""))} · {_e(ov.get("pipeline") or "")} on {_e(ov.get("device") or "")} · '
+        f'created {_e(ov.get("created") or "-")}</div>',
         "<nav>" + "".join(f'<a href="#{k}">{_e(t)}</a>' for k, t in sections) + "</nav>",
-        '<div class="cards">' + "".join(f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div></div>' for k, v in headline(ov)) + "</div>",
+        '<div class="cards">'
+        + "".join(f'<div class="card"><div class="k">{_e(k)}</div><div class="v">{_e(v)}</div></div>' for k, v in headline(ov))
+        + "</div>",
         '<h2 id="summary">Summary</h2>',
         _html_table([], [[k, v] for k, v in facts(ov)], cls="facts"),
     ]
@@ -319,13 +377,18 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
     out.append('<h2 id="failures">Failures by outcome</h2>')
     out.append(_html_table(*tables["failures"]) if failures else "<p>Every trial completed.</p>")
     if "confirmation" in tables:
-        out += [f'<h2 id="confirmation">{_e(_confirmation_title(ov))}</h2>', f"<p>{_e(ov['confirmation'].get('method', ''))}</p>", _html_table(*tables["confirmation"])]
+        out += [
+            f'<h2 id="confirmation">{_e(_confirmation_title(ov))}</h2>',
+            f"<p>{_e(ov['confirmation'].get('method', ''))}</p>",
+            _html_table(*tables["confirmation"]),
+        ]
     win_no = w["trial"] if w else None
     classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat") else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
     out += [
         '<h2 id="explore">Explore the study</h2>',
-        "<p>The study opens as is in optuna-dashboard (<code>pip install optuna-dashboard</code>); each trial's user attributes hold the outcome, samples/s, spread and memory peaks:</p>",
+        "<p>The study opens as is in optuna-dashboard (<code>pip install optuna-dashboard</code>); "
+        "each trial's user attributes hold the outcome, samples/s, spread and memory peaks:</p>",
         f"<pre>{_e(_dashboard(ov))}</pre>",
         "</main></body></html>",
     ]
