@@ -49,10 +49,13 @@ def _style(ax: Any) -> None:
 
 
 def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) -> str:
-    """Samples/s of each trial against the time it finished, the running best, failures at zero."""
+    """Samples/s of each trial against the time it finished, the running best, failures at zero. Trials queued and
+    never run (the budget ended first) have no time and no result: they are counted in the caption, not drawn."""
     fig = _figure(9.5, 4.4)
     ax = fig.add_subplot()
     _style(ax)
+    queued = sum(1 for r in rows if r["start"] is None and r["outcome"] in ("waiting", "queued"))
+    rows = [r for r in rows if not (r["start"] is None and r["outcome"] in ("waiting", "queued"))]
     starts = [r["start"] for r in rows if r["start"] is not None]
     t0 = min(starts) if starts else None
 
@@ -109,10 +112,12 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
     n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
     repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
+    not_run = f" {queued} more queued, not run (the budget ended first)." if queued else ""
     return (
-        f"{n_ok} of {len(rows)} trials completed{repeats}; the fastest trial measured {best:,.0f} samples/s (the re-measurements are in the winner's evidence)."
+        f"{n_ok} of {len(rows)} {'trial' if len(rows) == 1 else 'trials'} completed{repeats}; "
+        f"the fastest trial measured {best:,.0f} samples/s (the re-measurements are in the winner's evidence)." + not_run
         if bx
-        else "No trial completed."
+        else "No trial completed." + not_run
     )
 
 
@@ -135,7 +140,7 @@ def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) ->
             vals = groups[n]
             xs = [i + (j - (len(vals) - 1) / 2) * min(0.3 / max(len(vals), 1), 0.06) for j in range(len(vals))]
             ax.scatter(xs, vals, color=_colour(n), s=36, zorder=3, edgecolor="white")
-            ax.annotate(f"best {max(vals):,.0f}/s\n{len(vals)} trials", (i, max(vals)), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
+            ax.annotate(f"best {max(vals):,.0f}/s\n{len(vals)} {'trial' if len(vals) == 1 else 'trials'}", (i, max(vals)), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
         ax.set_ylabel("samples/s")
         ax.set_ylim(0, max(max(v) for v in groups.values()) * 1.25)
     ax.set_title("Throughput by backend (completed trials)")
