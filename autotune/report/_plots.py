@@ -140,7 +140,14 @@ def plot_backends(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) ->
             vals = groups[n]
             xs = [i + (j - (len(vals) - 1) / 2) * min(0.3 / max(len(vals), 1), 0.06) for j in range(len(vals))]
             ax.scatter(xs, vals, color=_colour(n), s=36, zorder=3, edgecolor="white")
-            ax.annotate(f"best {max(vals):,.0f}/s\n{len(vals)} {'trial' if len(vals) == 1 else 'trials'}", (i, max(vals)), textcoords="offset points", xytext=(0, 8), ha="center", fontsize=8)
+            ax.annotate(
+                f"best {max(vals):,.0f}/s\n{len(vals)} {'trial' if len(vals) == 1 else 'trials'}",
+                (i, max(vals)),
+                textcoords="offset points",
+                xytext=(0, 8),
+                ha="center",
+                fontsize=8,
+            )
         ax.set_ylabel("samples/s")
         ax.set_ylim(0, max(max(v) for v in groups.values()) * 1.25)
     ax.set_title("Throughput by backend (completed trials)")
