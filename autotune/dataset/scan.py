@@ -20,6 +20,7 @@ list both backends read; what is shown or recorded (messages, ``summary()`` in t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import os
@@ -137,16 +138,54 @@ def _folder_key(path: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
+#: file systems that hold the kernel's views (processes, devices, cgroups), never images: a link into one (``/sys``
+#: links every device from several places) is a walk without end
+PSEUDO_FILE_SYSTEMS = frozenset({
+    "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "pstore", "bpf",
+    "configfs", "fusectl", "mqueue", "hugetlbfs", "binfmt_misc", "autofs", "efivarfs", "rpc_pipefs", "nsfs",
+})
+
+
+@functools.lru_cache(maxsize=1)
+def _pseudo_devices() -> dict[int, str]:
+    """The device number of each mounted pseudo file system (``/proc/self/mountinfo``), with its type."""
+    out: dict[int, str] = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields = line.split()
+                if "-" not in fields:
+                    continue
+                fstype = fields[fields.index("-") + 1]
+                if fstype in PSEUDO_FILE_SYSTEMS:
+                    major, _, minor = fields[2].partition(":")
+                    out[os.makedev(int(major), int(minor))] = fstype
+    except (OSError, ValueError):  # not Linux, or no /proc: nothing is known to be such a file system
+        return {}
+    return out
+
+
+def pseudo_file_system(path: str) -> str | None:
+    """The type of the kernel's file system that ``path`` lies on (``sysfs`` for ``/sys``), or None."""
+    try:
+        return _pseudo_devices().get(os.stat(path).st_dev)
+    except OSError:
+        return None
+
+
 def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Every non-folder entry under ``top`` in ``sorted(os.walk(top, followlinks=True))`` order.
 
-    Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), or
-    one of the folders in ``above`` (the dataset root and the folders that hold it), is skipped (added to
-    ``skipped`` with why, as a folder that cannot be listed) instead of being walked again and again.
+    Like ``os.walk`` it follows symlinked folders, but a folder that is its own ancestor (a symlink loop), one
+    of the folders in ``above`` (the dataset root and the folders that hold it), one already walked through
+    another link, or one on a file system of the kernel's (``/proc``, ``/sys``) is skipped (added to ``skipped``
+    with why, as a folder that cannot be listed) instead of being walked again and again.
     """
     skipped = [] if skipped is None else skipped
     found: list[tuple[str, list[str]]] = []
     stack: list[tuple[str, frozenset[tuple[int, int]]]] = [(top, above)]
+    walked: set[tuple[int, int]] = set()
+    pseudo = _pseudo_devices()
     while stack:
         d, ancestors = stack.pop()
         try:
@@ -157,6 +196,13 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), skipp
         if key in ancestors:
             skipped.append((d, "symlink loop (links back to a folder above it)"))
             continue
+        if key in walked:  # two links to one folder: its files once, as one sample each
+            skipped.append((d, "a folder already walked through another link"))
+            continue
+        if st.st_dev in pseudo:
+            skipped.append((d, f"on a {pseudo[st.st_dev]} file system (the kernel's), which holds no images"))
+            continue
+        walked.add(key)
         ancestors = ancestors | {key}
         try:
             entries = list(os.scandir(d))
@@ -164,7 +210,9 @@ def _walk_files(top: str, above: frozenset[tuple[int, int]] = frozenset(), skipp
             skipped.append((d, f"folder cannot be listed ({e.strerror})"))
             continue
         names: list[str] = []
-        for entry in entries:
+        # in reverse name order onto the stack, so that folders are walked in name order: of two links to one
+        # folder, the first by name is the one walked, on every file system
+        for entry in sorted(entries, key=lambda e: e.name, reverse=True):
             try:
                 is_dir = entry.is_dir()  # follows symlinks, as os.walk does
             except OSError:
@@ -273,6 +321,10 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
         )
     if not root.is_dir():
         raise DatasetError(f"dataset path {str(root)!r} is a file, not a folder; pass the folder that holds one sub-folder per class")
+    kernel = pseudo_file_system(str(root))
+    if kernel is not None:  # /sys links every device from several places: a walk of minutes and gigabytes
+        raise DatasetError(f"dataset path {str(root)!r} is on a {kernel} file system (the kernel's), not a folder of images; "
+                           "pass the folder that holds one sub-folder per class")
     root = root.resolve()
     folders: list[tuple[str, str]] = []  # skipped folders: told with the files, not counted among them (Dataset.skipped)
     try:
