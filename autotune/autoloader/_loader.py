@@ -23,14 +23,15 @@ from typing import Any
 from autotune.autoloader._agree import Agreement
 from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
-from autotune.config.schema import LoaderConfig
+from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
 from autotune.errors import UserError
+from autotune.loaders.backends import backend_for, get_backend
 from autotune.loaders.factory import build_from_dataset
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
-SAFE = {"backend": "torch", "num_workers": 0}
+SAFE = {"backend": DEFAULT_BACKEND, "num_workers": 0}
 
 #: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
 _READ_AHEAD_EPOCHS = 4
@@ -152,9 +153,9 @@ class AutoLoader:
                 raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
                                 "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
                                 "batch_size=[...] to explore several")
-            if c.get("backend") == "dali" and c.get("dali_device") == "gpu" and not str(s.device).startswith("cuda"):  # it could only fail
-                raise UserError(f"candidates[{i}] decodes on the GPU (dali_device 'gpu'), but this AutoLoader delivers to {s.device}; "
-                                "use dali_device 'cpu', or a CUDA device")
+            unfit = backend_for(c).unfit(c, str(s.device))
+            if unfit:  # it could only fail
+                raise UserError(f"candidates[{i}] {unfit}")
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
         self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
@@ -420,7 +421,7 @@ class AutoLoader:
                         self._positions, cfg, pipeline=self.pipeline, device=self.device, seed=self.seed,
                         indices=self._reads(plan, act),
                     )
-                    persistent = cfg.torch is not None and cfg.backend.value == "torch" and bool(cfg.torch.persistent_workers)
+                    persistent = get_backend(cfg.backend).starts_once(cfg)
                     if persistent:  # its workers start once; without persistent workers, every epoch
                         act.it = iter(act.loader)
                     once = time.perf_counter() - t0
@@ -443,7 +444,7 @@ class AutoLoader:
     def _replace(self, act: _Active, error: BaseException, plan: EpochPlan) -> None:
         """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point.
         A file that torch's own decoding cannot read fails every loader: one line naming it, not a candidate's failure."""
-        bad = _undecodable(error) if act.params.get("backend", "torch") == "torch" else None
+        bad = _undecodable(error) if backend_for(act.params).decodes_with_open_rgb else None
         if bad is not None:  # a dozen candidates failed on it in turn, then a BadImageError traceback reached the loop
             self._close_loader(act)
             raise UserError(f"{bad} cannot be decoded, and every loader reads it: remove or replace it, then train again "
@@ -457,7 +458,7 @@ class AutoLoader:
 
             torch.cuda.empty_cache()  # what an out-of-memory candidate left cached goes back before the next one
         if act.fallback or not self.exploring:
-            if act.params.get("num_workers") == 0 and act.params.get("backend") == "torch":
+            if all(act.params.get(k, DEFAULT_BACKEND if k == "backend" else None) == v for k, v in SAFE.items()):
                 raise error  # even the torch defaults fail: a real problem (the data), not a candidate's
             act.params = {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size}
             act.fallback = True

@@ -13,17 +13,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune._imports import is_available
 from autotune.config import fingerprint
 from autotune.config.files import read_yaml
-from autotune.config.schema import Config, LoaderConfig, seed_number, unused_params, whole_number
+from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError, expect
+from autotune.loaders.backends import BACKENDS, get_backend
 from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
 from autotune.loaders.shards import drop_problem
-from autotune.outcomes import Backend
 
 if TYPE_CHECKING:
     from autotune.autoloader._agree import Agreement
@@ -92,10 +91,10 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
             raise UserError(f"candidates[{i}] {c!r:.80} is not a loader config: {e}") from None
         unused = unused_params(c)
         if unused:
-            backend = c.get("backend", "torch")
+            backend, owner = backend_of(c), next(n for n, b in BACKENDS.items() if unused[0] in b.params)
             raise UserError(f"candidates[{i}] sets {', '.join(unused)}, which the {backend} backend does not use"
-                            + (" (torch is the backend when none is given)" if "backend" not in c else "")
-                            + f"; drop {'it' if len(unused) == 1 else 'them'}, or set backend {'dali' if backend == 'torch' else 'torch'}")
+                            + (f" ({backend} is the backend when none is given)" if "backend" not in c else "")
+                            + f"; drop {'it' if len(unused) == 1 else 'them'}, or set backend {owner}")
     return out
 
 
@@ -168,8 +167,8 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
     elif (per_rank is not None and get_preset(pipeline).train and cfg.loader.batch_size > per_rank  # every epoch would be empty
           and not any(r.startswith("loader.batch_size:") for r in reasons)):
         reasons.append(f"batch size {cfg.loader.batch_size} is larger than the {per_rank} images per rank")
-    if cfg.loader.backend is Backend.DALI and not is_available("dali"):
-        reasons.append("DALI is not installed")
+    if not get_backend(cfg.loader.backend).available():
+        reasons.append(f"{get_backend(cfg.loader.backend).label} is not installed")
     if reasons:
         return None, "; ".join(reasons), cfg.loader.batch_size
     return cfg.loader.to_params(), "matches", cfg.loader.batch_size

@@ -121,6 +121,9 @@ def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
 #: the kind of loader a parameter mapping stands for when it names none
 DEFAULT_BACKEND = "torch"
 
+#: the kind whose best config a YAML keeps as ``torch_fallback`` (DataLoader keywords) when another kind won
+FALLBACK_BACKEND = "torch"
+
 #: the kinds whose YAML section has a field of its own in :class:`LoaderConfig`; any other kind's is in ``section``
 _FIELDS: dict[str, type] = {"torch": TorchOptions, "dali": DaliOptions}
 

@@ -89,6 +89,8 @@ class LoaderBackend(abc.ABC):
     #: whether its starting points are measured in every study, even one whose space does not offer the kind
     #: (the torch defaults: what every speedup is against)
     reference: ClassVar[bool] = False
+    #: what ``autotune doctor`` builds to read one batch of 4: check name -> (flat parameters, device)
+    smoke_checks: ClassVar[Mapping[str, tuple[dict[str, Any], str]]] = {}
     #: whether :meth:`preload` may run in a process that forks ranks afterwards
     preload_before_fork: ClassVar[bool] = False
     #: whether its decoder's errors may not name the file (then the trial looks for the undecodable file itself)
@@ -128,6 +130,11 @@ class LoaderBackend(abc.ABC):
         """The CPU threads or processes a config (flat parameters) spends on loading."""
         return 0
 
+    def unfit(self, params: Mapping[str, Any], device: str) -> str | None:
+        """Why a config (flat parameters) cannot deliver to ``device``, as ``decodes on ..., but the batches go to
+        ...; use ...``; None when it can."""
+        return None
+
     # -- the memory guard --------------------------------------------------------------------------------
     def buffered_batches(self, loader: LoaderConfig) -> int:
         """How many batches ``loader`` can hold ready before they are asked for."""
@@ -144,6 +151,15 @@ class LoaderBackend(abc.ABC):
         """The knobs that set how many batches ``loader`` holds, with their values and how to lower them, as the end
         of the sentence ``... (batch size B, <this>``."""
         return "no batches held ahead); lower the batch size"
+
+    # -- a loader at work -----------------------------------------------------------------------------------
+    #: whether it decodes with :func:`autotune.dataset.imaging.open_rgb` in the training process or its workers, whose
+    #: ``BadImageError`` names the file (then every kind fails on that file too: the data, not the config, is at fault)
+    decodes_with_open_rgb: ClassVar[bool] = False
+
+    def starts_once(self, loader: LoaderConfig) -> bool:
+        """Whether ``loader``'s workers outlive an epoch (the first ``iter()`` starts them, later ones reuse them)."""
+        return False
 
     # -- the trial process -------------------------------------------------------------------------------
     def preload(self) -> None:  # noqa: B027 - optional hook

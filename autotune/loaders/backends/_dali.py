@@ -287,6 +287,7 @@ class DaliBackend(LoaderBackend):
     }
     label = "DALI"
     install = 'pip install -e ".[dali]" (CUDA 13 drivers: ".[dali-cu13]")'
+    smoke_checks = {"dali-cpu": ({"dali_device": "cpu", "num_threads": 1}, "cpu"), "dali-gpu": ({"dali_device": "gpu", "num_threads": 1}, "cuda")}
     decode_errors_unnamed = True  # DALI's decoder may fail without naming the file
     # preload_before_fork stays False: DALI's import sets up its allocators, and nothing CUDA may come before a fork
 
@@ -328,6 +329,11 @@ class DaliBackend(LoaderBackend):
             if hw != usual:
                 out["dali-hw"] = hw
         return out
+
+    def unfit(self, params: Mapping[str, Any], device: str) -> str | None:
+        if params.get("dali_device") == "gpu" and not device.startswith("cuda"):
+            return f"decodes on the GPU (dali_device 'gpu'), but this AutoLoader delivers to {device}; use dali_device 'cpu', or a CUDA device"
+        return None
 
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_threads", 2))  # GPU decode too: its threads read the files

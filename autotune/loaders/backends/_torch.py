@@ -118,8 +118,9 @@ class TorchBackend(LoaderBackend):
         "pin_memory": ("bool", None, None),
         "persistent_workers": ("bool", None, None),
     }
-    label = "the torch DataLoader"
+    label = "torch"
     reference = True
+    smoke_checks = {"torch": ({"num_workers": 2, "prefetch_factor": 2}, "cpu")}
     preload_before_fork = True
 
     def describe(self, loader: LoaderConfig) -> str:
@@ -159,6 +160,11 @@ class TorchBackend(LoaderBackend):
             "defaults": {"backend": "torch", "batch_size": batch, "num_workers": 0, "pin_memory": False},
             "heuristic": {"backend": "torch", "batch_size": batch, "num_workers": cores, "pin_memory": cuda, "prefetch_factor": 2, "persistent_workers": True},
         }
+
+    decodes_with_open_rgb = True
+
+    def starts_once(self, loader: LoaderConfig) -> bool:
+        return loader.torch is not None and loader.torch.persistent_workers
 
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_workers", 0))
