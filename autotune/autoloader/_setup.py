@@ -19,7 +19,7 @@ from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError, expect
-from autotune.loaders.backends import BACKENDS, get_backend
+from autotune.loaders.backends import BACKENDS, backend_for, get_backend
 from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
 from autotune.loaders.shards import drop_problem
@@ -307,3 +307,46 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
                            seed=s.seed, device=s.device, cores=_cores(comm), first=first)
+
+
+def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:
+    """Raise for a candidate that could only fail here: a batch size the exploration does not take, or a config its
+    kind of loader cannot deliver to the device with. ``s`` is :func:`resolve`'s answer."""
+    for i, c in enumerate(candidates):
+        b = c.get("batch_size")
+        if b is not None and s.batch_choices is not None and b not in s.batch_choices:  # it overrode a fixed batch, or gave empty epochs
+            raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
+                            "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
+                            "batch_size=[...] to explore several")
+        unfit = backend_for(c).unfit(c, str(s.device))
+        if unfit:
+            raise UserError(f"candidates[{i}] {unfit}")
+
+
+def check_writable(comm: Any, config_path: str | None) -> None:
+    """Raise, on every rank, when ``config_path`` could not be written after exploring."""
+    if config_path is None:
+        return
+    from autotune.config.files import write_problem
+
+    problem = agreed(comm, lambda: write_problem(config_path))
+    if problem is not None:
+        raise UserError(f"config {config_path!r} {problem} (or config=None to write nothing)")
+
+
+def undecodable(e: BaseException) -> str | None:
+    """The file a decoding error of the dataset's own (``BadImageError``, in this process or a DataLoader worker's)
+    names, printable; None for any other failure."""
+    from autotune.dataset.imaging import BadImageError
+    from autotune.dataset.paths import printable
+    from autotune.trials.child import bad_image_path
+
+    if not (isinstance(e, BadImageError) or "BadImageError" in str(e)):
+        return None
+    path = bad_image_path(str(e))
+    return printable(path) if path else None
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message``, for a warning."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()

@@ -368,7 +368,8 @@ class Config:
         folder; :func:`autotune.build_loader` and ``autotune check`` leave them out too."""
         names = self.dataset.get("excluded") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; re-create the file with 'autotune run'")
+            raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; "
+                              "re-create the file with 'autotune run'")
         return tuple(names)
 
     @property
@@ -391,7 +392,8 @@ class Config:
         if kwargs is None:
             raise ConfigError(
                 f"this config's backend is {self.loader.backend.value} and its study measured no torch DataLoader, so it has "
-                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a space with the torch backend and more time (--budget) or trials (--n-trials)"
+                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a space with the torch backend and more time "
+                "(--budget) or trials (--n-trials)"
             )
         kwargs.update(overrides)
         if kwargs.get("num_workers") == 0:  # num_workers=0 to debug: DataLoader refuses the worker-only keywords
@@ -410,13 +412,15 @@ class Config:
         """
         env = os.environ
         rank = whole_number(env.get("RANK", 0) if rank is None else rank, "rank", "this process's rank from 0; RANK under torchrun", least=0)
-        world_size = whole_number(env.get("WORLD_SIZE", 1) if world_size is None else world_size, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
+        world = env.get("WORLD_SIZE", 1) if world_size is None else world_size
+        world_size = whole_number(world, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
         if local_world_size is None:
             local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
         local_world_size = whole_number(local_world_size, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
-        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun", least=0)
+        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun",
+                                  least=0)
         if local_world_size > world_size or local_rank >= local_world_size:  # cuda:LOCAL_RANK must be one of this node's ranks
             raise ConfigError(f"local_rank={local_rank}, local_world_size={local_world_size} and world_size={world_size} do not fit together "
                               "(need local_rank < local_world_size <= world_size); check LOCAL_RANK, LOCAL_WORLD_SIZE and WORLD_SIZE, or the arguments")

@@ -10,6 +10,7 @@ from typing import Any
 
 from autotune.errors import ConfigError
 
+
 def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)  # YAML's true is an int to Python
 

@@ -92,8 +92,9 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
 
 def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
     """A :class:`~autotune.config.fingerprint.Difference` that matters when ``cfg``'s loader cannot run here: a train
-    batch larger than the recorded dataset's images per rank, or more memory than this machine has (registered with :func:`autotune.config.fingerprint.register_fit_check`), sized with the image
-    bytes and the ranks the YAML recorded; None when it fits, or when the YAML cannot say (an unknown pipeline)."""
+    batch larger than the recorded dataset's images per rank, or more memory than this machine has (registered with
+    :func:`autotune.config.fingerprint.register_fit_check`), sized with the image bytes and the ranks the YAML recorded;
+    None when it fits, or when the YAML cannot say (an unknown pipeline)."""
     from autotune.config.fingerprint import Difference
     from autotune.dataset.scan import Dataset
     from autotune.errors import UserError

@@ -125,7 +125,8 @@ def _device_id(device: str, dali_device: str) -> int | None:
 
 
 def _graph(
-    fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int, shuffle: bool | None = None
+    fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int,
+    shuffle: bool | None = None,
 ) -> tuple[Any, Any]:
     """The preset as DALI operators; called inside the pipeline definition.
 

@@ -44,7 +44,7 @@ class FileListDataset:
     dataset, which is all a ``DataLoader`` asks of one."""
 
     def __init__(self, files: tuple[str, ...], labels: tuple[int, ...], classes: tuple[str, ...], transform) -> None:
-        self.samples = list(zip(files, labels))
+        self.samples = list(zip(files, labels, strict=True))
         self.targets = list(labels)
         self.classes = list(classes)
         self.class_to_idx = {c: i for i, c in enumerate(classes)}
@@ -200,7 +200,8 @@ class TorchBackend(LoaderBackend):
         assert t is not None
         if t.num_workers == 0:  # no batches in flight: the batch itself is what does not fit
             return "no workers); lower the batch size"
-        return f"num_workers {t.num_workers} x prefetch_factor {t.prefetch_factor or 2}); lower loader.torch.prefetch_factor (2 is torch's default) or num_workers"
+        return (f"num_workers {t.num_workers} x prefetch_factor {t.prefetch_factor or 2}); lower loader.torch.prefetch_factor (2 is torch's default) "
+                "or num_workers")
 
     def preload(self) -> None:
         import torch.utils.data  # noqa: F401 - imported ahead of the measured build
@@ -223,8 +224,8 @@ class TorchBackend(LoaderBackend):
 
         opts = loader.torch
         assert opts is not None
-        ds = FileListDataset(dataset.files, dataset.labels, dataset.classes, build_transform(preset))
-        sampler = None
+        ds: Any = FileListDataset(dataset.files, dataset.labels, dataset.classes, build_transform(preset))
+        sampler: Any = None
         shuffle = preset.train
         if indices is not None:
             sampler = list(indices)  # these positions, in this order (a DataLoader takes any iterable of indices)
