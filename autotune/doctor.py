@@ -478,20 +478,17 @@ def _last_line(text: str) -> str:
 
 def _smoke_child(kind: str, root: str) -> None:
     """Child process: build one loader (``torch``, ``dali-cpu``, ``dali-gpu``) on ``root`` and read one batch."""
-    from autotune.config.schema import DaliOptions, LoaderConfig, TorchOptions
+    from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import scan
-    from autotune.loaders.backends import get_backend
+    from autotune.loaders.backends import BACKENDS
     from autotune.loaders.presets import get_preset
 
-    backend = get_backend("torch" if kind == "torch" else "dali")  # imports torch: not part of the time
+    backend = next(b for b in BACKENDS.values() if kind in b.smoke_checks)
+    params, device = backend.smoke_checks[kind]
+    cfg = LoaderConfig.from_params({"backend": backend.name, "batch_size": 4, **params})
+    backend.preload()  # imports torch (and DALI): not part of the time
     t0 = time.perf_counter()
     ds = scan(root)
-    if kind == "torch":
-        cfg, device = LoaderConfig("torch", 4, torch=TorchOptions(num_workers=2, prefetch_factor=2)), "cpu"
-    else:
-        gpu = kind == "dali-gpu"
-        cfg = LoaderConfig("dali", 4, dali=DaliOptions(device="gpu" if gpu else "cpu", num_threads=1))
-        device = "cuda" if gpu else "cpu"
     loader = backend.build(ds, get_preset("imagenet-train"), cfg, device, seed=0)
     try:
         images, _ = next(iter(loader))

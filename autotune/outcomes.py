@@ -58,8 +58,21 @@ def died_of(exitcode: int | None, what: str) -> tuple[Outcome, str]:
 
 
 class Backend(str, enum.Enum):
+    """A kind of loader, as ``loader.backend`` names it. ``torch`` and ``dali`` are built in; a kind registered in
+    :mod:`autotune.loaders.backends` beyond them gets its member when it is registered (:meth:`add`)."""
+
     TORCH = "torch"
     DALI = "dali"
+
+    @classmethod
+    def add(cls, name: str) -> Backend:
+        """The member named ``name``, made when there is none yet: ``Backend(name)`` finds it from then on. It is not
+        listed by ``list(Backend)``, which holds the built-in kinds."""
+        if name not in cls._value2member_map_:
+            member = str.__new__(cls, name)
+            member._name_, member._value_ = name.upper(), name
+            cls._value2member_map_[name] = member
+        return cls(name)
 
     def __str__(self) -> str:
         return self.value

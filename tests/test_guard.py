@@ -16,6 +16,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.loaders import memory
+from autotune.loaders.backends._dali import DALI_GPU_BASE_MIB
 from autotune.loaders.memory import estimate
 from autotune.outcomes import Outcome
 from autotune.study.space import parse_space
@@ -100,7 +101,7 @@ def test_estimate_grows_with_the_batches_in_flight():
 def test_estimate_sizes_dali_decode_buffers_from_image_bytes():
     big_images = estimate(_dali(256), _dataset(mean_bytes=500_000), device="cuda")
     small_images = estimate(_dali(256), _dataset(mean_bytes=20_000), device="cuda")
-    assert big_images["gpu_mib"] > small_images["gpu_mib"] > memory.CUDA_CONTEXT_MIB + memory.DALI_GPU_BASE_MIB
+    assert big_images["gpu_mib"] > small_images["gpu_mib"] > memory.CUDA_CONTEXT_MIB + DALI_GPU_BASE_MIB
     assert estimate(_dali(256, threads=16), _dataset(), device="cuda")["host_mib"] > estimate(_dali(256, threads=2), _dataset(), device="cuda")["host_mib"]
     assert estimate(_dali(256, q=3), _dataset(), device="cuda")["gpu_mib"] > estimate(_dali(256, q=1), _dataset(), device="cuda")["gpu_mib"]
     cpu = estimate(_dali(64, device="cpu"), _dataset())

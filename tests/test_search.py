@@ -284,7 +284,7 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
     monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
-    monkeypatch.setattr("autotune.study.space.is_available", lambda feature: True)  # DALI stays in the space
+    monkeypatch.setattr("autotune.loaders.backends._dali.is_available", lambda feature: True)  # DALI stays in the space
     slow_start = Landscape(near_ties, startup_s=lambda c: 2.0 * c.dali.num_threads if c.dali is not None else 0.5, ramp_s=dali_ramp)
     replay = Replay(slow_start, noise=0.08, seed=1, clock=clock).install(monkeypatch)
     (workdir / "space.yaml").write_text(yaml.safe_dump(SPACE))
@@ -308,7 +308,7 @@ def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_da
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
     monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
-    monkeypatch.setattr("autotune.study.space.is_available", lambda feature: True)
+    monkeypatch.setattr("autotune.loaders.backends._dali.is_available", lambda feature: True)
     slow_defaults = Landscape(lambda c: 4.0 if c.dali is None and c.torch.num_workers == 0 else near_ties(c))
     Replay(slow_defaults, noise=0.02, seed=3, clock=clock).install(monkeypatch)
     (workdir / "space.yaml").write_text(yaml.safe_dump(SPACE))

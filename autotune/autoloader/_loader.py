@@ -23,35 +23,19 @@ from typing import Any
 from autotune.autoloader._agree import Agreement
 from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
-from autotune.config.schema import LoaderConfig
+from autotune.autoloader._setup import one_line, undecodable
+from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
 from autotune.errors import UserError
+from autotune.loaders.backends import backend_for, get_backend
 from autotune.loaders.factory import build_from_dataset
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
-SAFE = {"backend": "torch", "num_workers": 0}
+SAFE = {"backend": DEFAULT_BACKEND, "num_workers": 0}
 
 #: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
 _READ_AHEAD_EPOCHS = 4
-
-
-def _undecodable(e: BaseException) -> str | None:
-    """The file a decoding error of the dataset's own (``BadImageError``, in this process or a DataLoader worker's)
-    names, printable; None for any other failure."""
-    from autotune.dataset.imaging import BadImageError
-    from autotune.dataset.paths import printable
-    from autotune.trials.child import bad_image_path
-
-    if not (isinstance(e, BadImageError) or "BadImageError" in str(e)):
-        return None
-    path = bad_image_path(str(e))
-    return printable(path) if path else None
-
-
-def _one_line(e: BaseException) -> str:
-    """``Type: first line of the message``, for a warning."""
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
 
 
 @dataclasses.dataclass
@@ -128,13 +112,7 @@ class AutoLoader:
         with_indices: bool = False,
         exploration: Exploration | None = None,
     ) -> None:
-        from autotune.autoloader._setup import (
-            agreed,
-            check_arguments,
-            resolve,
-            rules_of,
-            start_source,
-        )
+        from autotune.autoloader._setup import agreed, check_arguments, check_candidates, check_writable, resolve, rules_of, start_source
 
         candidates = check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
                                      storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
@@ -146,15 +124,8 @@ class AutoLoader:
         self._told_unwritten = False
         self._epoch_batches = 0  # batches in an epoch too short to measure in, when candidates were scored over whole ones
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
-        for i, c in enumerate(candidates if s.settled is None else ()):  # every rank, alike: found before training starts
-            b = c.get("batch_size")
-            if b is not None and s.batch_choices is not None and b not in s.batch_choices:  # it overrode a fixed batch, or gave empty epochs
-                raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
-                                "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
-                                "batch_size=[...] to explore several")
-            if c.get("backend") == "dali" and c.get("dali_device") == "gpu" and not str(s.device).startswith("cuda"):  # it could only fail
-                raise UserError(f"candidates[{i}] decodes on the GPU (dali_device 'gpu'), but this AutoLoader delivers to {s.device}; "
-                                "use dali_device 'cpu', or a CUDA device")
+        if s.settled is None:
+            check_candidates(candidates, s)  # every rank, alike: found before training starts
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
         self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
@@ -176,14 +147,7 @@ class AutoLoader:
             return
         self.settled = None
         self._active = None
-        if self.config_path is not None:  # found now, not after minutes of exploring; every rank raises it
-            from autotune.config.files import write_problem
-
-            path = self.config_path
-            problem = agreed(self.comm, lambda: write_problem(path))
-            if problem is not None:
-                raise UserError(f"config {self.config_path!r} {problem} (or config=None to write nothing)")
-
+        check_writable(self.comm, self.config_path)  # found now, not after minutes of exploring; every rank raises it
         if self.rules.budget_s == 0:  # nothing to explore: the torch defaults, no study, nothing written
             self._apply({"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": "budget_s is 0"}, None)
             return
@@ -361,7 +325,7 @@ class AutoLoader:
         except StopIteration:
             pass
         except Exception as e:  # noqa: BLE001 - a failure past the last batch: the epoch was delivered; the close reports nothing either
-            logger.debug("the end of the epoch failed: %s", _one_line(e))
+            logger.debug("the end of the epoch failed: %s", one_line(e))
         return time.perf_counter() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
@@ -420,7 +384,7 @@ class AutoLoader:
                         self._positions, cfg, pipeline=self.pipeline, device=self.device, seed=self.seed,
                         indices=self._reads(plan, act),
                     )
-                    persistent = cfg.torch is not None and cfg.backend.value == "torch" and bool(cfg.torch.persistent_workers)
+                    persistent = get_backend(cfg.backend).starts_once(cfg)
                     if persistent:  # its workers start once; without persistent workers, every epoch
                         act.it = iter(act.loader)
                     once = time.perf_counter() - t0
@@ -443,12 +407,12 @@ class AutoLoader:
     def _replace(self, act: _Active, error: BaseException, plan: EpochPlan) -> None:
         """Drop a failed loader: decide at once in one process; under DDP run the fallback to the next check point.
         A file that torch's own decoding cannot read fails every loader: one line naming it, not a candidate's failure."""
-        bad = _undecodable(error) if act.params.get("backend", "torch") == "torch" else None
+        bad = undecodable(error) if backend_for(act.params).decodes_with_open_rgb else None
         if bad is not None:  # a dozen candidates failed on it in turn, then a BadImageError traceback reached the loop
             self._close_loader(act)
             raise UserError(f"{bad} cannot be decoded, and every loader reads it: remove or replace it, then train again "
                             "('autotune run --dataset DIR' lists every such file)") from error
-        msg = _one_line(error)
+        msg = one_line(error)
         logger.warning("loader %s failed (%s): replacing it", LoaderConfig.from_params(act.params).describe(), msg)
         self._close_loader(act)
         act.rank_local = True  # under DDP only this rank rebuilds: it must read as far as the others
@@ -457,7 +421,7 @@ class AutoLoader:
 
             torch.cuda.empty_cache()  # what an out-of-memory candidate left cached goes back before the next one
         if act.fallback or not self.exploring:
-            if act.params.get("num_workers") == 0 and act.params.get("backend") == "torch":
+            if all(act.params.get(k, DEFAULT_BACKEND if k == "backend" else None) == v for k, v in SAFE.items()):
                 raise error  # even the torch defaults fail: a real problem (the data), not a candidate's
             act.params = {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size}
             act.fallback = True
@@ -502,7 +466,8 @@ class AutoLoader:
                                         wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
                     rate = loop_rate(per_sample)  # said here, before the decision it leads to
-                    logger.info("candidate %d %s: %s%s", cand.number, cand.loader.describe(), verdict, f", {rate:.1f} samples/s of the training loop" if rate else "")
+                    shown = f", {rate:.1f} samples/s of the training loop" if rate else ""
+                    logger.info("candidate %d %s: %s%s", cand.number, cand.loader.describe(), verdict, shown)
             decision = self._next_decision(verdict, wait_fraction, verdict)
             if (decision["action"] == "settle" and decision["number"] != act.number and not act.fallback and t.measured
                     and self.explorer.stay_to_epoch_end(verdict, per_sample, plan.left())):
@@ -574,7 +539,7 @@ class AutoLoader:
             except Exception as e:  # storage trouble must not reach the training loop (asking re-raises)
                 if not quiet:
                     raise
-                logger.warning("%s failed: %s", what, _one_line(e))
+                logger.warning("%s failed: %s", what, one_line(e))
                 return None
 
         if self._study_worker is None:

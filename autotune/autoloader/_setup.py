@@ -13,17 +13,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune._imports import is_available
 from autotune.config import fingerprint
 from autotune.config.files import read_yaml
-from autotune.config.schema import Config, LoaderConfig, seed_number, unused_params, whole_number
+from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
 from autotune.errors import UserError, expect
+from autotune.loaders.backends import BACKENDS, backend_for, get_backend
 from autotune.loaders.factory import check_device
 from autotune.loaders.presets import get_preset
 from autotune.loaders.shards import drop_problem
-from autotune.outcomes import Backend
 
 if TYPE_CHECKING:
     from autotune.autoloader._agree import Agreement
@@ -92,10 +91,10 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
             raise UserError(f"candidates[{i}] {c!r:.80} is not a loader config: {e}") from None
         unused = unused_params(c)
         if unused:
-            backend = c.get("backend", "torch")
+            backend, owner = backend_of(c), next(n for n, b in BACKENDS.items() if unused[0] in b.params)
             raise UserError(f"candidates[{i}] sets {', '.join(unused)}, which the {backend} backend does not use"
-                            + (" (torch is the backend when none is given)" if "backend" not in c else "")
-                            + f"; drop {'it' if len(unused) == 1 else 'them'}, or set backend {'dali' if backend == 'torch' else 'torch'}")
+                            + (f" ({backend} is the backend when none is given)" if "backend" not in c else "")
+                            + f"; drop {'it' if len(unused) == 1 else 'them'}, or set backend {owner}")
     return out
 
 
@@ -168,8 +167,8 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
     elif (per_rank is not None and get_preset(pipeline).train and cfg.loader.batch_size > per_rank  # every epoch would be empty
           and not any(r.startswith("loader.batch_size:") for r in reasons)):
         reasons.append(f"batch size {cfg.loader.batch_size} is larger than the {per_rank} images per rank")
-    if cfg.loader.backend is Backend.DALI and not is_available("dali"):
-        reasons.append("DALI is not installed")
+    if not get_backend(cfg.loader.backend).available():
+        reasons.append(f"{get_backend(cfg.loader.backend).label} is not installed")
     if reasons:
         return None, "; ".join(reasons), cfg.loader.batch_size
     return cfg.loader.to_params(), "matches", cfg.loader.batch_size
@@ -308,3 +307,46 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
                            seed=s.seed, device=s.device, cores=_cores(comm), first=first)
+
+
+def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:
+    """Raise for a candidate that could only fail here: a batch size the exploration does not take, or a config its
+    kind of loader cannot deliver to the device with. ``s`` is :func:`resolve`'s answer."""
+    for i, c in enumerate(candidates):
+        b = c.get("batch_size")
+        if b is not None and s.batch_choices is not None and b not in s.batch_choices:  # it overrode a fixed batch, or gave empty epochs
+            raise UserError(f"candidates[{i}] sets batch_size {b!r}, but this AutoLoader explores batch size {'/'.join(map(str, s.batch_choices))} "
+                            "(the batch_size argument, at most the images per rank); leave batch_size out of the candidate, or pass "
+                            "batch_size=[...] to explore several")
+        unfit = backend_for(c).unfit(c, str(s.device))
+        if unfit:
+            raise UserError(f"candidates[{i}] {unfit}")
+
+
+def check_writable(comm: Any, config_path: str | None) -> None:
+    """Raise, on every rank, when ``config_path`` could not be written after exploring."""
+    if config_path is None:
+        return
+    from autotune.config.files import write_problem
+
+    problem = agreed(comm, lambda: write_problem(config_path))
+    if problem is not None:
+        raise UserError(f"config {config_path!r} {problem} (or config=None to write nothing)")
+
+
+def undecodable(e: BaseException) -> str | None:
+    """The file a decoding error of the dataset's own (``BadImageError``, in this process or a DataLoader worker's)
+    names, printable; None for any other failure."""
+    from autotune.dataset.imaging import BadImageError
+    from autotune.dataset.paths import printable
+    from autotune.trials.child import bad_image_path
+
+    if not (isinstance(e, BadImageError) or "BadImageError" in str(e)):
+        return None
+    path = bad_image_path(str(e))
+    return printable(path) if path else None
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message``, for a warning."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()

@@ -19,7 +19,7 @@ import optuna
 
 from autotune.autoloader._explore import loop_rate
 from autotune.config.files import save_config
-from autotune.config.schema import Config, LoaderConfig
+from autotune.config.schema import Config, LoaderConfig, backend_of
 from autotune.dataset.paths import safe_name
 from autotune.dataset.scan import Dataset
 from autotune.outcomes import Outcome
@@ -102,14 +102,14 @@ class CandidateSource:
         base = baseline_configs(space, TuneSettings(device=device, cores=cores))
         # the torch defaults are not queued (a loop at their pace costs training time), but when the sampler or a
         # user candidate measures them they are the YAML's defaults figure, as in `autotune run`'s
-        self._defaults = LoaderConfig.from_params(base["defaults"]).describe() if "torch" in space.backends() else None
+        self._defaults = LoaderConfig.from_params(base["defaults"]).describe() if backend_of(base["defaults"]) in space.backends() else None
         # on a GPU, every JPEG on the hardware decoder first: it keeps the GPU's cores for the training step, which a
         # loader that decodes on them slows without the loop ever waiting for data (on an H200 with ResNet-50 the
         # offline study picked it, 1.9 % ahead of DALI's usual 0.65 share: benchmarks/RESULTS.md); then DALI's
         # usual start, then the torch heuristic
         order = ("dali-hw", "dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
         for role in order:
-            if role in base and base[role].get("backend", "torch") in space.backends():
+            if role in base and backend_of(base[role]) in space.backends():
                 self._enqueue(base[role], role)
 
     def _enqueue(self, params: dict[str, Any], role: str) -> None:

@@ -9,13 +9,21 @@ from autotune.config.files import (
     save_config,
 )
 from autotune.config.schema import (
-    PARAM_NAMES,
     Config,
     DaliOptions,
     LoaderConfig,
     RankConfig,
     TorchOptions,
 )
+
+
+def __getattr__(name: str) -> object:
+    if name == "PARAM_NAMES":  # every registered kind's parameters: read when asked, after the kinds register
+        from autotune.config import schema
+
+        return schema.param_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "PARAM_NAMES",

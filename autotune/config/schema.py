@@ -19,14 +19,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import logging
-import math
 import operator
 import os
 import re
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
+from autotune.config.sections import (
+    MAX_BATCH_SIZE,
+    DaliOptions,
+    TorchOptions,
+    from_mapping,
+    is_int,
+    is_number,
+    require,
+)
 from autotune.errors import ConfigError
 from autotune.outcomes import Backend
 
@@ -45,20 +53,38 @@ def register_loader_factory(factory: Callable[..., Any]) -> None:
     _loader_factory = factory
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)  # YAML's true is an int to Python
+class LoaderKind(Protocol):
+    """What the schema asks of a kind of loader (:class:`autotune.loaders.backends.LoaderBackend` answers)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def options(self) -> type: ...
+    @property
+    def params(self) -> Mapping[str, str]: ...
+    def describe(self, loader: LoaderConfig) -> str: ...
+    def section(self, options: Any) -> dict[str, Any]: ...
+    def dataloader_kwargs(self, loader: LoaderConfig) -> dict[str, Any] | None: ...
 
 
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return False
-    return math.isfinite(value) if isinstance(value, float) else abs(value) < 2**1023  # an int too large for a float is no figure
+#: the kinds of loader by name (``autotune.loaders.backends.BACKENDS``), registered by that package when it is
+#: imported, so that the schema reads and writes each kind's section without importing the loader layer
+_kinds: Mapping[str, LoaderKind] = {}
 
 
-def _require(ok: bool, name: str, kind: str, value: Any) -> None:
-    if not ok:
-        shown = repr(value)
-        raise ConfigError(f"{name} must be {kind}, but got {shown if len(shown) <= 60 else shown[:40] + f'... ({len(shown)} characters)'}")
+def register_kinds(registry: Mapping[str, LoaderKind]) -> None:
+    """Called once by :mod:`autotune.loaders.backends`: the registry :func:`kind` reads (a kind added to it later is known at once)."""
+    global _kinds
+    _kinds = registry
+
+
+def kind(name: Any, where: str = "loader.backend") -> LoaderKind:
+    """The registered kind of loader called ``name`` (a :class:`~autotune.outcomes.Backend` or its value)."""
+    try:
+        return _kinds[name.value if isinstance(name, Backend) else name]
+    except (KeyError, TypeError):
+        raise ConfigError(f"{where} must be one of {', '.join(_kinds)}, but got {name!r}") from None
+
 
 
 #: ``result`` keys that hold a number (or null); ``spread``, ``scores`` and ``per_rank_samples_per_s`` hold lists of numbers.
@@ -71,112 +97,51 @@ RESULT_NUMBERS = (
 
 def _check_evidence(dataset: dict[str, Any], result: dict[str, Any]) -> None:
     path = dataset.get("path")
-    _require(path is None or isinstance(path, str), "dataset.path", "a folder name", path)
+    require(path is None or isinstance(path, str), "dataset.path", "a folder name", path)
     for key, what in (("samples", "a whole number of images"), ("classes", "a whole number of classes"), ("mean_bytes", "a whole number of bytes")):
         v = dataset.get(key)  # at most 2**53 (a float holds it): 10**400 broke every comparison with an OverflowError
-        _require(v is None or (_is_int(v) and 0 <= v <= 2**53), f"dataset.{key}", what, v)
+        require(v is None or (is_int(v) and 0 <= v <= 2**53), f"dataset.{key}", what, v)
     excluded = dataset.get("excluded")
-    _require(excluded is None or (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)), "dataset.excluded",
+    require(excluded is None or (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)), "dataset.excluded",
              "a list of file names", excluded)
     for k in RESULT_NUMBERS:  # rates, speedups, seconds, MiB and fractions: none is below zero
         v = result.get(k)
-        _require(v is None or (_is_number(v) and v >= 0), f"result.{k}", "a number of at least 0", v)
+        require(v is None or (is_number(v) and v >= 0), f"result.{k}", "a number of at least 0", v)
     for k in ("spread", "scores", "per_rank_samples_per_s"):
         v = result.get(k)
-        _require(v is None or (isinstance(v, list) and all(_is_number(x) and x >= 0 for x in v)), f"result.{k}", "a list of numbers of at least 0", v)
+        require(v is None or (isinstance(v, list) and all(is_number(x) and x >= 0 for x in v)), f"result.{k}", "a list of numbers of at least 0", v)
     ranks = result.get("ranks")
-    _require(ranks is None or (_is_int(ranks) and ranks >= 1), "result.ranks", "an integer >= 1", ranks)
+    require(ranks is None or (is_int(ranks) and ranks >= 1), "result.ranks", "an integer >= 1", ranks)
     load = result.get("other_load")  # other jobs' cores during the run: {cores, cpus, usable_cores}
-    _require(load is None or (isinstance(load, dict) and all(_is_number(load.get(k)) for k in ("cores", "cpus", "usable_cores"))),
+    require(load is None or (isinstance(load, dict) and all(is_number(load.get(k)) for k in ("cores", "cpus", "usable_cores"))),
              "result.other_load", "a mapping of the numbers cores, cpus and usable_cores", load)
 
 
-def _from_dict(cls: type, data: Any, where: str):
-    """Build a dataclass from a mapping; unknown keys are an error naming the key."""
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} must be a mapping, but got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise ConfigError(f"unknown key {where}.{unknown[0]}; allowed keys are: {', '.join(sorted(names))}")
-    return cls(**data)
+
+#: the kind of loader a parameter mapping stands for when it names none
+DEFAULT_BACKEND = "torch"
+
+#: the kind whose best config a YAML keeps as ``torch_fallback`` (DataLoader keywords) when another kind won
+FALLBACK_BACKEND = "torch"
+
+#: the kinds whose YAML section has a field of its own in :class:`LoaderConfig`; any other kind's is in ``section``
+_FIELDS: dict[str, type] = {"torch": TorchOptions, "dali": DaliOptions}
 
 
-#: the least and the most each loader knob may be in a YAML (a prefetch of 10**12 batches would hang the first
-#: batch; no machine has more workers or threads than this). A search space offers less (prefetch up to 64); a
-#: hand-tuned YAML may hold more.
-#: the largest batch a loader is built for: more is no loader to measure or train with (its memory is refused)
-MAX_BATCH_SIZE = 1 << 20
-
-KNOB_BOUNDS: dict[str, tuple[int, int]] = {
-    "num_workers": (0, 16384),
-    "prefetch_factor": (1, 1024),
-    "num_threads": (1, 16384),
-    "prefetch_queue_depth": (1, 1024),
-}
+def backend_of(params: Mapping[str, Any]) -> str:
+    """The kind of loader a trial's flat parameters stand for: their ``backend``, torch when they name none."""
+    return str(params.get("backend", DEFAULT_BACKEND))
 
 
-def _bounded(section: str, name: str, value: int) -> None:
-    lo, hi = KNOB_BOUNDS[name]
-    if not lo <= value <= hi:
-        raise ConfigError(f"loader.{section}.{name} must be between {lo} and {hi}, but got {value}")
+def param_names() -> tuple[str, ...]:
+    """The flat parameters a trial or a search space may set: ``backend``, ``batch_size`` and each kind's own."""
+    return ("backend", "batch_size", *dict.fromkeys(p for k in _kinds.values() for p in k.params))
 
 
-@dataclasses.dataclass(frozen=True)
-class TorchOptions:
-    """``torch.utils.data.DataLoader`` keywords, under their own names."""
-
-    num_workers: int = 0
-    pin_memory: bool = False
-    prefetch_factor: int | None = None  # only with num_workers > 0
-    persistent_workers: bool = False  # only with num_workers > 0
-
-    def __post_init__(self) -> None:
-        _require(_is_int(self.num_workers), "loader.torch.num_workers", "an integer", self.num_workers)
-        _require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
-        _require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
-        _require(self.prefetch_factor is None or _is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
-        _bounded("torch", "num_workers", self.num_workers)
-        if self.prefetch_factor is not None and self.num_workers > 0:
-            _bounded("torch", "prefetch_factor", self.prefetch_factor)
-        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
-            # DataLoader rejects these without workers; normalise rather than fail at training time.
-            object.__setattr__(self, "prefetch_factor", None)
-            object.__setattr__(self, "persistent_workers", False)
-
-
-#: DALI's usual share of JPEGs for the hardware decoder, where a config names none
-DEFAULT_HW_DECODER_LOAD = 0.65
-
-
-@dataclasses.dataclass(frozen=True)
-class DaliOptions:
-    """DALI pipeline arguments, under DALI's own names (``device`` is where JPEGs are decoded: gpu = ``mixed``)."""
-
-    device: str = "cpu"  # gpu | cpu
-    num_threads: int = 2
-    prefetch_queue_depth: int = 2
-    hw_decoder_load: float | None = None  # the hardware JPEG decoder's share: GPU decode only (None for cpu)
-
-    def __post_init__(self) -> None:
-        for name in ("num_threads", "prefetch_queue_depth"):
-            _require(_is_int(getattr(self, name)), f"loader.dali.{name}", "an integer", getattr(self, name))
-        _require(self.hw_decoder_load is None or _is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
-        if self.device not in ("gpu", "cpu"):
-            raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
-        _bounded("dali", "num_threads", self.num_threads)
-        _bounded("dali", "prefetch_queue_depth", self.prefetch_queue_depth)
-        load = self.hw_decoder_load
-        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0):
-            raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {load!r}")
-        # only GPU decode has a hardware decoder; the share is a step of 0.05, written without float noise
-        object.__setattr__(self, "hw_decoder_load", None if self.device == "cpu" else round(float(DEFAULT_HW_DECODER_LOAD if load is None else load), 3))
-
-
-#: Optuna parameter names -> (section, key). The flat names are what a search space uses.
-_TORCH_PARAMS = ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")
-_DALI_PARAMS = {"dali_device": "device", "num_threads": "num_threads", "prefetch_queue_depth": "prefetch_queue_depth", "hw_decoder_load": "hw_decoder_load"}
-PARAM_NAMES = ("backend", "batch_size", *_TORCH_PARAMS, *_DALI_PARAMS)
+def __getattr__(name: str) -> Any:
+    if name == "PARAM_NAMES":  # the kinds register when autotune.loaders is imported, after this module
+        return param_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: where a config's batches go, as a YAML states it
@@ -185,116 +150,104 @@ DEVICE_RE = re.compile(r"cpu|cuda(:\d+)?")
 
 def unused_params(params: dict[str, Any]) -> list[str]:
     """The keys of ``params`` that its backend (torch when not given) does not read: a dict written by hand with
-    the other backend's knob ran without it."""
-    other = tuple(_DALI_PARAMS) if params.get("backend", "torch") == "torch" else _TORCH_PARAMS
-    return [k for k in params if k in other]
+    another backend's knob ran without it."""
+    own = _kinds[backend_of(params)].params if backend_of(params) in _kinds else ()
+    others = {p for k in _kinds.values() for p in k.params} - set(own)
+    return [k for k in params if k in others]
+
+
+def _field(backend: str) -> str:
+    """The :class:`LoaderConfig` field that holds the section of the kind ``backend``."""
+    return backend if backend in _FIELDS else "section"
+
+
+def _not_used(given: str, backend: str) -> ConfigError:
+    return ConfigError(f"loader.{given} is given, but loader.backend is {backend}, which would not use it; "
+                       f"remove the {given} section, or set backend: {given}")
 
 
 @dataclasses.dataclass(frozen=True)
 class LoaderConfig:
-    """The tuned loader: backend, batch size and that backend's options."""
+    """The tuned loader: backend, batch size and that backend's options (its YAML section, ``loader.<backend>``).
+
+    The torch and DALI sections have fields of their own; a kind of loader registered beyond them keeps its
+    section in ``section``. :attr:`options` is the backend's section, whichever field holds it.
+    """
 
     backend: Backend
     batch_size: int
     torch: TorchOptions | None = None
     dali: DaliOptions | None = None
+    section: Any = None
 
     def __post_init__(self) -> None:
-        try:
-            backend = Backend(self.backend.value if isinstance(self.backend, Backend) else self.backend)
-        except (TypeError, ValueError):
-            raise ConfigError(f"loader.backend must be one of {', '.join(b.value for b in Backend)}, but got {self.backend!r}") from None
-        object.__setattr__(self, "backend", backend)
-        _require(_is_int(self.batch_size), "loader.batch_size", "an integer", self.batch_size)
-        for name, kind in (("torch", TorchOptions), ("dali", DaliOptions)):  # a mapping is read as the YAML's section
+        k = kind(self.backend.value if isinstance(self.backend, Backend) else self.backend)
+        object.__setattr__(self, "backend", Backend(k.name))
+        require(is_int(self.batch_size), "loader.batch_size", "an integer", self.batch_size)
+        own = _field(k.name)
+        for name, cls in (*_FIELDS.items(), ("section", k.options)):  # a mapping is read as the YAML's section
             value = getattr(self, name)
+            where = name if name != "section" else k.name
             if isinstance(value, dict):
-                object.__setattr__(self, name, _from_dict(kind, value, f"loader.{name}"))
-            elif value is not None and not isinstance(value, kind):
-                raise ConfigError(f"loader.{name} must be an autotune.{kind.__name__} or a mapping of its fields, but got {type(value).__name__}")
+                object.__setattr__(self, name, from_mapping(cls, value, f"loader.{where}"))
+            elif value is not None and not isinstance(value, cls):
+                raise ConfigError(f"loader.{where} must be an autotune.{cls.__name__} or a mapping of its fields, but got {type(value).__name__}")
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise ConfigError(f"loader.batch_size must be between 1 and {MAX_BATCH_SIZE}, but got {self.batch_size}")
-        other = "dali" if self.backend is Backend.TORCH else "torch"
-        if getattr(self, other) is not None:  # a backend switched by hand: the other's options were silently not used
-            raise ConfigError(f"loader.{other} is given, but loader.backend is {self.backend.value}, which would not use it; "
-                              f"remove the {other} section, or set backend: {other}")
-        if self.backend is Backend.TORCH and self.torch is None:
-            object.__setattr__(self, "torch", TorchOptions())
-        if self.backend is Backend.DALI and self.dali is None:
-            object.__setattr__(self, "dali", DaliOptions())
+        for name in (*_FIELDS, "section"):
+            if name != own and getattr(self, name) is not None:  # a backend switched by hand: the other's options were silently not used
+                raise _not_used(name, k.name)
+        if getattr(self, own) is None:
+            object.__setattr__(self, own, k.options())
+
+    @property
+    def options(self) -> Any:
+        """The backend's section: :class:`TorchOptions`, :class:`DaliOptions`, or a registered kind's own."""
+        return getattr(self, _field(self.backend.value))
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
         """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
         if not isinstance(params, Mapping):
             raise ConfigError(f"loader parameters must be a mapping such as {{'backend': 'torch', 'batch_size': 64}}, but got {type(params).__name__}")
-        try:
-            backend = Backend(params.get("backend", "torch"))
-        except (TypeError, ValueError):
-            raise ConfigError(f"backend must be one of {', '.join(b.value for b in Backend)}, but got {params.get('backend')!r}") from None
-        unknown = set(params) - set(PARAM_NAMES)
+        k = kind(params.get("backend", DEFAULT_BACKEND), "backend")
+        known = param_names()
+        unknown = set(params) - set(known)
         if unknown:
-            raise ConfigError(f"unknown loader parameter {sorted(unknown, key=str)[0]!r}; known: {', '.join(PARAM_NAMES)}")
-        if backend is Backend.TORCH:
-            opts = TorchOptions(**{k: params[k] for k in _TORCH_PARAMS if k in params})
-            return cls(backend, int(params["batch_size"]), torch=opts)
-        opts = DaliOptions(**{v: params[k] for k, v in _DALI_PARAMS.items() if k in params})
-        return cls(backend, int(params["batch_size"]), dali=opts)
+            raise ConfigError(f"unknown loader parameter {sorted(unknown, key=str)[0]!r}; known: {', '.join(known)}")
+        opts = k.options(**{field: params[p] for p, field in k.params.items() if p in params})
+        return cls(Backend(k.name), int(params["batch_size"]), **{_field(k.name): opts})
 
     def to_params(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"backend": self.backend.value, "batch_size": self.batch_size}
-        if self.backend is Backend.TORCH:
-            assert self.torch is not None
-            out.update({k: v for k, v in dataclasses.asdict(self.torch).items() if v is not None})
-        else:
-            assert self.dali is not None
-            out.update({k: getattr(self.dali, v) for k, v in _DALI_PARAMS.items() if getattr(self.dali, v) is not None})
-        return out
+        k = kind(self.backend.value)
+        values = {p: getattr(self.options, field) for p, field in k.params.items()}
+        return {"backend": self.backend.value, "batch_size": self.batch_size, **{p: v for p, v in values.items() if v is not None}}
 
     def describe(self) -> str:
         """A short human description, e.g. ``torch b=128 workers=16 pin prefetch=2``."""
-        if self.backend is Backend.TORCH:
-            t = self.torch
-            assert t is not None
-            s = f"torch b={self.batch_size} workers={t.num_workers}"
-            if t.pin_memory:
-                s += " pin"
-            if t.prefetch_factor:
-                s += f" prefetch={t.prefetch_factor}"
-            if t.persistent_workers:
-                s += " persistent"
-            return s
-        d = self.dali
-        assert d is not None
-        s = f"dali-{d.device} b={self.batch_size} threads={d.num_threads} queue={d.prefetch_queue_depth}"
-        if d.device == "gpu":
-            s += f" hw_load={d.hw_decoder_load:g}"
-        return s
+        return kind(self.backend.value).describe(self)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"backend": self.backend.value, "batch_size": self.batch_size}
-        if self.backend is Backend.TORCH:
-            out["torch"] = dataclasses.asdict(self.torch)  # type: ignore[arg-type]
-        else:
-            out["dali"] = {k: v for k, v in dataclasses.asdict(self.dali).items() if v is not None}  # type: ignore[arg-type]
-        return out
+        k = kind(self.backend.value)
+        return {"backend": self.backend.value, "batch_size": self.batch_size, k.name: k.section(self.options)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LoaderConfig:
         if not isinstance(data, dict):
             raise ConfigError("loader must be a mapping with backend and batch_size")
-        unknown = set(data) - {"backend", "batch_size", "torch", "dali"}
+        allowed = ("backend", "batch_size", *_kinds)
+        unknown = set(data) - set(allowed)
         if unknown:
-            raise ConfigError(f"unknown key loader.{sorted(unknown, key=str)[0]}; allowed keys are: backend, batch_size, torch, dali")
-        try:
-            backend = Backend(data.get("backend"))
-        except ValueError:
-            raise ConfigError(f"loader.backend must be one of torch, dali, but got {data.get('backend')!r}") from None
-        if not _is_int(data.get("batch_size")):
+            raise ConfigError(f"unknown key loader.{sorted(unknown, key=str)[0]}; allowed keys are: {', '.join(allowed)}")
+        k = kind(data.get("backend"))
+        if not is_int(data.get("batch_size")):
             raise ConfigError(f"loader.batch_size must be an integer, but got {data.get('batch_size')!r}")
-        torch_opts = _from_dict(TorchOptions, data["torch"], "loader.torch") if data.get("torch") is not None else None
-        dali_opts = _from_dict(DaliOptions, data["dali"], "loader.dali") if data.get("dali") is not None else None
-        return cls(backend, data["batch_size"], torch=torch_opts, dali=dali_opts)
+        given = [n for n in _kinds if data.get(n) is not None]
+        sections = {n: from_mapping(_kinds[n].options, data[n], f"loader.{n}") for n in given}
+        for n in given:
+            if n != k.name:
+                raise _not_used(n, k.name)
+        return cls(Backend(k.name), data["batch_size"], **{_field(k.name): sections.get(k.name)})
 
 
 #: the search spaces shipped in ``search_spaces/`` (``--space NAME``)
@@ -387,7 +340,7 @@ class Config:
         if self.study.get("space") in SHIPPED_SPACES and self.study["space"] != "default":
             out += ["--space", self.study["space"]]
         ranks = self.result.get("ranks")
-        if _is_int(ranks) and ranks > 1 and ranks != self.hardware.get("gpus"):  # every visible GPU is the default: not a flag
+        if is_int(ranks) and ranks > 1 and ranks != self.hardware.get("gpus"):  # every visible GPU is the default: not a flag
             out += ["--gpus", str(ranks)]
         model = self.result.get("model")
         if isinstance(model, str) and model.strip():
@@ -415,13 +368,15 @@ class Config:
         folder; :func:`autotune.build_loader` and ``autotune check`` leave them out too."""
         names = self.dataset.get("excluded") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; re-create the file with 'autotune run'")
+            raise ConfigError(f"{self.path or 'config'}: dataset.excluded must be a list of file names, but got {names!r}; "
+                              "re-create the file with 'autotune run'")
         return tuple(names)
 
     @property
     def dataloader(self) -> LoaderConfig | None:
-        """The torch DataLoader config: the winner when it is one, else ``torch_fallback`` (None if neither)."""
-        if self.loader.backend is Backend.TORCH:
+        """The torch DataLoader config: the winner when its backend has DataLoader keywords, else ``torch_fallback``
+        (None if neither)."""
+        if kind(self.loader.backend).dataloader_kwargs(self.loader) is not None:
             return self.loader
         return _fallback_loader(self.torch_fallback) if self.torch_fallback else None
 
@@ -433,18 +388,13 @@ class Config:
         builds the faster DALI loader. Raises when the study measured no DataLoader at all.
         """
         loader = self.dataloader
-        if loader is None:
+        kwargs = kind(loader.backend).dataloader_kwargs(loader) if loader is not None else None
+        if kwargs is None:
             raise ConfigError(
                 f"this config's backend is {self.loader.backend.value} and its study measured no torch DataLoader, so it has "
-                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a space with the torch backend and more time (--budget) or trials (--n-trials)"
+                "no DataLoader keywords; use autotune.build_loader(path, cfg), or re-tune with a space with the torch backend and more time "
+                "(--budget) or trials (--n-trials)"
             )
-        t = loader.torch
-        assert t is not None
-        kwargs: dict[str, Any] = {"batch_size": loader.batch_size, "num_workers": t.num_workers, "pin_memory": t.pin_memory}
-        if t.num_workers > 0:
-            if t.prefetch_factor is not None:
-                kwargs["prefetch_factor"] = t.prefetch_factor
-            kwargs["persistent_workers"] = t.persistent_workers
         kwargs.update(overrides)
         if kwargs.get("num_workers") == 0:  # num_workers=0 to debug: DataLoader refuses the worker-only keywords
             for k in ("prefetch_factor", "persistent_workers"):
@@ -462,13 +412,15 @@ class Config:
         """
         env = os.environ
         rank = whole_number(env.get("RANK", 0) if rank is None else rank, "rank", "this process's rank from 0; RANK under torchrun", least=0)
-        world_size = whole_number(env.get("WORLD_SIZE", 1) if world_size is None else world_size, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
+        world = env.get("WORLD_SIZE", 1) if world_size is None else world_size
+        world_size = whole_number(world, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
         if local_world_size is None:
             local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
         local_world_size = whole_number(local_world_size, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
-        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun", least=0)
+        local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun",
+                                  least=0)
         if local_world_size > world_size or local_rank >= local_world_size:  # cuda:LOCAL_RANK must be one of this node's ranks
             raise ConfigError(f"local_rank={local_rank}, local_world_size={local_world_size} and world_size={world_size} do not fit together "
                               "(need local_rank < local_world_size <= world_size); check LOCAL_RANK, LOCAL_WORLD_SIZE and WORLD_SIZE, or the arguments")
@@ -559,7 +511,7 @@ def _fallback_loader(data: Any) -> LoaderConfig:
     if isinstance(data.get("batch_size"), bool) or not isinstance(data.get("batch_size"), int):
         raise ConfigError(f"torch_fallback.batch_size must be an integer, but got {data.get('batch_size')!r}")
     try:
-        return LoaderConfig(Backend.TORCH, data["batch_size"], torch=_from_dict(TorchOptions, data.get("torch") or {}, "torch_fallback.torch"))
+        return LoaderConfig(Backend.TORCH, data["batch_size"], torch=from_mapping(TorchOptions, data.get("torch") or {}, "torch_fallback.torch"))
     except ConfigError as e:  # the checks name the loader's fields; here they are the fallback's
         raise ConfigError(str(e).replace("loader.", "torch_fallback.", 1)) from None
 

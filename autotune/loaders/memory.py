@@ -9,20 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from autotune.loaders.backends import CUDA_CONTEXT_MIB as CUDA_CONTEXT_MIB  # the size every GPU estimate starts from
+from autotune.loaders.backends import MemorySizes, get_backend
+
 if TYPE_CHECKING:
     from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import Dataset
 
 MiB = 2**20
 
-#: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x / DALI 2.x, rounded up).
+#: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x, rounded up); each kind of
+#: loader adds its own (:meth:`autotune.loaders.backends.LoaderBackend.memory`).
 CHILD_BASE_MIB = 600  # the trial process: Python, torch and torchvision imported (PSS)
-WORKER_BASE_MIB = 60  # a forked DataLoader worker's own pages
-DALI_BASE_MIB = 300  # DALI's libraries and host pools
-CUDA_CONTEXT_MIB = 500  # a CUDA context and torch's allocator slack
-DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
-NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (backends/_dali.py)
-NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
 #: A decoded image is about this many times its JPEG file.
 DECODE_RATIO = 6
 
@@ -41,80 +39,26 @@ def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-t
         ``{"host_mib", "gpu_mib" (None on CPU), "shm_mib", "parts": {name: MiB}}``.
     """
     from autotune.loaders.presets import get_preset
-    from autotune.outcomes import Backend
 
     crop = get_preset(pipeline).crop
-    b = loader.batch_size
-    cuda = device.startswith("cuda")
-    out_batch = b * 3 * crop * crop * 4 / MiB  # float32 CHW, what both backends deliver
     file_b = max(1, dataset.mean_bytes)
-    decoded = max(file_b * DECODE_RATIO, 3 * crop * crop) / MiB  # one decoded uint8 RGB image
-    parts: dict[str, float] = {}
-    gpu_parts: dict[str, float] = {}
-    shm = 0.0
-    if loader.backend is Backend.TORCH:
-        t = loader.torch
-        assert t is not None
-        w = t.num_workers
-        if w > 0:
-            in_flight = w * (t.prefetch_factor or 2)
-            parts["workers"] = w * (WORKER_BASE_MIB + 2 * decoded + 2 * out_batch)  # PIL decode + convert, per-sample tensors + collate
-            shm = in_flight * out_batch  # each worker's finished batches wait in /dev/shm
-            parts["batches_in_flight"] = shm
-        else:
-            in_flight = 1
-            parts["decode"] = 2 * decoded + 2 * out_batch
-        parts["consumer"] = out_batch
-        if t.pin_memory and cuda:
-            parts["pinned"] = in_flight * out_batch
-        if cuda:
-            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-            gpu_parts["batches_on_gpu"] = 2 * out_batch
-    else:
-        d = loader.dali
-        assert d is not None
-        q = d.prefetch_queue_depth
-        parts["dali"] = DALI_BASE_MIB
-        parts["encoded_queue"] = q * b * file_b / MiB
-        parts["decode_threads"] = d.num_threads * decoded  # each thread's decode scratch buffer
-        stage = b * (decoded + 3 * crop * crop / MiB)  # decoded images + resized crops, one batch
-        if d.device == "gpu":
-            gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-            gpu_parts["decoder"] = DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB
-            parts["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
-            gpu_parts["stages"] = q * (stage + out_batch)
-            gpu_parts["batches_on_gpu"] = 2 * out_batch
-        else:
-            parts["stages"] = q * stage
-            if cuda:
-                gpu_parts["cuda_context"] = CUDA_CONTEXT_MIB
-                gpu_parts["stages"] = q * out_batch
-                gpu_parts["batches_on_gpu"] = 2 * out_batch
-            else:
-                parts["stages"] += q * out_batch
-                parts["consumer"] = out_batch
+    sizes = MemorySizes(
+        batch_size=loader.batch_size, crop=crop, file_bytes=file_b, cuda=device.startswith("cuda"),
+        decoded_mib=max(file_b * DECODE_RATIO, 3 * crop * crop) / MiB,  # one decoded uint8 RGB image
+        out_batch_mib=loader.batch_size * 3 * crop * crop * 4 / MiB,  # float32 CHW, what every kind delivers
+    )
+    parts = get_backend(loader.backend).memory(loader, sizes)
     n = max(1, ranks)
-    host = CHILD_BASE_MIB + n * sum(parts.values())
-    out_parts = {"process": CHILD_BASE_MIB, **{k: round(v * n, 1) for k, v in parts.items()}}
-    if gpu_parts:
-        out_parts.update({f"gpu_{k}": round(v, 1) for k, v in gpu_parts.items()})
+    host = CHILD_BASE_MIB + n * sum(parts.host.values())
+    out_parts = {"process": CHILD_BASE_MIB, **{k: round(v * n, 1) for k, v in parts.host.items()}}
+    if parts.gpu:
+        out_parts.update({f"gpu_{k}": round(v, 1) for k, v in parts.gpu.items()})
     return {
         "host_mib": round(host, 1),
-        "gpu_mib": round(sum(gpu_parts.values()), 1) if cuda else None,
-        "shm_mib": round(n * shm, 1),
+        "gpu_mib": round(sum(parts.gpu.values()), 1) if sizes.cuda else None,
+        "shm_mib": round(n * parts.shm, 1),
         "parts": out_parts,
     }
-
-
-def _fix(loader: LoaderConfig) -> str:
-    """The knobs that set how many batches a config holds, with their values and how to lower them."""
-    if loader.torch is not None:
-        t = loader.torch
-        if t.num_workers == 0:  # no batches in flight: the batch itself is what does not fit
-            return "no workers); lower the batch size"
-        return f"num_workers {t.num_workers} x prefetch_factor {t.prefetch_factor or 2}); lower loader.torch.prefetch_factor (2 is torch's default) or num_workers"
-    assert loader.dali is not None
-    return f"prefetch_queue_depth {loader.dali.prefetch_queue_depth}); lower loader.dali.prefetch_queue_depth (the search spaces try 1 to 4)"
 
 
 def _gib(need: float, have: float) -> tuple[str, str]:
@@ -138,7 +82,7 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
     for need, have, what in ((est["host_mib"], host_mib, "host memory"), (est["gpu_mib"], gpu_mib, "GPU memory")):
         if need is not None and have is not None and need > factor * have:
             shown_need, shown_have = _gib(need, have)
-            fix = _fix(loader)
+            fix = get_backend(loader.backend).memory_fix(loader)
             over = "more than" if factor <= 1.0 else ("over twice" if factor == 2.0 else f"over {factor:g} times")
             per = f" for {ranks} ranks" if ranks > 1 and what == "host memory" else ""
             return (f"this loader config would need about {shown_need} GiB of {what}{per}, {over} the {shown_have} GiB this machine "
@@ -148,8 +92,9 @@ def machine_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
 
 def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
     """A :class:`~autotune.config.fingerprint.Difference` that matters when ``cfg``'s loader cannot run here: a train
-    batch larger than the recorded dataset's images per rank, or more memory than this machine has (registered with :func:`autotune.config.fingerprint.register_fit_check`), sized with the image
-    bytes and the ranks the YAML recorded; None when it fits, or when the YAML cannot say (an unknown pipeline)."""
+    batch larger than the recorded dataset's images per rank, or more memory than this machine has (registered with
+    :func:`autotune.config.fingerprint.register_fit_check`), sized with the image bytes and the ranks the YAML recorded;
+    None when it fits, or when the YAML cannot say (an unknown pipeline)."""
     from autotune.config.fingerprint import Difference
     from autotune.dataset.scan import Dataset
     from autotune.errors import UserError

@@ -42,7 +42,7 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
     measured: list[tuple[int, float]] = []
     sizes = ceiling_batch_sizes(tuner.space)
     for b in sizes:
-        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": b})
+        loader = LoaderConfig.from_params({"batch_size": b})  # the default kind: the loader is not what it measures
         spec = dataclasses.replace(tuner.spec(loader, log=trial_log(s.log_dir, f"ceiling-{b}")), model=model, ranks=1, inject=None)
         r = run_trial(spec, timeout_s=s.trial_timeout, budgets=s.budgets)
         if r.outcome is Outcome.TIMEOUT and b == sizes[0]:  # the smallest batch in a trial's time: every trial trains it too

@@ -120,7 +120,7 @@ def previous_best(source: str, storage_url: str | None = None, backends: tuple[s
     torch, else to None: nothing of it carries over (the space would have sampled every knob of it afresh).
     """
     from autotune.config.files import read_yaml
-    from autotune.config.schema import Config
+    from autotune.config.schema import FALLBACK_BACKEND, Config
     from autotune.study.result import config_from_study
 
     if source.startswith("study:"):
@@ -138,7 +138,7 @@ def previous_best(source: str, storage_url: str | None = None, backends: tuple[s
         cfg = Config.from_dict(read_yaml(source, "config"), path=source)
     if backends is None or cfg.loader.backend.value in backends:
         return cfg.loader.to_params()
-    fallback = cfg.dataloader if "torch" in backends else None
+    fallback = cfg.dataloader if FALLBACK_BACKEND in backends else None
     if fallback is not None:
         logger.info("--warm-start %s: its winner is a %s config, outside the space; its best torch DataLoader instead", source, cfg.loader.backend.value)
         return fallback.to_params()

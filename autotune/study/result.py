@@ -7,7 +7,7 @@ from typing import Any
 
 import optuna
 
-from autotune.config.schema import Config, LoaderConfig
+from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backend_of
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
@@ -173,7 +173,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
     best, best_rate = None, 0.0
     for t in contenders(study):
         params = t.user_attrs.get("loader") or {}
-        if params.get("backend", "torch") != "torch":
+        if backend_of(params) != FALLBACK_BACKEND:
             continue
         rate = remeasured[t.number][0] if t.number in remeasured else float(t.value)
         if rate > best_rate:
@@ -276,7 +276,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     try:
         return Config(
             loader=loader,
-            torch_fallback=torch_fallback(study) if loader.backend.value != "torch" else {},
+            torch_fallback=torch_fallback(study) if loader.backend != FALLBACK_BACKEND else {},
             pipeline=a.get("pipeline", "imagenet-train"),
             device=a.get("device", "cpu"),
             dataset=a.get("dataset", {}),

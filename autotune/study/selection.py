@@ -8,7 +8,9 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from autotune.config.schema import backend_of
 from autotune.errors import UserError
+from autotune.loaders.backends import BACKENDS, backend_for
 
 if TYPE_CHECKING:
     import optuna
@@ -61,9 +63,7 @@ def ceiling_attrs(ceiling: dict[str, Any] | None, batch_size: int, samples_per_s
 # ----------------------------------------------------------------------------------------- selection
 def loader_threads(params: dict[str, Any]) -> int:
     """CPU threads/processes a config spends on loading: torch ``num_workers``; DALI ``num_threads`` (GPU decode too)."""
-    if params.get("backend", "torch") == "dali":
-        return int(params.get("num_threads", 2))
-    return int(params.get("num_workers", 0))
+    return backend_for(params).threads(params)
 
 
 def trial_rates(study: optuna.Study) -> dict[int, float]:
@@ -171,11 +171,14 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
         return max(ns, key=lambda n: rates[n]) if ns else None
 
     defaults = best(lambda t: t.user_attrs.get("role") == "defaults")
-    torch_n = best(lambda t: t.user_attrs["loader"].get("backend", "torch") == "torch")
-    dali_n = best(lambda t: t.user_attrs["loader"].get("backend") == "dali")
+    def of_kind(name: str) -> Callable[[Any], bool]:
+        return lambda t: backend_of(t.user_attrs["loader"]) == name
+
+    best_of = {name: best(of_kind(name)) for name in BACKENDS}
     conf = study.user_attrs.get("confirmation") or {}
     chosen = conf.get("winner_trial", max(rates, key=rates.get) if rates else None)
-    rows = [row("defaults", defaults), row("best torch", torch_n), row("best DALI", dali_n), row("chosen (enough rule)", chosen)]
+    rows = [row("defaults", defaults), *(row(f"best {b.label}", best_of[name]) for name, b in BACKENDS.items()), row("chosen (enough rule)", chosen)]
+    torch_n, dali_n = best_of.get("torch"), best_of.get("dali")
     ratio = rates[dali_n] / rates[torch_n] if dali_n is not None and torch_n is not None else None
     win = rows[-1]
     return {

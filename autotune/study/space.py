@@ -22,13 +22,14 @@ import dataclasses
 import logging
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune._imports import is_available
 from autotune.config.files import read_yaml
-from autotune.config.schema import KNOB_BOUNDS, MAX_BATCH_SIZE, PARAM_NAMES
+from autotune.config.schema import DEFAULT_BACKEND, MAX_BATCH_SIZE, param_names
 from autotune.errors import ConfigError, SpaceError
+from autotune.loaders.backends import BACKENDS, get_backend
 
 if TYPE_CHECKING:
     import optuna
@@ -132,7 +133,7 @@ class SearchSpace:
         return any(p.name == name for p in self.params)
 
     def backends(self) -> tuple[str, ...]:
-        return tuple(self["backend"].choices) if "backend" in self else ("torch",)
+        return tuple(self["backend"].choices) if "backend" in self else (DEFAULT_BACKEND,)
 
     def suggest(self, trial: optuna.Trial, context: dict[str, Any]) -> dict[str, Any]:
         """Sample one config: each parameter whose conditions hold, in file order."""
@@ -178,23 +179,20 @@ def _cores_value(v: Any, cores: int, where: str) -> Any:
     return v
 
 
-#: the values each parameter may take: (the kind, the least, the most); checked when the space is read, so that a
-#: bad value is an error that names the file, not a failure at the trial that draws it
-_BOUNDS: dict[str, tuple[str, float | None, float | None]] = {
-    "batch_size": ("int", 1, MAX_BATCH_SIZE),  # more is no loader to measure: every trial was refused for its memory
-    "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
-    "prefetch_factor": ("int", 1, 64),  # a YAML may hold more (KNOB_BOUNDS), tuned by hand
-    "num_threads": ("int", *KNOB_BOUNDS["num_threads"]),
-    "prefetch_queue_depth": ("int", 1, 64),
-    "hw_decoder_load": ("number", 0.0, 1.0),
-    "pin_memory": ("bool", None, None),
-    "persistent_workers": ("bool", None, None),
-    "dali_device": ("device", None, None),
-}
+def _rule(name: str) -> tuple[str, float | None, float | None]:
+    """The values parameter ``name`` may take: (the kind, the least, the most), from the kind of loader that owns it;
+    checked when the space is read, so that a bad value is an error that names the file, not a failure at the trial
+    that draws it."""
+    if name == "batch_size":
+        return ("int", 1, MAX_BATCH_SIZE)  # more is no loader to measure: every trial was refused for its memory
+    for backend in BACKENDS.values():
+        if name in backend.space_rules:
+            return backend.space_rules[name]
+    return ("any", None, None)
 
 
-def _check_values(name: str, values: tuple[Any, ...], err) -> None:  # noqa: ANN001 - parse_space's err
-    kind, lo, hi = _BOUNDS.get(name, ("any", None, None))
+def _check_values(name: str, values: tuple[Any, ...], err: Callable[[str, str], SpaceError]) -> None:
+    kind, lo, hi = _rule(name)
     for v in values:
         if kind == "bool":
             ok = isinstance(v, bool)
@@ -205,11 +203,81 @@ def _check_values(name: str, values: tuple[Any, ...], err) -> None:  # noqa: ANN
             ok = isinstance(v, (int, float) if kind == "number" else int) and not isinstance(v, bool)
             ok = ok and (lo is None or v >= lo) and (hi is None or v <= hi)
             num = str if kind == "int" else "{:g}".format  # 1048576, not 1.04858e+06
-            rule = ("an integer" if kind == "int" else "a number") + (f" from {num(lo)}" if lo is not None else "") + (f" to {num(hi)}" if hi is not None else "")
+            rule = ("an integer" if kind == "int" else "a number") + (f" from {num(lo)}" if lo is not None else "")
+            rule += f" to {num(hi)}" if hi is not None else ""
         else:
             continue
         if not ok:
             raise err(f"params.{name}", f"must be {rule}, but holds {v!r}")
+
+
+def _range(field: str, kind: str, spec: dict[str, Any], cores: int, source: str, err: Callable[[str, str], SpaceError]) -> dict[str, Any]:
+    """The ``low``, ``high``, ``log`` and ``step`` of an ``int`` or ``float`` parameter, checked."""
+    rng = spec[kind]
+    if not isinstance(rng, list) or len(rng) != 2:
+        raise err(f"{field}.{kind}", "must be a list [low, high]")
+    low, high = (_cores_value(v, cores, f"{source}: {field}.{kind}") for v in rng)
+    num = (int,) if kind == "int" else (int, float)
+    if not all(isinstance(v, num) and not isinstance(v, bool) for v in (low, high)):
+        raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'} (or 'cores', 'cores*2', 'cores/2'), but got {rng}")
+    if low > high:
+        raise err(f"{field}.{kind}", f"must have low <= high, but got {rng}")
+    log, step = spec.get("log", False), spec.get("step")
+    if not isinstance(log, bool):
+        raise err(f"{field}.log", f"must be true or false, but got {log!r}")
+    if log and low <= 0:
+        raise err(f"{field}.log", f"needs low > 0, but got {low}")
+    if step is not None:
+        whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())
+        if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0 or (kind == "int" and not whole):
+            raise err(f"{field}.step", f"must be {'a whole number' if kind == 'int' else 'a number'} above 0, but got {step!r}")
+        if kind == "int":
+            step = int(step)
+        if log and step != 1:
+            raise err(f"{field}.step", f"cannot be {step!r} with log: true (Optuna samples a log range in steps of 1 or none); drop one")
+        steps = (high - low) / step
+        if kind == "float" and steps > MAX_STEPS:  # step 1e-28 on [0, 1]: Optuna's decimal arithmetic failed with a traceback, after the study was made
+            raise err(f"{field}.step", f"{step!r} cuts the range {rng} into {steps:.3g} steps, more than {MAX_STEPS:,} can be sampled; "
+                                       f"use a step of at least {(high - low) / MAX_STEPS:.3g}, or no step")
+        if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):  # Optuna would warn and cut the range to low + k * step
+            top = low + int(steps + 1e-9) * step
+            top = int(top) if kind == "int" else round(top, 10)
+            if any(isinstance(v, str) for v in rng):  # 'cores' differs by machine: the range ends at its last step, quietly
+                high = top
+            else:
+                raise err(f"{field}.step", f"{step!r} does not divide the range {rng} (Optuna would sample [{low}, {top}] only); "
+                                           f"use a step that divides {round(high - low, 10)}, or end the range at {top}")
+    return {"low": low, "high": high, "log": log, "step": step}
+
+
+def _check_when(field: str, when: Any, params: list[Param], by_cores: set[str], err: Callable[[str, str], SpaceError]) -> None:
+    """A parameter's ``when``: conditions on earlier parameters or the context, each one it can meet."""
+    if not isinstance(when, dict):
+        raise err(f"{field}.when", "must be a mapping of parameter to required value")
+    for k, cond in when.items():
+        op, ref = next(iter(cond.items())) if isinstance(cond, dict) and cond else (None, None)
+        earlier = next((q for q in params if q.name == k), None)
+        if earlier is None and k not in CONTEXT_KEYS:
+            earlier_names = ", ".join(q.name for q in params) or "none yet"
+            raise err(f"{field}.when.{k}", f"must name an earlier parameter ({earlier_names}) or one of {', '.join(CONTEXT_KEYS)}")
+        if isinstance(cond, dict) and (len(cond) != 1 or next(iter(cond)) not in _OPS):
+            raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
+        if isinstance(cond, dict) and op != "ne" and (not isinstance(ref, (int, float)) or isinstance(ref, bool)):
+            raise err(f"{field}.when.{k}", f"compares with a number, but got {cond!r}")
+        if isinstance(cond, dict) and op != "ne":
+            numbers = earlier is not None and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in earlier.choices)
+            numeric = earlier is not None and (earlier.kind != "choices" or numbers)
+            if not numeric:
+                raise err(f"{field}.when.{k}", f"compares {k} with a number, but {k} takes values that are not numbers; use a value or a list of them")
+        if k == "device" and not isinstance(cond, dict) and not all(c in ("cpu", "cuda") for c in (cond if isinstance(cond, list) else [cond])):
+            raise err(f"{field}.when.device", f"must be cpu or cuda (where batches go), but got {cond!r}")
+        if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
+            raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
+        if earlier is not None and earlier.kind == "choices" and not isinstance(cond, dict) and k not in by_cores:  # 'cores' choices differ by machine
+            never = [c for c in (cond if isinstance(cond, list) else [cond]) if c not in earlier.choices]
+            if never:  # a typo (pytorch) switched the knob off without a word
+                raise err(f"{field}.when.{k}", f"asks for {never[0]!r}, which {k} never takes (its choices: {', '.join(map(str, earlier.choices))}); "
+                                               "use one of them")
 
 
 def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> SearchSpace:
@@ -226,12 +294,12 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
     if not isinstance(params_in, dict) or not params_in:
         raise err("params", "must be a non-empty mapping of parameter name to its range")
     params: list[Param] = []
-    seen: list[str] = []
     by_cores: set[str] = set()  # parameters whose choices name the cores: they differ by machine
+    known = param_names()
     for name, spec in params_in.items():
         field = f"params.{name}"
-        if name not in PARAM_NAMES:
-            raise err(field, f"is not a loader parameter; known: {', '.join(PARAM_NAMES)}")
+        if name not in known:
+            raise err(field, f"is not a loader parameter; known: {', '.join(known)}")
         if not isinstance(spec, dict):
             raise err(field, "must be a mapping such as {choices: [...]} or {int: [low, high]}")
         bad = set(spec) - {"choices", "int", "float", "log", "step", "when"}
@@ -240,10 +308,10 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
         kinds = [k for k in ("choices", "int", "float") if k in spec]
         if len(kinds) != 1:
             raise err(field, "needs exactly one of choices, int, float")
-        kind = kinds[0]
-        if kind == "float" and _BOUNDS.get(name, ("any",))[0] in ("int", "bool", "device"):  # b=21.7 would be sampled
-            takes = {"int": "whole numbers", "bool": "true or false", "device": "cpu or gpu"}[_BOUNDS[name][0]]
-            raise err(f"{field}.float", f"is not allowed: {name} takes {takes}; use {'int: [low, high]' if _BOUNDS[name][0] == 'int' else 'choices: [...]'}")
+        kind, takes = kinds[0], _rule(name)[0]
+        if kind == "float" and takes in ("int", "bool", "device"):  # b=21.7 would be sampled
+            what = {"int": "whole numbers", "bool": "true or false", "device": "cpu or gpu"}[takes]
+            raise err(f"{field}.float", f"is not allowed: {name} takes {what}; use {'int: [low, high]' if takes == 'int' else 'choices: [...]'}")
         kw: dict[str, Any] = {}
         if kind == "choices":
             ch = spec["choices"]
@@ -253,79 +321,21 @@ def parse_space(data: Any, *, source: str = "<memory>", cores: int = 1) -> Searc
             if any(isinstance(c, str) and c.strip().startswith("cores") for c in ch):
                 by_cores.add(name)
         else:
-            rng = spec[kind]
-            if not isinstance(rng, list) or len(rng) != 2:
-                raise err(f"{field}.{kind}", "must be a list [low, high]")
-            low, high = (_cores_value(v, cores, f"{source}: {field}.{kind}") for v in rng)
-            num = (int,) if kind == "int" else (int, float)
-            if not all(isinstance(v, num) and not isinstance(v, bool) for v in (low, high)):
-                raise err(f"{field}.{kind}", f"must hold two {'integers' if kind == 'int' else 'numbers'} (or 'cores', 'cores*2', 'cores/2'), but got {rng}")
-            if low > high:
-                raise err(f"{field}.{kind}", f"must have low <= high, but got {rng}")
-            log, step = spec.get("log", False), spec.get("step")
-            if not isinstance(log, bool):
-                raise err(f"{field}.log", f"must be true or false, but got {log!r}")
-            if log and low <= 0:
-                raise err(f"{field}.log", f"needs low > 0, but got {low}")
-            if step is not None:
-                whole = isinstance(step, int) or (isinstance(step, float) and step.is_integer())
-                if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0 or (kind == "int" and not whole):
-                    raise err(f"{field}.step", f"must be {'a whole number' if kind == 'int' else 'a number'} above 0, but got {step!r}")
-                if kind == "int":
-                    step = int(step)
-                if log and step != 1:
-                    raise err(f"{field}.step", f"cannot be {step!r} with log: true (Optuna samples a log range in steps of 1 or none); drop one")
-                steps = (high - low) / step
-                if kind == "float" and steps > MAX_STEPS:  # step 1e-28 on [0, 1]: Optuna's decimal arithmetic failed with a traceback, after the study was made
-                    raise err(f"{field}.step", f"{step!r} cuts the range {rng} into {steps:.3g} steps, more than {MAX_STEPS:,} can be sampled; "
-                                               f"use a step of at least {(high - low) / MAX_STEPS:.3g}, or no step")
-                if abs(steps - round(steps)) > 1e-9 * max(1.0, steps):  # Optuna would warn and cut the range to low + k * step
-                    top = low + int(steps + 1e-9) * step
-                    top = int(top) if kind == "int" else round(top, 10)
-                    if any(isinstance(v, str) for v in rng):  # 'cores' differs by machine: the range ends at its last step, quietly
-                        high = top
-                    else:
-                        raise err(f"{field}.step", f"{step!r} does not divide the range {rng} (Optuna would sample [{low}, {top}] only); "
-                                                   f"use a step that divides {round(high - low, 10)}, or end the range at {top}")
-            kw.update(low=low, high=high, log=log, step=step)
+            kw.update(_range(field, kind, spec, cores, source, err))
         when = spec.get("when", {})
-        if not isinstance(when, dict):
-            raise err(f"{field}.when", "must be a mapping of parameter to required value")
-        for k, cond in when.items():
-            if k not in seen and k not in CONTEXT_KEYS:
-                raise err(f"{field}.when.{k}", f"must name an earlier parameter ({', '.join(seen) or 'none yet'}) or one of {', '.join(CONTEXT_KEYS)}")
-            if isinstance(cond, dict) and (len(cond) != 1 or next(iter(cond)) not in _OPS):
-                raise err(f"{field}.when.{k}", f"must be a value, a list, or one of {{{'|'.join(_OPS)}: value}}")
-            if isinstance(cond, dict) and next(iter(cond)) != "ne" and (not isinstance(next(iter(cond.values())), (int, float)) or isinstance(next(iter(cond.values())), bool)):
-                raise err(f"{field}.when.{k}", f"compares with a number, but got {cond!r}")
-            if isinstance(cond, dict) and next(iter(cond)) != "ne":
-                earlier = next((q for q in params if q.name == k), None)
-                numeric = earlier is not None and (earlier.kind != "choices" or all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in earlier.choices))
-                if not numeric:
-                    raise err(f"{field}.when.{k}", f"compares {k} with a number, but {k} takes values that are not numbers; use a value or a list of them")
-            if k == "device" and not isinstance(cond, dict) and not all(c in ("cpu", "cuda") for c in (cond if isinstance(cond, list) else [cond])):
-                raise err(f"{field}.when.device", f"must be cpu or cuda (where batches go), but got {cond!r}")
-            if isinstance(cond, list) and (not cond or any(isinstance(c, (list, dict)) for c in cond)):
-                raise err(f"{field}.when.{k}", f"as a list must hold plain values (e.g. [torch, dali]), but got {cond!r}")
-            earlier = next((q for q in params if q.name == k), None)
-            if earlier is not None and earlier.kind == "choices" and not isinstance(cond, dict) and k not in by_cores:  # 'cores' choices differ by machine
-                never = [c for c in (cond if isinstance(cond, list) else [cond]) if c not in earlier.choices]
-                if never:  # a typo (pytorch) switched the knob off without a word
-                    raise err(f"{field}.when.{k}", f"asks for {never[0]!r}, which {k} never takes (its choices: {', '.join(map(str, earlier.choices))}); "
-                                                   "use one of them")
+        _check_when(field, when, params, by_cores, err)
         if name in ("backend", "batch_size") and when:
             raise err(f"{field}.when", "is not allowed: every config has a backend and a batch size")
         if name == "backend" and kind != "choices":
-            raise err(field, "must be {choices: [...]} of torch and dali")
+            raise err(field, f"must be {{choices: [...]}} of {' and '.join(BACKENDS)}")
         _check_values(name, kw["choices"] if kind == "choices" else (kw["low"], kw["high"]), err)
         params.append(Param(name, kind, when=tuple(when.items()), **kw))
-        seen.append(name)
     space = SearchSpace(str(data.get("name") or Path(source).stem), tuple(params), source)
     if "batch_size" not in space:
         raise err("params.batch_size", "is required (use {choices: [N]} to fix it)")
     for b in space.backends():
-        if b not in ("torch", "dali"):
-            raise err("params.backend.choices", f"must be torch or dali, but got {b!r}")
+        if b not in BACKENDS:
+            raise err("params.backend.choices", f"must be {' or '.join(BACKENDS)}, but got {b!r}")
     return space
 
 
@@ -354,8 +364,10 @@ def resolve_path(name_or_path: str) -> Path:
 def load_space(name_or_path: str, *, cores: int = 1, device: str = "cpu", dali: bool | None = None) -> SearchSpace:
     """Load, validate and fit a space to this machine.
 
-    DALI is left out (said once) when it does not import and the space also offers torch; a space that
-    offers DALI only raises with the extra to install. DALI GPU decode is left out without a GPU.
+    A kind of loader whose framework does not import here (DALI) is left out, said once, when the space offers
+    another; a space that offers only such kinds raises with what to install. ``dali`` says whether the kinds that
+    need an extra install import (None: find out). Each kind then leaves out what it cannot do on ``device`` (GPU
+    decode without a GPU).
     """
     path = resolve_path(name_or_path)
     try:
@@ -363,17 +375,16 @@ def load_space(name_or_path: str, *, cores: int = 1, device: str = "cpu", dali: 
     except ConfigError as e:
         raise SpaceError(str(e)) from None
     space = parse_space(data, source=str(path), cores=cores)
-    dali = is_available("dali") if dali is None else dali
-    if "dali" in space.backends() and not dali:
-        if space.backends() == ("dali",):
-            raise SpaceError(f"{path}: the space tunes DALI only, but DALI is not installed; install it with: pip install -e \".[dali]\" (CUDA 13 drivers: \".[dali-cu13]\")")
-        logger.warning("DALI is not installed: tuning the torch DataLoader only (pip install -e \".[dali]\" adds DALI)")
-        space = space.restrict("backend", ("torch",))
-    if not device.startswith("cuda"):
-        if "dali_device" in space and "gpu" in space["dali_device"].choices:
-            space = space.restrict("dali_device", ("cpu",))
-            if not space["dali_device"].choices:
-                raise SpaceError(f"{path}: params.dali_device offers GPU decode only, but the device is {device}; add cpu to its choices or run on a GPU")
-        if "pin_memory" in space and space["pin_memory"].kind == "choices":
-            space = space.restrict("pin_memory", (False,)) if False in space["pin_memory"].choices else space
+    kinds = [get_backend(b) for b in space.backends()]
+    missing = [k for k in kinds if k.install and not (k.available() if dali is None else dali)]
+    for k in missing:
+        left = [o.label for o in kinds if o not in missing]
+        if not left:
+            raise SpaceError(f"{path}: the space tunes {k.label} only, but {k.label} is not installed; install it with: {k.install}")
+        logger.warning("%s is not installed: tuning %s only (install it with: %s)", k.label, " and ".join(left), k.install)
+    if missing:
+        space = space.restrict("backend", tuple(k.name for k in kinds if k not in missing))
+    for k in kinds:
+        if k not in missing:
+            space = k.fit_space(space, device)
     return space

@@ -20,11 +20,12 @@ import optuna
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
-from autotune.config.schema import LoaderConfig
+from autotune.config.schema import FALLBACK_BACKEND, LoaderConfig, backend_of
 from autotune.dataset import pagecache
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
+from autotune.loaders.backends import BACKENDS
 from autotune.outcomes import Outcome
 from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.evidence import (
@@ -50,11 +51,6 @@ from autotune.trials.zygote import Zygote
 
 logger = logging.getLogger(__name__)
 
-#: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
-#: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
-DALI_USUAL_THREADS = 8
-#: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
-DALI_HW_THREADS = 4
 SAMPLERS = ("tpe", "random", "qmc")
 #: the least time a trial gets when the time budget is nearly spent (its first window may still come)
 MIN_TRIAL_S = 3.0
@@ -127,44 +123,19 @@ def make_pruner(name: str) -> optuna.pruners.BasePruner:
     raise UserError(f"--pruner must be one of {', '.join(PRUNERS)}, but got {name!r}")
 
 
-def _threads_in(space: SearchSpace, threads: int) -> int:
-    """``threads`` moved into the space's ``num_threads`` range, when it has one."""
-    if "num_threads" in space and space["num_threads"].kind == "int":
-        return int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
-    return threads
-
-
 def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
-    """The framework defaults and the common heuristic (at the space's usual batch size), and DALI's usual starts
-    (NVIDIA's example settings; with GPU decode also all JPEGs on the hardware decoder at the largest batch).
+    """Each kind of loader's usual starting points (the torch defaults and heuristic at the space's usual batch size,
+    DALI's usual starts: :meth:`~autotune.loaders.backends.LoaderBackend.starting_points`), for the kinds the space
+    offers and the reference kind (torch, whose defaults every speedup is against).
 
     They are measured first: the YAML reports the winner against the defaults, the heuristic and DALI's usual start
     (``dali-heuristic``), and all of them seed the sampler.
     """
     choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
-    batch = 64 if 64 in choices else choices[0]
-    cuda = settings.device.startswith("cuda")
-    out = {
-        "defaults": {"backend": "torch", "batch_size": batch, "num_workers": 0, "pin_memory": False},
-        "heuristic": {"backend": "torch", "batch_size": batch, "num_workers": settings.cores, "pin_memory": cuda, "prefetch_factor": 2, "persistent_workers": True},
-    }
-    if "dali" in space.backends():
-        # where DALI is offered, its usual starting point too: a thread per core, DALI's own queue depth and
-        # hardware-decoder share, GPU decode when there is a GPU, a middle batch size
-        threads = min(settings.cores, DALI_USUAL_THREADS)
-        dali: dict[str, Any] = {"backend": "dali", "batch_size": sorted(choices)[len(choices) // 2], "num_threads": _threads_in(space, threads), "prefetch_queue_depth": 2}
-        if "dali_device" in space:
-            dali["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
-            if dali["dali_device"] == "gpu":
-                dali["hw_decoder_load"] = 0.65
-        out["dali-heuristic"] = dali
-        if dali.get("dali_device") == "gpu":
-            # GPU decode's other usual start: every JPEG on the hardware decoder (H100/H200-class GPUs have several
-            # engines), the largest batch, a few threads (they only read files). On an H200 it scored 27,125
-            # images/s against 22,625 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
-            hw = {**dali, "batch_size": max(choices), "num_threads": _threads_in(space, min(settings.cores, DALI_HW_THREADS)), "hw_decoder_load": 1.0}
-            if hw != dali:
-                out["dali-hw"] = hw
+    out: dict[str, dict[str, Any]] = {}
+    for backend in BACKENDS.values():
+        if backend.reference or backend.name in space.backends():
+            out.update(backend.starting_points(space, batch_sizes=tuple(choices), cores=settings.cores, cuda=settings.device.startswith("cuda")))
     return out
 
 
@@ -421,7 +392,7 @@ class Tuner:
         baselines in a DALI-only space) is measured as it is, with no sampled parameters, so the sampler learns nothing
         false. Any config with a value outside the space (``num_workers = cores`` where the space allows fewer) is a
         ``reference``: the YAML states its rate, and it is never a contender, the winner or the ``torch_fallback``."""
-        inside = params.get("backend", "torch") in self.space.backends()
+        inside = backend_of(params) in self.space.backends()
         fixed = {k: v for k, v in params.items() if k in self.space and self.space[k].contains(v)} if inside else {}
         attrs: dict[str, Any] = {"role": role, "loader_params": params}
         if not inside:
@@ -451,7 +422,7 @@ class Tuner:
         baselines, which come after the warm start."""
         params = fit_to_space(params, self.space)
         self._enqueue(params, "warm-start")
-        if self.settings.baselines and params.get("backend", "torch") != "torch" and "torch" in self.space.backends():
+        if self.settings.baselines and backend_of(params) != FALLBACK_BACKEND and FALLBACK_BACKEND in self.space.backends():
             self._enqueue(baseline_configs(self.space, self.settings)["heuristic"], "heuristic")  # enqueue_baselines skips it then
         for p in neighbours(params, self.space, n_neighbours):
             self._enqueue(p, "warm-start-neighbour")

@@ -241,8 +241,11 @@ def child_main(fd: int, parent: int | None = None) -> None:
         outcome, bad = classify_exception(e)
         msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()
         logger.log(logging.ERROR if spec.log else logging.DEBUG, "trial failed (%s): %s", outcome.value, traceback.format_exc())
-        if outcome is Outcome.CRASH and "decod" in str(e).lower() and getattr(spec.loader.backend, "value", "") == "dali":
-            bad = find_bad_file(spec.dataset)  # DALI's decoder did not say which file: look for it
+        from autotune.loaders.backends import BACKENDS
+
+        kind = BACKENDS.get(getattr(spec.loader.backend, "value", ""))
+        if outcome is Outcome.CRASH and "decod" in str(e).lower() and kind is not None and kind.decode_errors_unnamed:
+            bad = find_bad_file(spec.dataset)  # the decoder (DALI's) did not say which file: look for it
             if bad is not None:
                 outcome = Outcome.BAD_DATA
         if outcome is Outcome.BAD_DATA:

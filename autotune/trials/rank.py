@@ -86,9 +86,6 @@ def measure_rank(
 def buffered_batches(loader: Any) -> int:
     """How many batches ``loader`` (a :class:`~autotune.config.schema.LoaderConfig`) can hold ready before they are
     asked for: workers x prefetch factor for torch (2 batches a worker by default), the queue depth for DALI."""
-    if loader.torch is not None:
-        w = loader.torch.num_workers
-        return w * (loader.torch.prefetch_factor or 2) if w > 0 else 0
-    if loader.dali is not None:
-        return loader.dali.prefetch_queue_depth
-    return 0
+    from autotune.loaders.backends import get_backend
+
+    return get_backend(loader.backend).buffered_batches(loader)

@@ -195,10 +195,11 @@ def _preload(spec: TrialSpec) -> None:
 
     for name in ("torch", "torchvision", "autotune.loaders.backends", "autotune.loaders.presets", "autotune.trials.measure"):
         importlib.import_module(name)
-    if spec.loader.backend.value == "torch":
-        from autotune.loaders.backends import get_backend
+    from autotune.loaders.backends import get_backend
 
-        get_backend("torch")
+    backend = get_backend(spec.loader.backend)
+    if backend.preload_before_fork:
+        backend.preload()
     if spec.model is not None:
         importlib.import_module("autotune.trials.model")
 

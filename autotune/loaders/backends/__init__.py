@@ -1,25 +1,58 @@
-"""Loader backends: ``torch`` (DataLoader) and ``dali`` (NVIDIA DALI)."""
+"""Kinds of loader: ``torch`` (DataLoader) and ``dali`` (NVIDIA DALI), one private module each.
+
+A kind is a :class:`LoaderBackend` subclass: what the study, the guard and the YAML ask of it, and how it builds.
+Its module imports its framework only inside :meth:`LoaderBackend.build`, so the study reads :data:`BACKENDS`
+without importing torch or DALI.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.config.schema import backend_of, register_kinds
 from autotune.errors import UserError
-from autotune.loaders.backends._base import BatchLoader, LoaderBackend
+from autotune.loaders.backends._base import CUDA_CONTEXT_MIB, BatchLoader, LoaderBackend, MemoryParts, MemorySizes
+from autotune.loaders.backends._dali import DaliBackend
+from autotune.loaders.backends._torch import TorchBackend
+from autotune.outcomes import Backend
 
-__all__ = ["BatchLoader", "LoaderBackend", "get_backend", "BACKENDS"]
+__all__ = [
+    "BACKENDS",
+    "CUDA_CONTEXT_MIB",
+    "BatchLoader",
+    "LoaderBackend",
+    "MemoryParts",
+    "MemorySizes",
+    "backend_for",
+    "get_backend",
+    "register_backend",
+]
 
-#: backend name -> "module:class"; modules import lazily (DALI is optional).
-BACKENDS = {
-    "torch": "autotune.loaders.backends._torch:TorchBackend",
-    "dali": "autotune.loaders.backends._dali:DaliBackend",
-}
+#: the kinds of loader by name, in the order the study measures their starting points
+BACKENDS: dict[str, LoaderBackend] = {}
 
 
-def get_backend(name: str) -> LoaderBackend:
-    import importlib
+def register_backend(backend: LoaderBackend) -> LoaderBackend:
+    """Add a kind of loader: its name is a :class:`~autotune.outcomes.Backend` and a ``loader.backend`` from then on."""
+    Backend.add(backend.name)
+    BACKENDS[backend.name] = backend
+    return backend
 
+
+register_backend(TorchBackend())
+register_backend(DaliBackend())
+register_kinds(BACKENDS)  # the schema (config layer, below) reads and writes each kind's YAML section through it
+
+
+def get_backend(name: Any) -> LoaderBackend:
+    """The kind of loader called ``name`` (a :class:`~autotune.outcomes.Backend` or its value)."""
     try:
-        target = BACKENDS[str(name)]
+        return BACKENDS[name.value if isinstance(name, Backend) else str(name)]
     except KeyError:
         raise UserError(f"unknown backend {name!r}; use one of: {', '.join(BACKENDS)}") from None
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)()
+
+
+def backend_for(params: Mapping[str, Any]) -> LoaderBackend:
+    """The kind of loader of a trial's flat parameters (torch when they name none)."""
+    return get_backend(backend_of(params))

@@ -21,17 +21,18 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from autotune._imports import try_import
-from autotune.errors import UserError
-from autotune.loaders.backends._base import BatchLoader, LoaderBackend
+from autotune._imports import is_available, try_import
+from autotune.config.sections import KNOB_BOUNDS, DaliOptions
+from autotune.errors import SpaceError, UserError
+from autotune.loaders.backends._base import CUDA_CONTEXT_MIB, BatchLoader, LoaderBackend, MemoryParts, MemorySizes
 
 if TYPE_CHECKING:
     import torch
 
-    from autotune.config.schema import DaliOptions, LoaderConfig
+    from autotune.config.schema import LoaderConfig
     from autotune.dataset.scan import Dataset
     from autotune.loaders.presets import Preset
 
@@ -39,6 +40,18 @@ logger = logging.getLogger(__name__)
 
 #: The reader's name, which the iterator uses to learn the epoch and shard sizes.
 READER_NAME = "Reader"
+
+#: Memory sizes, in MiB (measured on DALI 2.x, rounded up).
+DALI_BASE_MIB = 300  # DALI's libraries and host pools
+DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
+NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (see _graph)
+NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
+
+#: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
+#: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
+USUAL_THREADS = 8
+#: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
+HW_THREADS = 4
 
 
 def _is_utf8(path: str) -> bool:
@@ -112,7 +125,8 @@ def _device_id(device: str, dali_device: str) -> int | None:
 
 
 def _graph(
-    fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int, shuffle: bool | None = None
+    fn: Any, types: Any, preset: Preset, opts: DaliOptions, files: list[str], labels: list[int], *, to_gpu: bool, shard_id: int, num_shards: int,
+    shuffle: bool | None = None,
 ) -> tuple[Any, Any]:
     """The preset as DALI operators; called inside the pipeline definition.
 
@@ -255,8 +269,110 @@ class DaliLoader(BatchLoader):
                 self._cleanup()
 
 
+def _threads_in(space: Any, threads: int) -> int:
+    """``threads`` moved into the space's ``num_threads`` range, when it has one."""
+    if "num_threads" in space and space["num_threads"].kind == "int":
+        return int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
+    return threads
+
+
 class DaliBackend(LoaderBackend):
     name = "dali"
+    options = DaliOptions
+    params = {"dali_device": "device", "num_threads": "num_threads", "prefetch_queue_depth": "prefetch_queue_depth", "hw_decoder_load": "hw_decoder_load"}
+    space_rules = {
+        "num_threads": ("int", *KNOB_BOUNDS["num_threads"]),
+        "prefetch_queue_depth": ("int", 1, 64),
+        "hw_decoder_load": ("number", 0.0, 1.0),
+        "dali_device": ("device", None, None),
+    }
+    label = "DALI"
+    install = 'pip install -e ".[dali]" (CUDA 13 drivers: ".[dali-cu13]")'
+    smoke_checks = {"dali-cpu": ({"dali_device": "cpu", "num_threads": 1}, "cpu"), "dali-gpu": ({"dali_device": "gpu", "num_threads": 1}, "cuda")}
+    decode_errors_unnamed = True  # DALI's decoder may fail without naming the file
+    # preload_before_fork stays False: DALI's import sets up its allocators, and nothing CUDA may come before a fork
+
+    def describe(self, loader: LoaderConfig) -> str:
+        d = loader.dali
+        assert d is not None
+        s = f"dali-{d.device} b={loader.batch_size} threads={d.num_threads} queue={d.prefetch_queue_depth}"
+        if d.device == "gpu":
+            s += f" hw_load={d.hw_decoder_load:g}"
+        return s
+
+    def available(self) -> bool:
+        return is_available("dali")
+
+    def fit_space(self, space: Any, device: str) -> Any:
+        if device.startswith("cuda") or "dali_device" not in space or "gpu" not in space["dali_device"].choices:
+            return space
+        space = space.restrict("dali_device", ("cpu",))  # GPU decode needs a GPU
+        if not space["dali_device"].choices:
+            raise SpaceError(f"{space.source}: params.dali_device offers GPU decode only, but the device is {device}; add cpu to its choices or run on a GPU")
+        return space
+
+    def starting_points(self, space: Any, *, batch_sizes: tuple[int, ...], cores: int, cuda: bool) -> dict[str, dict[str, Any]]:
+        """NVIDIA's example settings (``dali-heuristic``): a thread per core, DALI's own queue depth and hardware-decoder
+        share, GPU decode when there is a GPU, a middle batch size; with GPU decode also every JPEG on the hardware
+        decoder at the largest batch (``dali-hw``)."""
+        usual: dict[str, Any] = {"backend": "dali", "batch_size": sorted(batch_sizes)[len(batch_sizes) // 2],
+                                 "num_threads": _threads_in(space, min(cores, USUAL_THREADS)), "prefetch_queue_depth": 2}
+        if "dali_device" in space:
+            usual["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
+            if usual["dali_device"] == "gpu":
+                usual["hw_decoder_load"] = 0.65
+        out = {"dali-heuristic": usual}
+        if usual.get("dali_device") == "gpu":
+            # GPU decode's other usual start: every JPEG on the hardware decoder (H100/H200-class GPUs have several
+            # engines), the largest batch, a few threads (they only read files). On an H200 it scored 27,125
+            # images/s against 22,625 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
+            hw = {**usual, "batch_size": max(batch_sizes), "num_threads": _threads_in(space, min(cores, HW_THREADS)), "hw_decoder_load": 1.0}
+            if hw != usual:
+                out["dali-hw"] = hw
+        return out
+
+    def unfit(self, params: Mapping[str, Any], device: str) -> str | None:
+        if params.get("dali_device") == "gpu" and not device.startswith("cuda"):
+            return f"decodes on the GPU (dali_device 'gpu'), but this AutoLoader delivers to {device}; use dali_device 'cpu', or a CUDA device"
+        return None
+
+    def threads(self, params: Mapping[str, Any]) -> int:
+        return int(params.get("num_threads", 2))  # GPU decode too: its threads read the files
+
+    def buffered_batches(self, loader: LoaderConfig) -> int:
+        """The prefetch queue's depth."""
+        assert loader.dali is not None
+        return loader.dali.prefetch_queue_depth
+
+    def memory(self, loader: LoaderConfig, sizes: MemorySizes) -> MemoryParts:
+        d = loader.dali
+        assert d is not None
+        q, b, out, decoded = d.prefetch_queue_depth, sizes.batch_size, sizes.out_batch_mib, sizes.decoded_mib
+        parts = MemoryParts()
+        parts.host["dali"] = DALI_BASE_MIB
+        parts.host["encoded_queue"] = q * b * sizes.file_bytes / 2**20
+        parts.host["decode_threads"] = d.num_threads * decoded  # each thread's decode scratch buffer
+        stage = b * (decoded + 3 * sizes.crop * sizes.crop / 2**20)  # decoded images + resized crops, one batch
+        if d.device == "gpu":
+            parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, decoder=DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB)
+            parts.host["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
+            parts.gpu.update(stages=q * (stage + out), batches_on_gpu=2 * out)
+        else:
+            parts.host["stages"] = q * stage
+            if sizes.cuda:
+                parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, stages=q * out, batches_on_gpu=2 * out)
+            else:
+                parts.host["stages"] += q * out
+                parts.host["consumer"] = out
+        return parts
+
+    def memory_fix(self, loader: LoaderConfig) -> str:
+        assert loader.dali is not None
+        return f"prefetch_queue_depth {loader.dali.prefetch_queue_depth}); lower loader.dali.prefetch_queue_depth (the search spaces try 1 to 4)"
+
+    def preload(self) -> None:
+        try_import("dali")
+        import nvidia.dali.plugin.pytorch  # noqa: F401 - imported ahead of the measured build
 
     def build(
         self,
@@ -291,8 +407,6 @@ class DaliBackend(LoaderBackend):
         from nvidia.dali import fn, types
         from nvidia.dali.pipeline import Pipeline
         from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
-
-        from autotune.config.schema import DaliOptions
 
         opts = loader.dali if loader.dali is not None else DaliOptions()
         if not 0 <= shard_id < num_shards:

@@ -1,0 +1,110 @@
+"""The YAML sections of the built-in kinds of loader (``loader.torch``, ``loader.dali``): one frozen dataclass each,
+under the framework's own argument names, and the checks every section shares. A kind of loader names its section
+class in its backend (:attr:`autotune.loaders.backends.LoaderBackend.options`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from autotune.errors import ConfigError
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # YAML's true is an int to Python
+
+
+def is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) if isinstance(value, float) else abs(value) < 2**1023  # an int too large for a float is no figure
+
+
+def require(ok: bool, name: str, kind: str, value: Any) -> None:
+    if not ok:
+        shown = repr(value)
+        raise ConfigError(f"{name} must be {kind}, but got {shown if len(shown) <= 60 else shown[:40] + f'... ({len(shown)} characters)'}")
+
+
+def from_mapping(cls: type, data: Any, where: str) -> Any:
+    """Build a dataclass from a mapping; unknown keys are an error naming the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} must be a mapping, but got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown key {where}.{unknown[0]}; allowed keys are: {', '.join(sorted(names))}")
+    return cls(**data)
+
+
+#: the least and the most each loader knob may be in a YAML (a prefetch of 10**12 batches would hang the first
+#: batch; no machine has more workers or threads than this). A search space offers less (prefetch up to 64); a
+#: hand-tuned YAML may hold more.
+#: the largest batch a loader is built for: more is no loader to measure or train with (its memory is refused)
+MAX_BATCH_SIZE = 1 << 20
+
+KNOB_BOUNDS: dict[str, tuple[int, int]] = {
+    "num_workers": (0, 16384),
+    "prefetch_factor": (1, 1024),
+    "num_threads": (1, 16384),
+    "prefetch_queue_depth": (1, 1024),
+}
+
+
+def bounded(section: str, name: str, value: int) -> None:
+    lo, hi = KNOB_BOUNDS[name]
+    if not lo <= value <= hi:
+        raise ConfigError(f"loader.{section}.{name} must be between {lo} and {hi}, but got {value}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchOptions:
+    """``torch.utils.data.DataLoader`` keywords, under their own names."""
+
+    num_workers: int = 0
+    pin_memory: bool = False
+    prefetch_factor: int | None = None  # only with num_workers > 0
+    persistent_workers: bool = False  # only with num_workers > 0
+
+    def __post_init__(self) -> None:
+        require(is_int(self.num_workers), "loader.torch.num_workers", "an integer", self.num_workers)
+        require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
+        require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
+        require(self.prefetch_factor is None or is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
+        bounded("torch", "num_workers", self.num_workers)
+        if self.prefetch_factor is not None and self.num_workers > 0:
+            bounded("torch", "prefetch_factor", self.prefetch_factor)
+        if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
+            # DataLoader rejects these without workers; normalise rather than fail at training time.
+            object.__setattr__(self, "prefetch_factor", None)
+            object.__setattr__(self, "persistent_workers", False)
+
+
+#: DALI's usual share of JPEGs for the hardware decoder, where a config names none
+DEFAULT_HW_DECODER_LOAD = 0.65
+
+
+@dataclasses.dataclass(frozen=True)
+class DaliOptions:
+    """DALI pipeline arguments, under DALI's own names (``device`` is where JPEGs are decoded: gpu = ``mixed``)."""
+
+    device: str = "cpu"  # gpu | cpu
+    num_threads: int = 2
+    prefetch_queue_depth: int = 2
+    hw_decoder_load: float | None = None  # the hardware JPEG decoder's share: GPU decode only (None for cpu)
+
+    def __post_init__(self) -> None:
+        for name in ("num_threads", "prefetch_queue_depth"):
+            require(is_int(getattr(self, name)), f"loader.dali.{name}", "an integer", getattr(self, name))
+        require(self.hw_decoder_load is None or is_number(self.hw_decoder_load), "loader.dali.hw_decoder_load", "a number", self.hw_decoder_load)
+        if self.device not in ("gpu", "cpu"):
+            raise ConfigError(f"loader.dali.device must be 'gpu' or 'cpu', but got {self.device!r}")
+        bounded("dali", "num_threads", self.num_threads)
+        bounded("dali", "prefetch_queue_depth", self.prefetch_queue_depth)
+        load = self.hw_decoder_load
+        if load is not None and (isinstance(load, bool) or not isinstance(load, (int, float)) or not 0.0 <= load <= 1.0):
+            raise ConfigError(f"loader.dali.hw_decoder_load must be between 0 and 1, but got {load!r}")
+        # only GPU decode has a hardware decoder; the share is a step of 0.05, written without float noise
+        object.__setattr__(self, "hw_decoder_load", None if self.device == "cpu" else round(float(DEFAULT_HW_DECODER_LOAD if load is None else load), 3))
+
