@@ -88,7 +88,7 @@ import torch
 
 from autotune.config import LoaderConfig
 from autotune.dataset import scan
-from autotune.trials.ranks import measure_ranks
+from autotune.trials.rank_group import measure_ranks
 from autotune.trials.spec import TrialSpec
 
 n = torch.cuda.device_count()

@@ -28,7 +28,7 @@ def _inject(fault: str | None) -> None:
     ``torch.cuda.OutOfMemoryError`` for ``oom-gpu``); ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
     at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
     its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
-    rank R's process does ``<fault>`` (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well;
+    rank R's process does ``<fault>`` (:mod:`autotune.trials.rank_group`), the trial process and the other ranks stay well;
     ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
     and in its workers, without using the CPU; ``output``: a line written straight to file descriptors 1 and 2
     (as native libraries write theirs) and a Python warning, then the trial goes on as usual.
@@ -121,13 +121,13 @@ def execute(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
     """Build ``spec``'s loader on its device, measure it and return the result payload.
 
     Several ranks are forked from here, one process each, before anything touches CUDA
-    (:mod:`autotune.trials.ranks`); one rank is measured in this process.
+    (:mod:`autotune.trials.rank_group`); one rank is measured in this process.
     """
     _inject(spec.inject)
     import torch
 
-    from autotune.trials.rank import measure_rank
-    from autotune.trials.ranks import measure_ranks
+    from autotune.trials.one_rank import measure_rank
+    from autotune.trials.rank_group import measure_ranks
 
     if spec.seed is not None:
         torch.manual_seed(spec.seed)
@@ -151,7 +151,7 @@ def set_parent_death_signal() -> None:
 def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
     from autotune.dataset.imaging import BadImageError
-    from autotune.trials.ranks import RankFailed
+    from autotune.trials.rank_group import RankFailed
 
     if isinstance(e, RankFailed):  # classified in the rank's process
         return e.outcome, e.bad_file
@@ -236,7 +236,7 @@ def child_main(fd: int, parent: int | None = None) -> None:
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         conn.send(("result", Outcome.COMPLETE.value, payload))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
-        from autotune.trials.ranks import RankFailed
+        from autotune.trials.rank_group import RankFailed
 
         outcome, bad = classify_exception(e)
         msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()

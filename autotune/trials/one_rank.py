@@ -1,7 +1,7 @@
 """What one rank measures: its loader, built on its device and shard, warmed up, then timed in windows.
 
 A single-rank trial is :func:`measure_rank` in the trial's child process; with several ranks, each rank
-process of :mod:`autotune.trials.ranks` runs it on its own shard and device.
+process of :mod:`autotune.trials.rank_group` runs it on its own shard and device.
 """
 
 from __future__ import annotations
