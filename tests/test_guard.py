@@ -21,12 +21,13 @@ from autotune.outcomes import Outcome
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials import guard
-from autotune.trials.guard import _budgets, _monitor
 from autotune.trials.child import bad_image_path, classify_exception
 from autotune.trials.guard import (
     Budgets,
     Monitor,
     TreeMemory,
+    _budgets,
+    _monitor,
     check_estimate,
     default_budgets,
     read_pss_mib,
