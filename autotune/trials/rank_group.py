@@ -150,7 +150,7 @@ def measure_ranks(
         on_window: called with (window index, the node's score so far, its spread so far) once every rank has
             that window; returning True stops every rank.
         classify: maps an exception raised in a rank to its outcome and bad file (default: ``crash``).
-        inject: fault injection for the test-suite: ``spec.inject`` ``rank<R>-<fault>`` runs ``inject(fault)``
+        inject: the test-suite's fault injection (:mod:`autotune.trials._faults`): ``spec.inject`` ``rank<R>-<fault>`` runs ``inject(fault)``
             in rank R.
 
     Raises:
