@@ -62,7 +62,7 @@ def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset,
     from autotune.cli import main
     from autotune.trials.zygote import Zygote
 
-    monkeypatch.setattr("autotune.study.tuner.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
+    monkeypatch.setattr("autotune.study.confirm.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
     launched = []
     real_launch = Zygote.launch
     monkeypatch.setattr(Zygote, "launch", classmethod(lambda cls, *a, **k: launched.append(1) or real_launch(*a, **k)))
