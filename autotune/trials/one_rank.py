@@ -55,6 +55,7 @@ def measure_rank(
         consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
     backend = get_backend(spec.loader.backend.value)
     t0 = time.perf_counter()
+    loader: Any  # the backend's loader, or the model's one resident batch
     if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
         from autotune.trials.model import resident_loader
 
