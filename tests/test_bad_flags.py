@@ -370,7 +370,7 @@ def test_a_torch_that_cannot_run_trials_is_told_before_the_demo_set_is_made(tmp_
     from autotune import doctor
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(doctor, "_torch_probe", lambda: {"torch": "2.13.0+cpu", "torchvision": None, "cuda": None, "available": False, "devices": 0,
+    monkeypatch.setattr(doctor._probes, "torch_probe", lambda: {"torch": "2.13.0+cpu", "torchvision": None, "cuda": None, "available": False, "devices": 0,
                                                          "torchvision_error": "RuntimeError: operator torchvision::nms does not exist"})
     assert main(["run", "--demo", "--device", "cpu", "--no-report"]) == 2
     err = capsys.readouterr().err

@@ -355,7 +355,7 @@ def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypat
 def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(tiny_dataset, workdir, monkeypatch):
     """Seen with --budget 30: three trials of 3 s, then one of 7 s took the time left, and the top two were not
     re-measured. The planned re-measurement's time is kept from the trials: the slow one ends at its next window."""
-    from autotune.trials.runner import ENOUGH
+    from autotune.trials.runner import WindowVerdict
 
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
@@ -370,11 +370,11 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
         for step in range(3):
             clock.now += 6.0 if slow else 1.0
             seen.append(rate)
-            verdict = on_intermediate(step, rate) if on_intermediate is not None else False
-            if verdict == ENOUGH:
+            verdict = on_intermediate(step, rate) if on_intermediate is not None else WindowVerdict.GO_ON
+            if verdict is WindowVerdict.ENOUGH:
                 return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start,
                                    message=f"measured {step + 1} window(s): the time budget ran out")
-            if verdict:
+            if verdict is WindowVerdict.PRUNE:
                 return TrialResult(Outcome.PRUNED, samples_per_s=rate, duration_s=clock.now - start)
         return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start)
 

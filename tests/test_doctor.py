@@ -23,19 +23,19 @@ TORCH_CU130 = {"torch": "2.9.0+cu130", "torchvision": "0.24.0+cu130", "cuda": "1
 @pytest.fixture()
 def machine(monkeypatch):
     """A healthy GPU machine: every check ok. Tests change one thing at a time."""
-    monkeypatch.setattr(doctor, "_nvml_error", lambda: None)
+    monkeypatch.setattr(doctor._probes, "nvml_error", lambda: None)
     monkeypatch.setattr(fingerprint, "gpu_info", lambda: dict(H200))
-    monkeypatch.setattr(doctor, "_torch_probe", lambda: dict(TORCH_CU130))
+    monkeypatch.setattr(doctor._probes, "torch_probe", lambda: dict(TORCH_CU130))
     monkeypatch.setattr(fingerprint, "dali_install", lambda: ("2.4.0", "cuda130"))
-    monkeypatch.setattr(doctor, "_dali_importable", lambda: True)
+    monkeypatch.setattr(doctor._probes, "dali_importable", lambda: True)
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    monkeypatch.setattr(doctor, "_cpu_count", lambda: 16)
+    monkeypatch.setattr(doctor._probes, "cpu_count", lambda: 16)
     monkeypatch.setattr(fingerprint, "cgroup_cpu_limit", lambda: None)
     monkeypatch.setattr(fingerprint, "shm_bytes", lambda: 64 * 2**30)
-    monkeypatch.setattr(doctor, "_memlock_bytes", lambda: None)
-    monkeypatch.setattr(doctor, "_container", lambda: "docker")
-    monkeypatch.setattr(doctor, "_source_checkout", lambda: True)
-    monkeypatch.setattr(doctor, "_memory_available", lambda: 64 * 2**30)
+    monkeypatch.setattr(doctor._probes, "memlock_bytes", lambda: None)
+    monkeypatch.setattr(doctor._probes, "container", lambda: "docker")
+    monkeypatch.setattr(doctor._probes, "source_checkout", lambda: True)
+    monkeypatch.setattr(doctor._probes, "memory_available", lambda: 64 * 2**30)
     monkeypatch.setattr(pagecache, "fits_in_ram", lambda ds, fraction=0.5: True)
     return monkeypatch
 
@@ -63,10 +63,10 @@ def test_healthy_machine_is_all_ok(machine):
 @pytest.fixture()
 def cpu_only(machine):
     """A machine without an NVIDIA driver, healthy for CPU use."""
-    machine.setattr(doctor, "_nvml_error", lambda: "NVML Shared Library Not Found")
+    machine.setattr(doctor._probes, "nvml_error", lambda: "NVML Shared Library Not Found")
     machine.setattr(fingerprint, "gpu_info", lambda: dict(NO_GPU))
-    machine.setattr(doctor, "_torch_probe", lambda: {**TORCH_CU130, "available": False, "devices": 0})
-    machine.setattr(doctor, "_memlock_bytes", lambda: 8 * 2**20)
+    machine.setattr(doctor._probes, "torch_probe", lambda: {**TORCH_CU130, "available": False, "devices": 0})
+    machine.setattr(doctor._probes, "memlock_bytes", lambda: 8 * 2**20)
     return machine
 
 
@@ -92,14 +92,14 @@ def test_doctor_exits_0_on_a_cpu_only_machine_where_nothing_fails(cpu_only, caps
 
 
 def test_no_gpu_on_bare_metal_says_install_the_driver_when_cuda_is_asked_for(cpu_only):
-    cpu_only.setattr(doctor, "_container", lambda: None)
+    cpu_only.setattr(doctor._probes, "container", lambda: None)
     assert checks_by_name()["gpus"].value == "none: no NVIDIA driver visible; trials run on the CPU"
     with pytest.raises(UserError, match="fix: install the NVIDIA driver"):
         doctor.preflight(None, "cuda")
 
 
 def test_gpu_seen_by_driver_but_not_by_torch_fails(machine):
-    machine.setattr(doctor, "_torch_probe", lambda: {**TORCH_CU130, "cuda": None, "available": False, "devices": 0, "torch": "2.9.0+cpu"})
+    machine.setattr(doctor._probes, "torch_probe", lambda: {**TORCH_CU130, "cuda": None, "available": False, "devices": 0, "torch": "2.9.0+cpu"})
     by = checks_by_name()
     assert by["cuda"].status is Status.FAIL
     assert by["driver-torch"].status is Status.FAIL and by["driver-torch"].value == "torch 2.9.0+cpu is a CPU-only build"
@@ -130,8 +130,8 @@ def test_torch_cuda_newer_than_driver_fails(machine):
 def test_dali_missing_names_the_install_command_for_this_driver(machine, gpu, source, fix):
     machine.setattr(fingerprint, "gpu_info", lambda: gpu)
     machine.setattr(fingerprint, "dali_install", lambda: (None, None))
-    machine.setattr(doctor, "_dali_importable", lambda: False)
-    machine.setattr(doctor, "_source_checkout", lambda: source)
+    machine.setattr(doctor._probes, "dali_importable", lambda: False)
+    machine.setattr(doctor._probes, "source_checkout", lambda: source)
     by = checks_by_name()
     assert by["dali"].status is Status.WARN
     assert by["dali"].value == "not installed: only the torch backend can be tuned"
@@ -140,7 +140,7 @@ def test_dali_missing_names_the_install_command_for_this_driver(machine, gpu, so
 
 
 def test_dali_wheel_that_cannot_import_fails(machine):
-    machine.setattr(doctor, "_dali_importable", lambda: False)
+    machine.setattr(doctor._probes, "dali_importable", lambda: False)
     c = checks_by_name()["dali"]
     assert c.status is Status.FAIL and c.fix == "pip install --force-reinstall nvidia-dali-cuda130"
 
@@ -163,7 +163,7 @@ def test_tiny_shm_fails_with_the_shm_size_fix(machine):
 
 def test_small_shm_warns_and_host_fix_remounts(machine):
     machine.setattr(fingerprint, "shm_bytes", lambda: 2 * 2**30)
-    machine.setattr(doctor, "_container", lambda: None)
+    machine.setattr(doctor._probes, "container", lambda: None)
     c = checks_by_name()["shm"]
     assert c.status is Status.WARN
     assert c.fix == "sudo mount -o remount,size=6G /dev/shm"
@@ -184,7 +184,7 @@ def test_cpu_affinity_below_core_count_warns(machine):
 
 
 def test_low_memlock_with_gpu_warns(machine):
-    machine.setattr(doctor, "_memlock_bytes", lambda: 8 * 2**20)
+    machine.setattr(doctor._probes, "memlock_bytes", lambda: 8 * 2**20)
     c = checks_by_name()["memlock"]
     assert c.status is Status.WARN and c.fix.startswith("raise the locked-memory limit: docker run --ulimit memlock=-1")
 
@@ -229,9 +229,9 @@ def test_preflight_passes_a_healthy_machine(machine, four_jpegs):
 
 
 def test_preflight_cuda_without_gpu_stops_with_the_fix(machine):
-    machine.setattr(doctor, "_nvml_error", lambda: "NVML Shared Library Not Found")
+    machine.setattr(doctor._probes, "nvml_error", lambda: "NVML Shared Library Not Found")
     machine.setattr(fingerprint, "gpu_info", lambda: dict(NO_GPU))
-    machine.setattr(doctor, "_torch_probe", lambda: {**TORCH_CU130, "available": False, "devices": 0})
+    machine.setattr(doctor._probes, "torch_probe", lambda: {**TORCH_CU130, "available": False, "devices": 0})
     with pytest.raises(UserError) as e:
         doctor.preflight(None, "cuda")
     assert "device cuda needs a GPU torch can use; gpus check failed" in str(e.value)
@@ -255,11 +255,11 @@ def _fake_child(code: str):
 
 
 def test_smoke_without_gpu_skips_dali_gpu(machine):
-    machine.setattr(doctor, "_nvml_error", lambda: "NVML Shared Library Not Found")
+    machine.setattr(doctor._probes, "nvml_error", lambda: "NVML Shared Library Not Found")
     machine.setattr(fingerprint, "gpu_info", lambda: dict(NO_GPU))
     started = []
     fake = _fake_child("print('{\"value\": \"batch ok\"}')")
-    machine.setattr(doctor, "_start_smoke", lambda kind, root: started.append(kind) or fake(kind, root))
+    machine.setattr(doctor._smoke, "_start_smoke", lambda kind, root: started.append(kind) or fake(kind, root))
     by = {c.name: c for c in doctor.run_checks(smoke=True)}
     assert started == ["torch", "dali-cpu"]
     assert by["smoke-torch"].value == by["smoke-dali-cpu"].value == "batch ok"
@@ -268,15 +268,15 @@ def test_smoke_without_gpu_skips_dali_gpu(machine):
 
 def test_smoke_without_dali_skips_both_dali_tests(machine):
     machine.setattr(fingerprint, "dali_install", lambda: (None, None))
-    machine.setattr(doctor, "_dali_importable", lambda: False)
-    machine.setattr(doctor, "_start_smoke", _fake_child("print('{\"value\": \"batch ok\"}')"))
+    machine.setattr(doctor._probes, "dali_importable", lambda: False)
+    machine.setattr(doctor._smoke, "_start_smoke", _fake_child("print('{\"value\": \"batch ok\"}')"))
     by = {c.name: c for c in doctor.run_checks(smoke=True)}
     assert by["smoke-dali-cpu"].value == by["smoke-dali-gpu"].value == "skipped (DALI not installed)"
 
 
 def test_smoke_hang_is_killed_and_fails(machine):
-    machine.setattr(doctor, "SMOKE_TIMEOUT_S", 1.0)
-    machine.setattr(doctor, "_start_smoke", _fake_child("import time; time.sleep(60)"))
+    machine.setattr(doctor._smoke, "SMOKE_TIMEOUT_S", 1.0)
+    machine.setattr(doctor._smoke, "_start_smoke", _fake_child("import time; time.sleep(60)"))
     by = {c.name: c for c in doctor.run_checks(smoke=True)}
     for name in ("smoke-torch", "smoke-dali-cpu", "smoke-dali-gpu"):
         assert by[name].status is Status.FAIL and by[name].value == "hung: no batch within 1 s (killed)"
@@ -284,7 +284,7 @@ def test_smoke_hang_is_killed_and_fails(machine):
 
 
 def test_smoke_crash_reports_the_error(machine):
-    machine.setattr(doctor, "_start_smoke", _fake_child("import sys; sys.exit('RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error')"))
+    machine.setattr(doctor._smoke, "_start_smoke", _fake_child("import sys; sys.exit('RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error')"))
     c = {c.name: c for c in doctor.run_checks(smoke=True)}["smoke-torch"]
     assert c.status is Status.FAIL and "Bus error" in c.value
     assert c.fix.startswith("/dev/shm is too small for the workers: restart the container with --shm-size=")
@@ -327,8 +327,8 @@ def test_doctor_end_to_end_json(four_jpegs, capsys):
 def test_smoke_children_are_killed_when_a_check_raises(machine):
     procs = []
     fake = _fake_child("import time; time.sleep(60)")
-    machine.setattr(doctor, "_start_smoke", lambda kind, root: procs.append(fake(kind, root)) or procs[-1])
-    machine.setattr(doctor, "check_cpus", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    machine.setattr(doctor._smoke, "_start_smoke", lambda kind, root: procs.append(fake(kind, root)) or procs[-1])
+    machine.setattr(doctor._checks, "check_cpus", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
         doctor.run_checks(smoke=True)
     assert procs and all(p.returncode is not None for p in procs)
@@ -336,11 +336,11 @@ def test_smoke_children_are_killed_when_a_check_raises(machine):
 
 def test_a_torch_import_slowed_by_a_busy_machine_does_not_stop_the_run(machine, tiny_dataset):
     """The probe timing out says the machine is busy, not that torch is broken: a warning, and the run goes on."""
-    machine.setattr(doctor, "_torch_probe", lambda: {"error": f"importing torch and initialising CUDA hung for {doctor.PROBE_TIMEOUT_S:g} s", "hung": True})
-    check = doctor.check_torch(doctor._torch_probe())
+    machine.setattr(doctor._probes, "torch_probe", lambda: {"error": f"importing torch and initialising CUDA hung for {doctor.PROBE_TIMEOUT_S:g} s", "hung": True})
+    check = doctor.check_torch(doctor._probes.torch_probe())
     assert check.status is doctor.Status.WARN and "hung" in check.value
     doctor.preflight(tiny_dataset, "cpu")  # no UserError
-    machine.setattr(doctor, "_torch_probe", lambda: {"error": "ModuleNotFoundError: No module named 'torch'"})
+    machine.setattr(doctor._probes, "torch_probe", lambda: {"error": "ModuleNotFoundError: No module named 'torch'"})
     with pytest.raises(UserError, match="torch check failed: cannot import torch"):
         doctor.preflight(tiny_dataset, "cpu")
 

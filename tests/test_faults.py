@@ -484,10 +484,10 @@ def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir)
 
 def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
     """The time budget is spent: the trial ends at its next window, complete, with what it measured."""
-    from autotune.trials.runner import ENOUGH
+    from autotune.trials.runner import WindowVerdict
 
     spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=5, warmup_batches=1)
-    r = run_trial(spec, timeout_s=60, on_intermediate=lambda step, value: ENOUGH if step >= 1 else False)
+    r = run_trial(spec, timeout_s=60, on_intermediate=lambda step, value: WindowVerdict.ENOUGH if step >= 1 else WindowVerdict.GO_ON)
     assert r.outcome is Outcome.COMPLETE and r.samples_per_s > 0 and "measured 2 window(s)" in r.message
     assert "the time budget ran out" in r.message and r.spread[0] <= r.samples_per_s <= r.spread[1]
     assert not _runners()

@@ -139,7 +139,7 @@ def _burn(detach: bool) -> int:
 def _ours() -> float:
     import psutil
 
-    from autotune.trials.guard import _tree_cpu_s
+    from autotune.trials.guard._other_load import _tree_cpu_s
 
     return _tree_cpu_s(psutil.Process())
 

@@ -27,6 +27,8 @@ from autotune.trials.guard import (
     Budgets,
     Monitor,
     TreeMemory,
+    _budgets,
+    _monitor,
     check_estimate,
     default_budgets,
     read_pss_mib,
@@ -54,11 +56,11 @@ def _dali(b: int, threads: int = 4, q: int = 2, device: str = "gpu") -> LoaderCo
 
 # ------------------------------------------------------------------------------------------------ budgets
 def test_default_budgets_cpu_takes_fractions_and_given_values(monkeypatch):
-    monkeypatch.setattr(guard, "shm_free_mib", lambda path=guard.SHM_PATH: 1000.0)
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=guard.SHM_PATH: 1000.0)
     b = default_budgets(device="cpu")
     assert b.gpu_mib is None
     assert b.shm_mib == pytest.approx(800.0)
-    assert 0 < b.host_mib <= guard.psutil.virtual_memory().available / MiB
+    assert 0 < b.host_mib <= _budgets.psutil.virtual_memory().available / MiB
     b = default_budgets(host_mib=1234, shm_mib=56, device="cpu")
     assert (b.host_mib, b.shm_mib) == (1234, 56)
     assert b.to_dict() == {"host_mib": 1234, "gpu_mib": None, "shm_mib": 56, "reserve_gpu_mib": 0}
@@ -66,7 +68,7 @@ def test_default_budgets_cpu_takes_fractions_and_given_values(monkeypatch):
 
 def test_default_gpu_budget_is_free_memory_minus_the_reserve(monkeypatch):
     seen = []
-    monkeypatch.setattr(guard, "gpu_free_mib", lambda index=0: seen.append(index) or 10_000.0)
+    monkeypatch.setattr(_budgets, "gpu_free_mib", lambda index=0: seen.append(index) or 10_000.0)
     assert default_budgets(device="cuda").gpu_mib == pytest.approx(9_000.0)
     assert default_budgets(reserve_gpu_mib=4_000, device="cuda:1").gpu_mib == pytest.approx(5_000.0)
     assert seen[-1] == 1
@@ -80,7 +82,7 @@ def test_default_gpu_budget_is_free_memory_minus_the_reserve(monkeypatch):
 
 
 def test_no_nvml_means_no_gpu_budget(monkeypatch):
-    monkeypatch.setattr(guard, "gpu_free_mib", lambda index=0: None)
+    monkeypatch.setattr(_budgets, "gpu_free_mib", lambda index=0: None)
     assert default_budgets(device="cuda").gpu_mib is None
 
 
@@ -185,7 +187,7 @@ def _costly_reads(monkeypatch, cost_s: float = 0.02) -> tuple[list[int], TreeMem
         time.sleep(cost_s)
         return 100.0
 
-    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
+    monkeypatch.setattr(_monitor, "read_pss_mib", slow_pss)
     now = [0.0]
     return reads, TreeMemory(clock=lambda: now[0]), guard.process_tree(os.getpid())[:1], now
 
@@ -223,7 +225,7 @@ def test_exact_reads_come_at_least_once_a_second_and_at_once_when_a_process_leav
         time.sleep(0.05)  # 2.5 s apart by cost alone
         return 100.0
 
-    monkeypatch.setattr(guard, "read_pss_mib", slow_pss)
+    monkeypatch.setattr(_monitor, "read_pss_mib", slow_pss)
     now = [0.0]
     tm = TreeMemory(clock=lambda: now[0])
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -315,7 +317,7 @@ def test_monitor_watches_each_rank_gpu(monkeypatch):
             pass
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    monkeypatch.setattr(guard, "_Nvml", FakeNvml)
+    monkeypatch.setattr(_monitor, "_Nvml", FakeNvml)
     m = Monitor(Budgets(gpu_mib=1000), "cuda", ranks=2)
     assert sorted(nv.index for nv in m._nvml) == [0, 1]
     assert m.sample(os.getpid()) is None
@@ -337,7 +339,7 @@ def test_the_gpu_watched_is_the_one_cuda_visible_devices_names(monkeypatch, visi
                                  nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: uuids[h])
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
-    assert guard._gpu_index(device) == index
+    assert _budgets._gpu_index(device) == index
 
 
 def test_a_confirmation_reads_again_a_process_that_grew_since_its_read(monkeypatch):
@@ -355,9 +357,9 @@ def test_a_confirmation_reads_again_a_process_that_grew_since_its_read(monkeypat
             self.pid, self.rss = pid, rss_mib
 
         def memory_info(self):
-            return types.SimpleNamespace(rss=self.rss * guard.MiB)
+            return types.SimpleNamespace(rss=self.rss * _monitor.MiB)
 
-    monkeypatch.setattr(guard, "read_pss_mib", pss)
+    monkeypatch.setattr(_monitor, "read_pss_mib", pss)
     now = [0.0]
     tm = TreeMemory(clock=lambda: now[0])
     procs = [Proc(pid, 100.0) for pid in range(4)]

@@ -366,7 +366,7 @@ def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(tmp_path
     from autotune import doctor
     from autotune.cli import main
 
-    monkeypatch.setattr(doctor, "DECODE_SAMPLE", 1)  # a large set: the preflight's decode sample misses the bad file, a trial finds it
+    monkeypatch.setattr(doctor._checks, "DECODE_SAMPLE", 1)  # a large set: the preflight's decode sample misses the bad file, a trial finds it
 
     root = tmp_path / "data"
     (root / "a").mkdir(parents=True)

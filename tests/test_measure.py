@@ -237,7 +237,7 @@ def test_batches_buffered_during_a_slow_step_are_not_counted_as_loading_speed(dr
 
 def test_the_buffer_of_a_config_is_its_workers_times_prefetch_or_dali_queue():
     from autotune.config.schema import LoaderConfig
-    from autotune.trials.rank import buffered_batches
+    from autotune.trials.one_rank import buffered_batches
 
     assert buffered_batches(LoaderConfig.from_params({"backend": "torch", "batch_size": 512, "num_workers": 16})) == 32
     assert buffered_batches(LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 4, "prefetch_factor": 4})) == 16

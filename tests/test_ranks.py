@@ -9,9 +9,9 @@ import psutil
 import pytest
 
 from autotune.outcomes import Outcome
-from autotune.trials import ranks
+from autotune.trials import rank_group
 from autotune.trials.measure import Measurement
-from autotune.trials.ranks import RankFailed, _Windows, combine, measure_ranks, rank_device
+from autotune.trials.rank_group import RankFailed, _Windows, combine, measure_ranks, rank_device
 
 
 def _m(rate: float) -> Measurement:
@@ -95,7 +95,7 @@ def test_two_cpu_loaders_at_once(tiny_dataset):
 def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, monkeypatch):
     """Two CPU ranks over a torch DataLoader with workers: two processes, one shard and a share of the threads
     each, scored slowest x 2."""
-    real = ranks.measure_rank
+    real = rank_group.measure_rank
 
     def spy(spec, device, on_window, **kw):
         import torch
@@ -103,7 +103,7 @@ def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, m
         (tmp_path / f"rank{kw['shard_id']}").write_text(f"{os.getpid()} {kw['num_shards']} {device} {torch.get_num_threads()}")
         return real(spec, device, on_window, **kw)
 
-    monkeypatch.setattr(ranks, "measure_rank", spy)
+    monkeypatch.setattr(rank_group, "measure_rank", spy)
     windows = []
     during: set[psutil.Process] = set()  # the ranks and their workers, seen while they measure
 

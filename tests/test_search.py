@@ -28,7 +28,7 @@ from autotune.study import budget as budget_mod
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.measure import measure
-from autotune.trials.runner import ENOUGH
+from autotune.trials.runner import OnIntermediate, WindowVerdict
 from autotune.trials.spec import TrialResult
 
 #: torch and DALI (CPU decode), 6 + 24 configs
@@ -104,7 +104,7 @@ class Replay:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> Replay:
         replay = self
 
-        def fake_measure(tuner: Tuner, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None,
+        def fake_measure(tuner: Tuner, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                          timeout_s: float | None = None) -> TrialResult:
             return replay(tuner.settings, loader, number, on_intermediate, timeout_s)
 
@@ -114,7 +114,7 @@ class Replay:
     def true_rate(self, loader: LoaderConfig) -> float:
         return self.landscape.rate(loader)
 
-    def __call__(self, settings: TuneSettings, loader: LoaderConfig, number: int | None, on_intermediate: Callable[[int, float], bool] | None,
+    def __call__(self, settings: TuneSettings, loader: LoaderConfig, number: int | None, on_intermediate: OnIntermediate | None,
                  timeout_s: float | None = None) -> TrialResult:
         key = loader.describe()
         self.configs[key] = loader
@@ -128,11 +128,11 @@ class Replay:
         enough: list[float] = []
 
         def on_window(step: int, value: float, spread: tuple[float, float]) -> bool:
-            verdict = on_intermediate(step, value) if on_intermediate is not None else False
-            if verdict == ENOUGH:  # as run_trial does: the time budget is spent, the windows so far are the result
+            verdict = on_intermediate(step, value) if on_intermediate is not None else WindowVerdict.GO_ON
+            if verdict is WindowVerdict.ENOUGH:  # as run_trial does: the time budget is spent, the windows so far are the result
                 enough.extend((value, *spread))
                 return True
-            if verdict:
+            if verdict is WindowVerdict.PRUNE:
                 stopped.append((step, value))
                 return True
             return False

@@ -40,7 +40,7 @@ def messy_dataset(tmp_path_factory) -> Path:
 
 # The CLI in a child process, with trial 1 writing to its file descriptors 1 and 2 as native code does.
 _WITH_OUTPUT = (
-    "import sys, autotune.tune as t, autotune.doctor as d\n"
+    "import sys, autotune.tune as t, autotune.doctor._checks as d\n"
     "d.DECODE_SAMPLE = 1\n"  # the preflight's decode sample misses truncated.jpg: a trial finds it, as in a large set
     "f = t.settings_from_args\n"
     "def g(*a, **k):\n"

@@ -11,7 +11,7 @@ import pytest
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
-from autotune.trials.runner import run_trial
+from autotune.trials.runner import WindowVerdict, run_trial
 from autotune.trials.spec import TrialSpec
 from autotune.trials.zygote import Zygote
 
@@ -30,7 +30,7 @@ def _spec(dataset, **kw):
 
 def test_forked_trial_completes_in_a_fresh_process(tiny_dataset, zygote):
     seen = []
-    r1 = run_trial(_spec(tiny_dataset), zygote=zygote, on_intermediate=lambda s, v: seen.append(v) or False)
+    r1 = run_trial(_spec(tiny_dataset), zygote=zygote, on_intermediate=lambda s, v: seen.append(v) or WindowVerdict.GO_ON)
     r2 = run_trial(_spec(tiny_dataset), zygote=zygote)
     assert r1.outcome is Outcome.COMPLETE and r2.outcome is Outcome.COMPLETE and r1.samples_per_s > 0
     assert seen  # windows reach the pruner as with spawned trials
@@ -62,7 +62,7 @@ def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset,
     from autotune.cli import main
     from autotune.trials.zygote import Zygote
 
-    monkeypatch.setattr("autotune.study.tuner.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
+    monkeypatch.setattr("autotune.study.confirm.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
     launched = []
     real_launch = Zygote.launch
     monkeypatch.setattr(Zygote, "launch", classmethod(lambda cls, *a, **k: launched.append(1) or real_launch(*a, **k)))

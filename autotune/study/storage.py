@@ -363,7 +363,9 @@ def storage_problem(url: str) -> str | None:
         return f"names {str(local)!r}, which cannot be written (no permission); pass a storage file you can write"
     problem = write_problem(local)
     if problem is not None and not problem.startswith("is not a regular file"):
-        return f"names {str(local)!r}, which {problem.replace('pass a path', 'pass a storage file').replace('pass a file name such as autotune.yaml', 'pass a file name such as autotune.db')}"
+        problem = problem.replace("pass a path", "pass a storage file")
+        problem = problem.replace("pass a file name such as autotune.yaml", "pass a file name such as autotune.db")
+        return f"names {str(local)!r}, which {problem}"
     return None
 
 
@@ -395,7 +397,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
             raise UserError(f"--storage {url} {problem}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
-    if must_exist and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
+    if must_exist and local is not None and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes
         raise UserError(f"{str(local)!r} (from {mask_url(url)}) holds no Optuna study tables, so it is not a storage 'autotune run' wrote; "
                         "pass the --storage a run wrote to")
     if local is not None and not must_exist and not local.parent.exists():
@@ -403,20 +405,24 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
             local.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
             pass  # the open below names the cause
+    # a new SQLite file gets Optuna's tables and their version from this Optuna: checking that they match it would
+    # read every schema migration Optuna ships, for nothing
+    new_sqlite = local is not None and sqlite_file(url) is not None and not local.exists()
     for attempt in range(1, 6):
         try:
-            if journal_file(url) is not None:
+            journal = journal_file(url)
+            if journal is not None:
                 from optuna.storages.journal import JournalFileBackend
 
-                _check_journal_start(journal_file(url))
+                _check_journal_start(journal)
                 if not must_exist:  # a writer: a record cut short would join the next one into a line no reader takes
-                    _drop_cut_record(journal_file(url))
-                storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal_file(url))))
+                    _drop_cut_record(journal)
+                storage: optuna.storages.BaseStorage = optuna.storages.JournalStorage(JournalFileBackend(str(journal)))
             else:
                 kwargs: dict[str, Any] = {}
                 if url.startswith("sqlite"):
                     kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-                storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, **kwargs)
+                storage = optuna.storages.RDBStorage(driver_url(url), heartbeat_interval=None, skip_compatibility_check=new_sqlite, **kwargs)
             break
         except Exception as e:  # noqa: BLE001 - sqlalchemy's many errors
             if attempt < 5 and _schema_race(e):  # runs started together on a new database: one made the tables first

@@ -1,24 +1,20 @@
-"""The study: an Optuna study over a search space, scored by trials run in isolated child processes.
+"""The search: an Optuna study over a search space, scored by trials run in isolated child processes.
 
-It enqueues the baselines (the framework defaults, the common heuristic, and a previous best when
-warm-starting), samples the rest, re-measures the top candidates interleaved, and picks the winner by
-median. It never imports torch or DALI and never touches a GPU.
+:class:`Tuner` enqueues the baselines (:mod:`~autotune.study.baselines`: the framework defaults, the common
+heuristic, and a previous best when warm-starting), samples the rest, measures each trial in a child process
+(:mod:`autotune.trials`), and re-measures the top candidates interleaved (:mod:`~autotune.study.confirm`) to
+pick the winner by median. It never imports torch or DALI and never touches a GPU.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
-import statistics
-import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import optuna
-
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 from autotune.config.schema import FALLBACK_BACKEND, LoaderConfig, backend_of
 from autotune.dataset import pagecache
@@ -27,116 +23,49 @@ from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.loaders.backends import BACKENDS
 from autotune.outcomes import Outcome
+from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import WRITE_RESERVE_S
-from autotune.study.evidence import (
-    CLOSE_CALL,
-    CONTENDER_FLOOR,
-    TIEBREAK_ROUNDS,
-    MeasuredTrials,
-    confirmation_method,
-    contenders,
-    measured_before,
-    tell_repeat,
-    unless_repeat,
-)
+from autotune.study.confirm import OnStep, candidates, trial_loader
+from autotune.study.confirm import confirm as confirm_candidates
+from autotune.study.evidence import MeasuredTrials, contenders, measured_before, tell_repeat, unless_repeat
+from autotune.study.opening import check_resumable, fail_stale_trials, open_study
+from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
-from autotune.study.storage import is_storage_error, mask_url, not_ours, open_storage, storage_failure
+from autotune.study.storage import is_storage_error, open_storage, storage_failure
 from autotune.trials import guard
-from autotune.trials.guard import Budgets
 from autotune.trials.logs import append_line, remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
-from autotune.trials.runner import ENOUGH, deferred_signals, run_trial
+from autotune.trials.runner import OnIntermediate, WindowVerdict, deferred_signals, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
 
+__all__ = [  # the study's parts, importable from here as before
+    "PRUNERS",
+    "SAMPLERS",
+    "TrialFailure",
+    "TuneSettings",
+    "Tuner",
+    "baseline_configs",
+    "fail_stale_trials",
+    "fit_to_space",
+    "judged",
+    "make_pruner",
+    "make_sampler",
+    "neighbours",
+    "trial_loader",
+]
+
 logger = logging.getLogger(__name__)
 
-SAMPLERS = ("tpe", "random", "qmc")
 #: the least time a trial gets when the time budget is nearly spent (its first window may still come)
 MIN_TRIAL_S = 3.0
 #: how far past the time left for trials (``time_left``) a trial may run before it is cut: into the reserve kept for
 #: writing the YAML, so that a window that comes meanwhile ends it complete and the run still ends about on time
 CUT_GRACE_S = WRITE_RESERVE_S
-PRUNERS = ("median", "percentile", "none")
 
 
 class TrialFailure(Exception):
     """A trial that says nothing about the config's speed (crash, bad data): told to Optuna as FAILED."""
-
-
-@dataclasses.dataclass
-class TuneSettings:
-    pipeline: str = "imagenet-train"
-    device: str = "cpu"
-    n_trials: int = 20
-    timeout: float | None = None
-    seed: int | None = None
-    warmup_batches: int = 2
-    window_s: float = 1.0
-    windows: int = 5
-    trial_timeout: float = 180.0
-    confirm_top: int = 3
-    confirm_repeats: int = 2
-    sampler: str = "tpe"
-    pruner: str = "median"
-    baselines: bool = True
-    cores: int = 1
-    cache: str = "warm"
-    ranks: int = 1
-    budgets: Budgets = dataclasses.field(default_factory=Budgets)
-    model: Any = None
-    inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
-    fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.trials.zygote) rather than spawn each
-    log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
-    time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: a trial past it is cut
-    #: seconds a trial may still measure (time_left less the planned re-measurement): at 0 it ends at its next window
-    measure_left: Callable[[], float] | None = None
-    #: the measurement's fields planned from the budget, not given (``window_s``, ``windows``): a resumed study keeps its own
-    planned: frozenset[str] = frozenset()
-
-    def measurement(self) -> dict[str, Any]:
-        return {"warmup_batches": self.warmup_batches, "window_s": self.window_s, "windows": self.windows, "cache": self.cache, "statistic": "median of steady windows"}
-
-
-def _shown(value: Any) -> str:
-    """A measurement setting as its flag takes it: 0.5, 3, warm."""
-    return f"{value:g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
-
-
-def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, n_startup_trials=4)
-    if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if name == "qmc":
-        return optuna.samplers.QMCSampler(seed=seed)
-    raise UserError(f"--sampler must be one of {', '.join(SAMPLERS)}, but got {name!r}")
-
-
-def make_pruner(name: str) -> optuna.pruners.BasePruner:
-    if name == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=4, n_warmup_steps=1)
-    if name == "percentile":
-        return optuna.pruners.PercentilePruner(25.0, n_startup_trials=4, n_warmup_steps=1)
-    if name == "none":
-        return optuna.pruners.NopPruner()
-    raise UserError(f"--pruner must be one of {', '.join(PRUNERS)}, but got {name!r}")
-
-
-def baseline_configs(space: SearchSpace, settings: TuneSettings) -> dict[str, dict[str, Any]]:
-    """Each kind of loader's usual starting points (the torch defaults and heuristic at the space's usual batch size,
-    DALI's usual starts: :meth:`~autotune.loaders.backends.LoaderBackend.starting_points`), for the kinds the space
-    offers and the reference kind (torch, whose defaults every speedup is against).
-
-    They are measured first: the YAML reports the winner against the defaults, the heuristic and DALI's usual start
-    (``dali-heuristic``), and all of them seed the sampler.
-    """
-    choices = space["batch_size"].choices if space["batch_size"].kind == "choices" else (int(space["batch_size"].low),)
-    out: dict[str, dict[str, Any]] = {}
-    for backend in BACKENDS.values():
-        if backend.reference or backend.name in space.backends():
-            out.update(backend.starting_points(space, batch_sizes=tuple(choices), cores=settings.cores, cuda=settings.device.startswith("cuda")))
-    return out
 
 
 def _removed(files: tuple[str, ...]) -> list[str]:
@@ -155,55 +84,6 @@ def _removed(files: tuple[str, ...]) -> list[str]:
     return gone
 
 
-def neighbours(params: dict[str, Any], space: SearchSpace, limit: int = 2) -> list[dict[str, Any]]:
-    """Close neighbours of a config: one numeric knob one step up or down, within the space."""
-    out = []
-    for name in ("num_workers", "num_threads", "batch_size", "prefetch_queue_depth", "prefetch_factor"):
-        if name not in params or name not in space:
-            continue
-        p = space[name]
-        values = sorted(p.choices) if p.kind == "choices" else None
-        v = params[name]
-        for step in (+1, -1):
-            if values is not None:
-                if v not in values:
-                    continue
-                i = values.index(v) + step
-                if not 0 <= i < len(values):
-                    continue
-                nv = values[i]
-            else:
-                nv = max(1, round(v * 2)) if step > 0 else max(int(p.low), v // 2)
-                if not p.contains(nv) or nv == v:
-                    continue
-            out.append({**params, name: nv})
-            if len(out) >= limit:
-                return out
-    return out
-
-
-def fit_to_space(params: dict[str, Any], space: SearchSpace) -> dict[str, Any]:
-    """The closest config the space allows (a config tuned elsewhere, e.g. for more cores or another batch size).
-
-    A number outside a range is clamped; a value that is not among the choices becomes the nearest numeric
-    choice, or the first choice. A fixed ``--batch-size`` (a single choice) therefore wins.
-    """
-    out = dict(params)
-    for name, v in params.items():
-        if name not in space or space[name].contains(v):
-            continue
-        p = space[name]
-        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if p.kind == "choices":
-            nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-            out[name] = min(nums, key=lambda c: abs(c - v)) if numeric and nums else p.choices[0]
-        elif numeric:
-            out[name] = type(v)(min(max(v, p.low), p.high))
-    if out != params:
-        logger.info("warm start fitted into the space: %s -> %s", params, out)
-    return out
-
-
 def judged(step: int, values: list[float], windows: int) -> bool:
     """Whether the pruner may judge a trial at window ``step``, given its values so far (``values[-1]`` at ``step``).
 
@@ -214,39 +94,6 @@ def judged(step: int, values: list[float], windows: int) -> bool:
     starter's first windows are its ramp, not its speed.
     """
     return 0 < step < windows and len(values) > 1 and values[-1] <= values[-2] * (1 + STEADY_TOL)
-
-
-def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
-    params = t.user_attrs.get("loader")
-    return LoaderConfig.from_params(params) if params else None
-
-
-def fail_stale_trials(study: optuna.Study) -> list[int]:
-    """Mark as failed the RUNNING trials that a killed run on this host left behind (its process is gone).
-
-    Without a heartbeat Optuna keeps them RUNNING for ever, and TPE's constant liar avoids their configs.
-    Trials of other hosts sharing the storage, and of live processes, are left alone. Returns their numbers.
-    """
-    import psutil
-
-    host = socket.gethostname()
-    stale = []
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        owner_host, _, pid = str(t.user_attrs.get("owner", "")).rpartition(":")
-        if owner_host != host or not pid.isdigit():
-            continue
-        try:  # the same PID started after the trial is another process
-            started = psutil.Process(int(pid)).create_time()
-            alive = t.datetime_start is None or started <= t.datetime_start.timestamp() + 1
-        except psutil.NoSuchProcess:
-            alive = False
-        if not alive:
-            study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
-            stale.append(t.number)
-    if stale:
-        logger.info("trials %s were left running by a run that was killed: marked failed", stale)
-    return stale
 
 
 def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
@@ -261,55 +108,18 @@ def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
-def _range(dist: optuna.distributions.BaseDistribution) -> str:
-    if isinstance(dist, optuna.distributions.CategoricalDistribution):
-        return "{" + ", ".join(map(str, dist.choices)) + "}"
-    low, high = getattr(dist, "low", "?"), getattr(dist, "high", "?")
-    return f"[{low}, {high}]"
-
-
 class Tuner:
     """Owns one Optuna study for one dataset on one machine."""
 
-    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False, attrs: dict[str, Any] | None = None,
-                 zygote: Zygote | None = None, made_up_name: bool = False) -> None:
+    def __init__(self, dataset: Dataset, space: SearchSpace, settings: TuneSettings, *, storage: str, study_name: str, resume: bool = False,
+                 attrs: dict[str, Any] | None = None, zygote: Zygote | None = None, made_up_name: bool = False) -> None:
         """``made_up_name``: ``study_name`` was made up (from the dataset, the machine and the second), not asked for:
         a study of that name started by another run in the same second makes this one ``NAME-2``."""
         self.dataset = dataset
         self.space = space
         self.settings = settings
         self.storage_url = storage
-        storage_obj = open_storage(storage)
-        names = {s.study_name for s in optuna.get_all_study_summaries(storage_obj, include_best_trial=False)}
-        base, attempt = study_name, 1
-        while made_up_name and not resume and study_name in names:
-            attempt += 1
-            study_name = f"{base}-{attempt}"
-        exists = study_name in names
-        foreign = not_ours(optuna.load_study(study_name=study_name, storage=storage_obj)) if exists else None
-        if foreign is not None:  # --resume would add trials to another program's study (and read its trials as ours)
-            raise UserError(f"study {study_name!r} in {mask_url(storage)} was not made by autotune ({foreign}); pass another --study-name")
-        if exists and not resume:
-            raise UserError(f"study {study_name!r} already exists in {mask_url(storage)}; pass --resume to continue it, or another --study-name")
-        while True:
-            try:
-                self.study = optuna.create_study(
-                    storage=storage_obj,
-                    study_name=study_name,
-                    direction="maximize",
-                    sampler=make_sampler(settings.sampler, settings.seed),
-                    pruner=make_pruner(settings.pruner),
-                    load_if_exists=resume,
-                )
-                break
-            except Exception as e:  # Optuna's DuplicatedStudyError, or the database's unique-name error
-                if not (isinstance(e, optuna.exceptions.DuplicatedStudyError) or "unique constraint failed: studies.study_name" in str(e).lower()):
-                    raise
-                if not made_up_name or resume or attempt >= 100:  # another run created it between the look and the create
-                    raise UserError(f"another run created study {study_name!r} in {mask_url(storage)} at the same moment; pass --resume to join it, "
-                                    "or another --study-name") from None
-                attempt += 1
-                study_name = f"{base}-{attempt}"
+        self.study, exists = open_study(open_storage(storage), storage, study_name, settings, resume=resume, made_up_name=made_up_name)
         self.created = not exists  # with --resume too: processes sharing --study-name NAME --resume start it together
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._stamp_owner_first()
@@ -320,7 +130,7 @@ class Tuner:
             excluded = (self.study.user_attrs.get("dataset") or {}).get("excluded")
             if excluded:  # files an earlier run of this study found undecodable stay out
                 self.dataset = dataset.without(excluded, "cannot be decoded")
-            self._check_resumable(attrs or {})
+            check_resumable(self.study, self.dataset, self.space, self.settings, attrs or {})
             fail_stale_trials(self.study)
             for k, v in (attrs or {}).items():  # a run stopped between making the study and recording it left them out
                 if k not in self.study.user_attrs:
@@ -328,7 +138,7 @@ class Tuner:
         self.context = {"device": "cuda" if settings.device.startswith("cuda") else "cpu"}
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
-        self._zygote: Zygote | bool | None = zygote
+        self._zygote: Zygote | Literal[False] | None = zygote
 
     def _stamp_owner_first(self) -> None:
         """Record the trial's owner as soon as Optuna has made the trial (its sampler's ``before_trial``), so that
@@ -340,52 +150,6 @@ class Tuner:
             type(sampler).before_trial(sampler, study, trial)
 
         sampler.before_trial = before_trial  # type: ignore[method-assign]
-
-    def _check_resumable(self, attrs: dict[str, Any]) -> None:
-        """--resume continues a study only with what it measured: the same dataset, space, device, pipeline, ranks
-        and model.
-
-        The dataset may sit at another path (another node of a fleet) when its files are the same; the same path
-        with changed files is measured on, with a warning.
-        """
-        a, name = self.study.user_attrs, self.study.study_name
-        was = a.get("dataset") or {}
-        now = self.dataset.summary()
-        if was.get("signature") and was["signature"] != now["signature"]:
-            if was.get("path") != now["path"]:
-                raise UserError(f"--resume: study {name!r} was tuned on {was.get('path')} ({was.get('samples')} images), not on {now['path']} "
-                                f"({now['samples']} images); pass that --dataset, or another --study-name to tune this one")
-            logger.warning("the files under %s changed since study %s measured them (%s images then, %s now): resuming on them", now["path"], name, was.get("samples"), now["samples"])
-            self.study.set_user_attr("dataset", now)  # the YAML describes the files the trials from now on measure
-        for key, flag in (("space", "--space"), ("device", "--device"), ("pipeline", "--pipeline"), ("ranks", "--gpus"), ("model", "--model")):
-            old, new = a.get(key), attrs.get(key)
-            if key == "device" and isinstance(old, str) and isinstance(new, str):
-                old, new = old.split(":")[0], new.split(":")[0]  # cuda and cuda:0 are one kind
-            # no model is a setting too (in a study a run made: it has a space); other keys an old study may lack
-            compared = (key == "model" and "space" in a) or (old is not None and new is not None)
-            if compared and old != new:
-                raise UserError(f"--resume: study {name!r} was tuned with {flag} {a.get(key) or '(none)'}, not {attrs.get(key) or '(none)'}; "
-                                f"resume with the same, or tune under another --study-name")
-        was_m, now_m = a.get("measurement") or {}, attrs.get("measurement") or {}
-        changed = []
-        for k, flag in (("window_s", "--window"), ("windows", "--windows"), ("warmup_batches", "--warmup-batches"), ("cache", "--cache")):
-            if was_m.get(k) is None or now_m.get(k) is None or was_m[k] == now_m[k]:
-                continue
-            if k in self.settings.planned:  # planned from another --budget: the study's own windows, not a refusal
-                setattr(self.settings, k, was_m[k])
-                continue
-            changed.append((flag, _shown(was_m[k]), _shown(now_m[k])))
-        if changed:  # its trials would be ranked against others measured another way, and the YAML would name the first
-            raise UserError(f"--resume: study {name!r} measured with {', '.join(f'{f} {w}' for f, w, _ in changed)}, this run with "
-                            f"{', '.join(f'{f} {n}' for f, _, n in changed)}; pass {' '.join(f'{f} {w}' for f, w, _ in changed)} "
-                            "to resume it, or tune under another --study-name")
-        for t in self.study.get_trials(deepcopy=False):  # the same space name can still give other ranges (see _objective)
-            for param, dist in t.distributions.items():
-                if param in self.space and self.space[param].distribution() != dist:
-                    raise UserError(f"--resume: study {name!r} sampled {param} from {_range(dist)}, this run from {_range(self.space[param].distribution())} "
-                                    "(--batch-size, --gpus, the cores, the dataset's size or the space file changed); resume with the same, "
-                                    "or tune under another --study-name")
-
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         """Queue a fixed config (a baseline, a warm start). One of a backend the space does not tune (the torch
@@ -447,7 +211,7 @@ class Tuner:
         left = max(MIN_TRIAL_S, self.settings.time_left() + CUT_GRACE_S)
         return left if left < self.settings.trial_timeout else None
 
-    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: Callable[[int, float], bool] | None = None, log: str | None = None,
+    def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                 timeout_s: float | None = None) -> TrialResult:
         from autotune.trials import guard
 
@@ -529,32 +293,36 @@ class Tuner:
         reported: list[float] = []
         stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate
 
-        def intermediate(step: int, value: float) -> bool | str:
+        def intermediate(step: int, value: float) -> WindowVerdict:
             trial.report(value, step)
             reported.append(value)
             left = self.settings.measure_left or self.settings.time_left
             if left is not None and left() <= 0:
                 stopped.append(True)
-                return ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
-            return trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
+                return WindowVerdict.ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
+            prune = trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
+            return WindowVerdict.PRUNE if prune else WindowVerdict.GO_ON
 
         log = trial_log(self.settings.log_dir, trial.number)
         if log is not None:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         cut = self._budget_cut()
-        result = self.measure(loader, trial.number, intermediate, **({"timeout_s": cut} if cut is not None else {}))
+        limit: dict[str, Any] = {"timeout_s": cut} if cut is not None else {}  # none: the measure's own (a stand-in may take none)
+        result = self.measure(loader, trial.number, intermediate, **limit)
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
         for k, v in result.to_attrs().items():
             trial.set_user_attr(k, v)
         if stopped and log is not None and result.outcome is Outcome.COMPLETE:  # the log ends with its rate, as every other
-            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})", unless=": complete: ")  # not twice, if it wrote its own as it was stopped
+            # not twice, if it wrote its own as it was stopped
+            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})", unless=": complete: ")
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
             from autotune.study.selection import ceiling_attrs, study_ceiling  # no torch on this side
 
             for k, v in ceiling_attrs(study_ceiling(self.study.user_attrs), loader.batch_size, result.samples_per_s).items():
                 trial.set_user_attr(k, v)
-        logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value, f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
+        logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value,
+                    f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
             return float(result.samples_per_s)  # type: ignore[arg-type]
         if result.outcome is Outcome.BAD_DATA and result.bad_file:
@@ -633,25 +401,14 @@ class Tuner:
         """The complete trials that may win (:func:`~autotune.study.evidence.contenders`)."""
         return contenders(self.study)
 
-    def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
-        """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate; configs
-        outside the space (baselines measured for reference) are no contenders."""
-        out, seen = [], set()
-        for t in sorted(self.complete_trials(), key=lambda t: t.value, reverse=True):
-            key = t.user_attrs.get("config")
-            if key in seen:
-                continue
-            if out and t.value < CONTENDER_FLOOR * out[0].value:
-                break
-            seen.add(key)
-            out.append(t)
-            if len(out) >= k:
-                break
-        return out
 
-    def confirm(self, on_step: Callable[[int, int, optuna.trial.FrozenTrial, TrialResult | None], None] | None = None,
-                fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
-        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores.
+    def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
+        """The best ``k`` complete trials with distinct configs (:func:`~autotune.study.confirm.candidates`)."""
+        return candidates(self.study, k)
+
+    def confirm(self, on_step: OnStep | None = None, fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
+        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores
+        (:func:`~autotune.study.confirm.confirm`).
 
         Args:
             on_step: called as ``on_step(k, n, trial, None)`` when re-measurement k of n (from 1) starts, and as
@@ -660,76 +417,8 @@ class Tuner:
                 trial time) still fits; the re-measurement stops at the first that does not.
         """
         s = self.settings
-        cands = self.candidates(max(1, s.confirm_top))
-        if not cands:
-            raise UserError(f"no trial of study {self.study.study_name!r} completed, so there is no config to write; see the trial outcomes with 'autotune show --storage ... --study ...' or run with --verbose")
-        scores: dict[int, list[float]] = {t.number: [float(t.value)] for t in cands}
-        repeats: dict[int, int] = dict.fromkeys(scores, 0)  # re-measurements of each candidate so far
-        n, k, tiebreak = len(cands) * s.confirm_repeats, 0, 0
-        done: list[tuple[int, float | None]] = []  # each re-measurement in order: the candidate, its score (None: failed)
 
-        def again(t: optuna.trial.FrozenTrial) -> bool:
-            """Re-measure ``t`` once; False (nothing measured) when the time budget has no room for it."""
-            nonlocal k
-            if fits is not None and not fits(float(t.user_attrs.get("duration_s") or 0.0)):
-                return False
-            repeats[t.number] += 1
-            k += 1
-            if on_step is not None:
-                on_step(k, max(n, k), t, None)
-            r = self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeats[t.number]))  # type: ignore[arg-type]
-            ok = r.outcome is Outcome.COMPLETE and bool(r.samples_per_s)
-            if ok:
-                scores[t.number].append(float(r.samples_per_s))
-            done.append((t.number, float(r.samples_per_s) if ok else None))
-            if on_step is not None:
-                on_step(k, max(n, k), t, r)
-            return True
+        def remeasure(t: optuna.trial.FrozenTrial, repeat: int) -> TrialResult:
+            return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        def round_fits(ts: list[optuna.trial.FrozenTrial]) -> bool:
-            """Whether a whole round of ``ts`` fits the time left: one that does not is not begun (it would be cut
-            short, and its scores set aside)."""
-            return fits is None or fits(sum(float(t.user_attrs.get("duration_s") or 0.0) for t in ts))
-
-        partial = 0  # re-measurements of a round the time budget cut short
-        if len(cands) > 1 and s.confirm_repeats > 0:
-            try:
-                # interleaved, round by round; the time budget may end it early (the scores so far are kept)
-                in_time = all(round_fits(cands) and all(again(t) for t in cands) for _ in range(s.confirm_repeats))
-                partial = 0 if in_time else k % len(cands)
-                # a close call: the two leaders again, alternately, while they stay within CLOSE_CALL of each other
-                for _ in range(TIEBREAK_ROUNDS if in_time else 0):
-                    med = {m: statistics.median(v) for m, v in scores.items()}
-                    first, second = sorted(cands, key=lambda t: med[t.number], reverse=True)[:2]
-                    if med[first.number] - med[second.number] > CLOSE_CALL * med[first.number]:
-                        break
-                    before = k
-                    in_time = round_fits([second, first]) and again(second) and again(first)
-                    tiebreak += k - before
-                    if not in_time:
-                        partial = (k - before) % 2
-                        break
-            finally:
-                self.close()
-        # like for like: a round the budget cut short re-measured some candidates and not the others; one low reading
-        # of DALI's noise then lost a leader to a config measured once. Its scores are set aside, not counted.
-        set_aside = []
-        for number, score in done[len(done) - partial:] if partial else ():
-            if score is not None:
-                scores[number].remove(score)
-                set_aside.append({"trial": number, "score": round(score, 1)})
-        attempted = k
-        medians = {n: statistics.median(v) for n, v in scores.items()}
-        winner = max(cands, key=lambda t: medians[t.number])
-        record: dict[str, Any] = {
-            "winner_trial": winner.number,
-            "repeats": s.confirm_repeats,
-            "attempted": attempted,
-            "tiebreak": tiebreak,
-            "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]], "median": round(medians[t.number], 1)} for t in cands],
-        }
-        if set_aside:
-            record["set_aside"] = set_aside
-        record = {"method": confirmation_method(record), **record}
-        self.study.set_user_attr("confirmation", record)
-        return record
+        return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import re
@@ -15,84 +14,12 @@ from autotune.outcomes import Outcome
 from autotune.trials import logs
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from autotune.trials.measure import OnWindow
     from autotune.trials.spec import TrialSpec
 
 logger = logging.getLogger(__name__)
-
-
-def _inject(fault: str | None) -> None:
-    """Fault injection for the test-suite (``TrialSpec.inject``).
-
-    ``segfault``, ``hang``, ``signal:<N>`` (it kills itself with signal N): the trial process itself; ``crash``, ``oom-gpu``: it raises an error (a
-    ``torch.cuda.OutOfMemoryError`` for ``oom-gpu``); ``alloc:<MiB>``: it allocates MiB of host memory, 32 MiB
-    at a time, and holds it; ``worker-segfault``, ``worker-hang``: every torch DataLoader worker does so on
-    its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
-    rank R's process does ``<fault>`` (:mod:`autotune.trials.ranks`), the trial process and the other ranks stay well;
-    ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
-    and in its workers, without using the CPU; ``output``: a line written straight to file descriptors 1 and 2
-    (as native libraries write theirs) and a Python warning, then the trial goes on as usual.
-    """
-    if not fault or fault.startswith("rank"):
-        return
-    if fault == "output":
-        os.write(1, b"native stdout line from the trial process\n")
-        os.write(2, b"native stderr line from the trial process\n")
-        logging.getLogger("root").warning("a library warning from the trial process")
-        return
-    if fault == "segfault":
-        ctypes.string_at(0)  # reads address 0: SIGSEGV
-    elif fault.startswith("signal:"):
-        signum = int(fault.split(":", 1)[1])
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-        time.sleep(5)
-    elif fault == "hang":
-        while True:
-            time.sleep(1)
-    elif fault == "crash":
-        raise RuntimeError("injected crash")
-    elif fault == "oom-gpu":
-        import torch
-
-        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB (injected)")
-    elif fault.startswith("alloc:"):
-        mib = int(fault.split(":", 1)[1])
-        hold = []
-        for _ in range(0, mib, 32):
-            hold.append(bytearray(b"\1" * (32 * 2**20)))  # touched pages: resident
-            time.sleep(0.02)
-        _inject.hold = hold  # type: ignore[attr-defined]
-        time.sleep(60)
-    elif fault.startswith("sample-sleep:"):
-        from autotune.loaders.backends._torch import FileListDataset
-
-        delay = float(fault.split(":", 1)[1]) / 1000.0
-        getitem = FileListDataset.__getitem__
-
-        def slow(self, index):  # noqa: ANN001
-            time.sleep(delay)  # like a slow disk: costs time, not CPU, whatever else runs on the machine
-            return getitem(self, index)
-
-        FileListDataset.__getitem__ = slow
-    elif fault in ("worker-segfault", "worker-hang"):
-        from torch.utils.data import get_worker_info
-
-        from autotune.loaders.backends._torch import FileListDataset
-
-        getitem = FileListDataset.__getitem__
-
-        def faulty(self, index):  # noqa: ANN001
-            if get_worker_info() is not None:  # forked workers inherit this patch; the trial process does not run it
-                import multiprocessing.util
-
-                multiprocessing.util.get_temp_dir()  # its pymp-* folder, as a worker that has shared a tensor has
-                _inject(fault.removeprefix("worker-"))
-            return getitem(self, index)
-
-        FileListDataset.__getitem__ = faulty
-    else:
-        raise ValueError(f"unknown fault {fault!r}")
 
 
 def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
@@ -121,19 +48,31 @@ def execute(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
     """Build ``spec``'s loader on its device, measure it and return the result payload.
 
     Several ranks are forked from here, one process each, before anything touches CUDA
-    (:mod:`autotune.trials.ranks`); one rank is measured in this process.
+    (:mod:`autotune.trials.rank_group`); one rank is measured in this process.
     """
-    _inject(spec.inject)
+    inject = _fault_injection(spec)
+    if inject is not None:
+        inject(spec.inject)
     import torch
 
-    from autotune.trials.rank import measure_rank
-    from autotune.trials.ranks import measure_ranks
+    from autotune.trials.one_rank import measure_rank
+    from autotune.trials.rank_group import measure_ranks
 
     if spec.seed is not None:
         torch.manual_seed(spec.seed)
     if spec.ranks > 1:
-        return measure_ranks(spec, on_window, classify=classify_exception, inject=_inject)
+        return measure_ranks(spec, on_window, classify=classify_exception, inject=inject)
     return measure_rank(spec, spec.device, on_window)
+
+
+def _fault_injection(spec: TrialSpec) -> Callable[[str | None], None] | None:
+    """The test-suite's fault injection (:mod:`autotune.trials._faults`), for a spec that asks for a fault
+    (``TrialSpec.inject``); None for every other trial."""
+    if not spec.inject:
+        return None
+    from autotune.trials import _faults
+
+    return _faults.inject
 
 
 # ------------------------------------------------------------------------------------- process entry
@@ -151,7 +90,7 @@ def set_parent_death_signal() -> None:
 def classify_exception(e: BaseException) -> tuple[Outcome, str | None]:
     """Map an exception raised in the child to an outcome (and the bad file for ``bad-data``)."""
     from autotune.dataset.imaging import BadImageError
-    from autotune.trials.ranks import RankFailed
+    from autotune.trials.rank_group import RankFailed
 
     if isinstance(e, RankFailed):  # classified in the rank's process
         return e.outcome, e.bad_file
@@ -205,7 +144,7 @@ def use_tmpdir(path: str | None) -> None:
 
     os.environ["TMPDIR"] = path
     tempfile.tempdir = path
-    multiprocessing.process.current_process()._config.pop("tempdir", None)  # a folder inherited from the zygote
+    multiprocessing.process.current_process()._config.pop("tempdir", None)  # type: ignore[attr-defined]  # a folder inherited from the zygote
 
 
 def child_main(fd: int, parent: int | None = None) -> None:
@@ -236,7 +175,7 @@ def child_main(fd: int, parent: int | None = None) -> None:
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         conn.send(("result", Outcome.COMPLETE.value, payload))
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
-        from autotune.trials.ranks import RankFailed
+        from autotune.trials.rank_group import RankFailed
 
         outcome, bad = classify_exception(e)
         msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()

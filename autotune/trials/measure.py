@@ -137,103 +137,35 @@ def measure(
         raise ValueError(f"windows must be at least 1, but got {windows}")
     max_windows = max(windows, max_windows if max_windows is not None else 2 * windows)
     sync = _sync_fn(device)
-    epochs = 1
-    in_epoch = 0  # batches of the current epoch so far (start-up and warm-up included)
-    it = iter(loader)
-
-    def next_batch():
-        nonlocal it, epochs, in_epoch
-        try:
-            b = next(it)
-            in_epoch += 1
-            return b
-        except StopIteration:
-            epochs += 1
-            it = iter(loader)
-            try:
-                b = next(it)
-            except StopIteration:
-                raise RuntimeError("the loader yields no batch in an epoch (dataset smaller than one batch?); use a smaller batch size") from None
-            in_epoch = 1
-            return b
-
+    stream = _Stream(loader)
     t0 = clock()
-    batch = next_batch()
+    batch = stream.next_batch()
     if consume is not None:
         consume(batch)
     sync()
     startup = clock() - t0
     t1 = clock()
-    for _ in range(warmup_batches):
-        batch = next_batch()
-        if consume is not None:
-            consume(batch)
-    if drain_batches > 0:
-        limit = window_s if drain_s is None else drain_s
-        t2 = clock()
-        for _ in range(drain_batches):
-            next_batch()
-            if clock() - t2 >= limit:
-                break
+    _warm_up(stream, consume, warmup_batches, drain_batches, window_s if drain_s is None else drain_s, clock)
     sync()
     warmup = clock() - t1
     if after_warmup is not None:
         after_warmup()
 
+    take: Callable[[Any], int] = _batch_size
     if consume is not None:
         def take(b: Any) -> int:
             consume(b)
             return _batch_size(b)
-    else:
-        take = _batch_size
     fast = consume is None and _labels_last(batch)
     li = len(batch) - 1 if fast else 0  # labels' index, non-negative: the fast path of tuple indexing
     rates: list[float] = []
     batches = samples = 0
     steady = 0
-    k = 1  # batches between clock reads: grows only while a chunk takes under CHUNK_S (an almost free loader)
-    epoch_len = 0  # batches in the last epoch counted batch by batch (0: none yet)
     while True:
-        start = prev = clock()
-        n = got = 0
-        while True:
-            if fast and in_epoch == 0 and 0 < epoch_len <= k:
-                # a whole epoch takes under CHUNK_S: it runs as a bare ``for`` loop, the clock read once an epoch
-                before = n
-                for b in it:
-                    n += b[li].shape[0]
-                if n == before:
-                    raise RuntimeError("the loader yields no batch in an epoch (dataset smaller than one batch?); use a smaller batch size")
-                got += epoch_len  # counted from the last epoch timed in chunks
-                epochs += 1
-                it = iter(loader)
-            else:
-                # per chunk: the same per-batch work as a bare loop plus islice; the clock (and device sync) once
-                if fast:
-                    sizes = [b[li].shape[0] for b in islice(it, k)]
-                else:
-                    sizes = [take(b) for b in islice(it, k)]
-                n += sum(sizes)
-                got += len(sizes)
-                in_epoch += len(sizes)
-                if len(sizes) < k:  # the epoch ended: the next one starts inside the clock
-                    if not in_epoch:
-                        raise RuntimeError("the loader yields no batch in an epoch (dataset smaller than one batch?); use a smaller batch size")
-                    epoch_len, in_epoch = in_epoch, 0
-                    epochs += 1
-                    it = iter(loader)
-            sync()
-            now = clock()
-            if now - prev < CHUNK_S:
-                k = min(k * 2, 1 << 16)
-            elif k > 1 and now - prev > 4 * CHUNK_S:
-                k = max(1, min(k, epoch_len or k) // 2)
-            prev = now
-            if got and now - start >= window_s:
-                break
+        n, got, seconds = stream.window(window_s, sync, clock, take, li if fast else None)
         batches += got
         samples += n
-        rates.append(n / (now - start))
+        rates.append(n / seconds)
         # a slow start is cut as soon as two windows show it; then `windows` steady windows are collected
         steady = steady_start(rates, min_windows=min(2, windows, len(rates)))
         if on_window is not None and on_window(len(rates) - 1, *robust_rate(rates[steady:])):
@@ -241,10 +173,100 @@ def measure(
         if len(rates) - steady >= windows or len(rates) >= max_windows:
             break
     median, spread = robust_rate(rates[steady:])
-    m = Measurement(median, spread, rates, steady, startup, warmup, batches, samples, epochs)
+    m = Measurement(median, spread, rates, steady, startup, warmup, batches, samples, stream.epochs)
     if keep_loading is not None:
         while keep_loading(m):
-            b = next_batch()
+            b = stream.next_batch()
             if consume is not None:
                 consume(b)
     return m
+
+
+_EMPTY_EPOCH = "the loader yields no batch in an epoch (dataset smaller than one batch?); use a smaller batch size"
+
+
+def _warm_up(stream: _Stream, consume: Callable[[Any], None] | None, warmup_batches: int, drain_batches: int, drain_s: float,
+             clock: Callable[[], float]) -> None:
+    """The warm-up batches (each consumed), then up to ``drain_batches`` taken without ``consume`` for at most
+    ``drain_s`` seconds: the batches the loader filled its buffer with while a slow step ran."""
+    for _ in range(warmup_batches):
+        batch = stream.next_batch()
+        if consume is not None:
+            consume(batch)
+    if drain_batches > 0:
+        t2 = clock()
+        for _ in range(drain_batches):
+            stream.next_batch()
+            if clock() - t2 >= drain_s:
+                break
+
+
+class _Stream:
+    """A loader's batches across epochs (a new epoch starts when one ends), counted as they are taken."""
+
+    def __init__(self, loader: Iterable) -> None:
+        self.loader = loader
+        self.it = iter(loader)
+        self.epochs = 1
+        self.in_epoch = 0  # batches of the current epoch so far (start-up and warm-up included)
+        self.epoch_len = 0  # batches in the last epoch counted batch by batch (0: none yet)
+        self.k = 1  # batches between clock reads: grows only while a chunk takes under CHUNK_S (an almost free loader)
+
+    def next_batch(self) -> Any:
+        try:
+            b = next(self.it)
+            self.in_epoch += 1
+            return b
+        except StopIteration:
+            self.epochs += 1
+            self.it = iter(self.loader)
+            try:
+                b = next(self.it)
+            except StopIteration:
+                raise RuntimeError(_EMPTY_EPOCH) from None
+            self.in_epoch = 1
+            return b
+
+    def window(self, window_s: float, sync: Callable[[], None], clock: Callable[[], float], take: Callable[[Any], int],
+               li: int | None) -> tuple[int, int, float]:
+        """One timed window of at least ``window_s`` and one batch. ``li``: the labels' index when a batch is counted
+        by its labels' length alone (no ``consume``), else None. Returns (samples, batches, seconds)."""
+        start = prev = clock()
+        n = got = 0
+        k = self.k
+        while True:
+            if li is not None and self.in_epoch == 0 and 0 < self.epoch_len <= k:
+                # a whole epoch takes under CHUNK_S: it runs as a bare ``for`` loop, the clock read once an epoch
+                before = n
+                for b in self.it:
+                    n += b[li].shape[0]
+                if n == before:
+                    raise RuntimeError(_EMPTY_EPOCH)
+                got += self.epoch_len  # counted from the last epoch timed in chunks
+                self.epochs += 1
+                self.it = iter(self.loader)
+            else:
+                # per chunk: the same per-batch work as a bare loop plus islice; the clock (and device sync) once
+                if li is not None:
+                    sizes = [b[li].shape[0] for b in islice(self.it, k)]
+                else:
+                    sizes = [take(b) for b in islice(self.it, k)]
+                n += sum(sizes)
+                got += len(sizes)
+                self.in_epoch += len(sizes)
+                if len(sizes) < k:  # the epoch ended: the next one starts inside the clock
+                    if not self.in_epoch:
+                        raise RuntimeError(_EMPTY_EPOCH)
+                    self.epoch_len, self.in_epoch = self.in_epoch, 0
+                    self.epochs += 1
+                    self.it = iter(self.loader)
+            sync()
+            now = clock()
+            if now - prev < CHUNK_S:
+                k = min(k * 2, 1 << 16)
+            elif k > 1 and now - prev > 4 * CHUNK_S:
+                k = max(1, min(k, self.epoch_len or k) // 2)
+            prev = now
+            if got and now - start >= window_s:
+                self.k = k
+                return n, got, now - start

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -30,6 +31,9 @@ from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import ForkedTrial, Zygote
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -69,8 +73,19 @@ def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None =
         pass
 
 
-#: what ``on_intermediate`` returns to end a trial at once with what it measured so far (the time budget is spent)
-ENOUGH = "enough"
+class WindowVerdict(enum.Enum):
+    """What ``on_intermediate`` says after each window of a trial."""
+
+    #: measure on
+    GO_ON = "go on"
+    #: end the trial now as ``pruned`` (the pruner's call: the config is slower than others at this window)
+    PRUNE = "prune"
+    #: end the trial now as ``complete``, with the windows measured so far (the time budget is spent)
+    ENOUGH = "enough"
+
+
+#: called with (window index, median rate so far) after each window of a trial; its verdict says how it goes on
+OnIntermediate = Callable[[int, float], WindowVerdict]
 
 
 def run_trial(
@@ -78,7 +93,7 @@ def run_trial(
     *,
     timeout_s: float = 120.0,
     budgets: Budgets | None = None,
-    on_intermediate: Callable[[int, float], bool] | None = None,
+    on_intermediate: OnIntermediate | None = None,
     zygote: Zygote | None = None,
 ) -> TrialResult:
     """Run ``spec`` in a fresh child process and return how it went.
@@ -87,8 +102,8 @@ def run_trial(
         spec: the config and measurement settings.
         timeout_s: wall-clock limit for the whole child (start-up included).
         budgets: memory budgets enforced while the child runs.
-        on_intermediate: called with (window index, median rate so far); returning True prunes the trial,
-            returning :data:`ENOUGH` completes it with the windows measured so far.
+        on_intermediate: called with (window index, median rate so far); :attr:`WindowVerdict.PRUNE` prunes the
+            trial, :attr:`WindowVerdict.ENOUGH` completes it with the windows measured so far.
         zygote: fork the child from this pre-imported process (:mod:`autotune.trials.zygote`) instead of spawning it.
 
     Returns:
@@ -112,67 +127,13 @@ def run_trial(
     if spec.log and log_fd is None:
         log_fd = logs.null_output()
     try:
-        if zygote is not None and zygote.alive():
-            proc = zygote.fork(theirs.fileno(), log_fd)  # a fresh process forked from one that has imported torch already
-        else:
-            # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],
-                pass_fds=(theirs.fileno(),),
-                env={**os.environ, "TMPDIR": tmpdir},
-                stdout=log_fd, stderr=log_fd,  # None: the tuner's own
-                start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
-            )
+        proc = _start_child(spec, theirs, log_fd, zygote)
         theirs.close()
         if log_fd is not None:
             os.close(log_fd)
             log_fd = None
         parent_conn.send(spec)
-        next_sample = 0.0
-        while True:
-            now = time.monotonic()
-            if now >= next_sample:
-                over = monitor.sample(proc.pid)
-                next_sample = now + SAMPLE_S
-                if over is not None:
-                    result = TrialResult(over, message=monitor.reason, extra={"over": monitor.over})
-                    break
-            if now - start > timeout_s:
-                result = TrialResult(Outcome.TIMEOUT, message=f"no result within {timeout_s:.0f} s; raise --trial-timeout if this config is just slow to start")
-                break
-            try:
-                ready = parent_conn.poll(min(SAMPLE_S, max(0.0, next_sample - now)))
-            except (EOFError, OSError):
-                ready = False
-            if ready:
-                try:
-                    msg = parent_conn.recv()
-                except (EOFError, OSError):
-                    msg = None
-                if msg is None:
-                    result = _died(_wait(proc, 2.0))
-                    break
-                if msg[0] == "window":
-                    _, step, value, spread = msg  # the median and (lowest, highest) of the steady windows so far
-                    last_value = value
-                    verdict = on_intermediate(step, value) if on_intermediate is not None else False
-                    if verdict == ENOUGH:  # the time budget ran out: the windows so far are the measurement
-                        result = TrialResult(Outcome.COMPLETE, samples_per_s=value, spread=tuple(spread),
-                                             message=f"measured {step + 1} window(s): the time budget ran out")
-                        break
-                    if verdict:
-                        result = TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}")
-                        break
-                elif msg[0] == "result":
-                    _, outcome, payload = msg
-                    result = _from_payload(Outcome(outcome), payload)
-                    break
-            elif proc.poll() is not None:
-                # drain a result that raced with the exit
-                if parent_conn.poll(0.5):
-                    continue
-                result = _died(proc.returncode)
-                break
+        result, last_value = _watch(proc, parent_conn, monitor, start, timeout_s, on_intermediate)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
         # that arrives meanwhile is delivered once they are
@@ -187,8 +148,86 @@ def run_trial(
             shutil.rmtree(tmpdir, ignore_errors=True)
             if log_fd is not None:
                 os.close(log_fd)
-    assert result is not None
-    result.duration_s = time.monotonic() - start
+    return _with_peaks(result, monitor, time.monotonic() - start, last_value)
+
+
+def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zygote: Zygote | None) -> subprocess.Popen | ForkedTrial:
+    """The trial's child: forked from ``zygote`` when it is alive, else a fresh interpreter; it reads its spec
+    from the socket ``theirs`` and writes its output to ``log_fd`` (None: the tuner's own)."""
+    if zygote is not None and zygote.alive():
+        return zygote.fork(theirs.fileno(), log_fd)  # a fresh process forked from one that has imported torch already
+    # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
+    return subprocess.Popen(
+        [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],
+        pass_fds=(theirs.fileno(),),
+        env={**os.environ, "TMPDIR": spec.tmpdir or tempfile.gettempdir()},
+        stdout=log_fd, stderr=log_fd,  # None: the tuner's own
+        start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
+    )
+
+
+def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Monitor, start: float, timeout_s: float,
+           on_intermediate: OnIntermediate | None) -> tuple[TrialResult, float | None]:
+    """Sample the child against the budgets and relay its windows until it ends, is stopped or runs out of time.
+
+    Returns how it ended and the last window's rate (None before the first window).
+    """
+    last_value: float | None = None
+    next_sample = 0.0
+    while True:
+        now = time.monotonic()
+        if now >= next_sample:
+            over = monitor.sample(proc.pid)
+            next_sample = now + SAMPLE_S
+            if over is not None:
+                return TrialResult(over, message=monitor.reason, extra={"over": monitor.over}), last_value
+        if now - start > timeout_s:
+            slow = f"no result within {timeout_s:.0f} s; raise --trial-timeout if this config is just slow to start"
+            return TrialResult(Outcome.TIMEOUT, message=slow), last_value
+        try:
+            ready = conn.poll(min(SAMPLE_S, max(0.0, next_sample - now)))
+        except (EOFError, OSError):
+            ready = False
+        if ready:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                msg = None
+            if msg is None:
+                return _died(_wait(proc, 2.0)), last_value
+            if msg[0] == "window":
+                _, step, value, spread = msg  # the median and (lowest, highest) of the steady windows so far
+                last_value = value
+                ended = _after_window(step, value, spread, on_intermediate)
+                if ended is not None:
+                    return ended, last_value
+            elif msg[0] == "result":
+                _, outcome, payload = msg
+                return _from_payload(Outcome(outcome), payload), last_value
+        elif proc.poll() is not None:
+            # drain a result that raced with the exit
+            if conn.poll(0.5):
+                continue
+            return _died(proc.returncode), last_value
+
+
+def _after_window(step: int, value: float, spread: tuple[float, float], on_intermediate: OnIntermediate | None) -> TrialResult | None:
+    """The trial's result when ``on_intermediate`` ends it after window ``step``; None while it goes on."""
+    verdict = on_intermediate(step, value) if on_intermediate is not None else WindowVerdict.GO_ON
+    if verdict is WindowVerdict.ENOUGH:  # the time budget ran out: the windows so far are the measurement
+        return TrialResult(Outcome.COMPLETE, samples_per_s=value, spread=(spread[0], spread[1]),
+                           message=f"measured {step + 1} window(s): the time budget ran out")
+    if verdict is WindowVerdict.PRUNE:
+        return TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}")
+    return None
+
+
+def _with_peaks(result: TrialResult | None, monitor: Monitor, duration_s: float, last_value: float | None) -> TrialResult:
+    """``result`` with the trial's duration, the monitor's peaks and, for a trial that ended without a rate, the last
+    window's."""
+    if result is None:
+        raise RuntimeError("the trial ended without a result")  # only an exception leaves none, and it is raised instead
+    result.duration_s = duration_s
     result.peak_host_mib = max(result.peak_host_mib or 0.0, monitor.peak_host_mib) or None
     if monitor.peak_gpu_mib is not None:
         result.peak_gpu_mib = max(result.peak_gpu_mib or 0.0, monitor.peak_gpu_mib)

@@ -23,7 +23,7 @@ class TrialSpec:
     seed: int | None = None
     ranks: int = 1
     model: Any = None  # autotune.trials.model.ModelSpec, when scoring training steps
-    inject: str | None = None  # fault injection for tests, see autotune.trials.child._inject
+    inject: str | None = None  # the test-suite's fault injection, see autotune.trials._faults
     tmpdir: str | None = None  # the trial's own temporary folder, removed by the runner when the trial ends
     log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)
 

@@ -26,7 +26,7 @@ from autotune.trials import logs
 logger = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("=cii")
-PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.trials.ranks", "autotune.loaders.backends._torch")
+PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.trials.rank_group", "autotune.loaders.backends._torch")
 
 
 class ForkedTrial:

@@ -1,7 +1,7 @@
 """A trial's ranks: measure a config the way one node of a DDP job runs it, one process per rank.
 
 With N ranks (:func:`measure_ranks`), the trial's child forks N rank processes, as ``torchrun`` starts one
-process per GPU: each measures what a single-rank trial measures (:func:`autotune.trials.rank.measure_rank`)
+process per GPU: each measures what a single-rank trial measures (:func:`autotune.trials.one_rank.measure_rank`)
 with its own interpreter lock, its own loader on its own shard (``shard_id=r,
 num_shards=N``: a ``DistributedSampler`` for torch, the reader's shard for DALI) and, on GPUs, its own device
 (``cuda:r``, bound before anything touches CUDA; the trial's child never does, so every rank makes its own CUDA
@@ -33,7 +33,7 @@ import psutil
 
 from autotune.outcomes import Outcome, died_of
 from autotune.trials.measure import Measurement, OnWindow
-from autotune.trials.rank import measure_rank
+from autotune.trials.one_rank import measure_rank
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -150,7 +150,7 @@ def measure_ranks(
         on_window: called with (window index, the node's score so far, its spread so far) once every rank has
             that window; returning True stops every rank.
         classify: maps an exception raised in a rank to its outcome and bad file (default: ``crash``).
-        inject: fault injection for the test-suite: ``spec.inject`` ``rank<R>-<fault>`` runs ``inject(fault)``
+        inject: the test-suite's fault injection (:mod:`autotune.trials._faults`): ``spec.inject`` ``rank<R>-<fault>`` runs ``inject(fault)``
             in rank R.
 
     Raises:

@@ -1,7 +1,7 @@
 """What one rank measures: its loader, built on its device and shard, warmed up, then timed in windows.
 
 A single-rank trial is :func:`measure_rank` in the trial's child process; with several ranks, each rank
-process of :mod:`autotune.trials.ranks` runs it on its own shard and device.
+process of :mod:`autotune.trials.rank_group` runs it on its own shard and device.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def measure_rank(
         consume, extra = prepare_consumer(spec.model, spec.loader.batch_size, device, get_preset(spec.pipeline), num_classes=len(spec.dataset.classes))
     backend = get_backend(spec.loader.backend.value)
     t0 = time.perf_counter()
+    loader: Any  # the backend's loader, or the model's one resident batch
     if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
         from autotune.trials.model import resident_loader
 
