@@ -111,7 +111,7 @@ def test_a_new_kind_round_trips_through_the_yaml(toy: LoaderBackend, tmp_path: A
 def test_a_new_kind_answers_the_guard_and_the_selection(toy: LoaderBackend) -> None:
     from autotune.dataset.scan import Dataset
     from autotune.study.selection import loader_threads
-    from autotune.trials.rank import buffered_batches
+    from autotune.trials.one_rank import buffered_batches
 
     loader = LoaderConfig.from_params({"backend": "toy", "batch_size": 32, "toy_depth": 3})
     assert loader_threads(loader.to_params()) == 3
