@@ -130,7 +130,9 @@ def foreign_problem(path: str | os.PathLike[str]) -> str | None:
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
     """Write ``cfg`` as YAML, atomically."""
-    atomic_write_text(path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict()))
+    atomic_write_text(
+        path, "# autotune loader config: autotune.load_config(path); each key is described in docs/usage.md, section 'The YAML'\n" + dump_yaml(cfg.to_dict())
+    )
 
 
 def side_path(out: str | os.PathLike[str]) -> Path:
@@ -219,7 +221,9 @@ def read_yaml(path: str | os.PathLike[str], what: str = "file") -> Any:
         return _read_yaml(Path(path), what)
     except OSError as e:  # another user's file (mode 600), a folder that cannot be opened, an I/O error
         if e.errno == errno.ENAMETOOLONG:
-            raise ConfigError(f"{what} {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one") from None
+            raise ConfigError(
+                f"{what} {str(path)[:80]!r}{'...' if len(str(path)) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one"
+            ) from None
         fix = "check its permissions and its folder's" if e.errno in (errno.EACCES, errno.EPERM) else "check the file and the disk"
         raise ConfigError(f"{what} {str(path)!r} cannot be read ({e.strerror or e}); {fix}") from None
 
@@ -238,7 +242,10 @@ def _read_yaml(p: Path, what: str) -> Any:
     try:
         return _plain_load(p.read_text(encoding="utf-8"))
     except (RecursionError, ValueError) as e:  # nesting thousands deep; an integer of thousands of digits
-        raise ConfigError(f"{what} {str(p)!r} cannot be read as an autotune file ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}); pass an autotune YAML") from None
+        raise ConfigError(
+            f"{what} {str(p)!r} cannot be read as an autotune file "
+            f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'too deeply nested'}); pass an autotune YAML"
+        ) from None
     except _DuplicateKey as e:
         where = f"on line {e.line}" if e.first == e.line else f"lines {e.first} and {e.line}"
         raise ConfigError(f"{what} {str(p)!r} gives the key {e.key!r} twice ({where}); keep one of them") from None

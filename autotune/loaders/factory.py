@@ -40,7 +40,9 @@ def check_device(device: Any) -> str:
         if not torch.cuda.is_available():
             raise UserError(f"device {str(device)!r} needs a CUDA GPU, but torch sees none; pass device='cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise UserError(f"device {str(device)!r} is not here: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+            raise UserError(
+                f"device {str(device)!r} is not here: torch sees {torch.cuda.device_count()} GPU(s), cuda:0 to cuda:{torch.cuda.device_count() - 1}"
+            )
     return str(dev)
 
 
@@ -129,7 +131,8 @@ def build_loader(
         left_out = [dataset.name_of(f) for f in dataset.files if f not in kept_files]
         if left_out:
             warnings.warn(
-                f"leaving out {len(left_out)} {'file' if len(left_out) == 1 else 'files'} that the study found undecodable: {', '.join(left_out)}; fix or remove {'it' if len(left_out) == 1 else 'them'}",
+                f"leaving out {len(left_out)} {'file' if len(left_out) == 1 else 'files'} that the study found undecodable: {', '.join(left_out)}; "
+                f"fix or remove {'it' if len(left_out) == 1 else 'them'}",
                 stacklevel=2,
             )
         dataset = kept
@@ -154,10 +157,22 @@ def build_loader(
         raise UserError(too_big)
     loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
     torch_seed = loader_cfg.backend.value == "torch"  # its DistributedSampler's permutation; DALI's shards do not depend on it
-    disagree = None if not preset.train else ranks_disagree(  # an eval loader may be one rank's alone
-        lambda: describe(batch_size=loader_cfg.batch_size, batches=len(loader), pipeline=pipeline, images=len(dataset),
-                         signature=dataset.signature(), seed=(seed or 0) if torch_seed else None),
-        num_shards, pipeline)
+    disagree = (
+        None
+        if not preset.train
+        else ranks_disagree(  # an eval loader may be one rank's alone
+            lambda: describe(
+                batch_size=loader_cfg.batch_size,
+                batches=len(loader),
+                pipeline=pipeline,
+                images=len(dataset),
+                signature=dataset.signature(),
+                seed=(seed or 0) if torch_seed else None,
+            ),
+            num_shards,
+            pipeline,
+        )
+    )
     if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
         loader.close()
         raise UserError(disagree)
@@ -183,8 +198,7 @@ def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
         gpu_mib = torch.cuda.get_device_properties(torch.device(device)).total_memory / MiB
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
     ranks = int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
-    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib,
-                           ranks=ranks, factor=REFUSE_FACTOR)
+    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib, ranks=ranks, factor=REFUSE_FACTOR)
 
 
 def build_from_dataset(

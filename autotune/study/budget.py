@@ -46,7 +46,9 @@ class Plan:
         return dataclasses.asdict(self)
 
 
-def plan(budget_s: float, *, window_s: float | None = None, windows: int | None = None, confirm_top: int | None = None, confirm_repeats: int | None = None) -> Plan:
+def plan(
+    budget_s: float, *, window_s: float | None = None, windows: int | None = None, confirm_top: int | None = None, confirm_repeats: int | None = None
+) -> Plan:
     """The measurement for a budget; what the user set explicitly is kept.
 
     Under two minutes, a trial is measured in three half-second windows (enough to tell a 10 % difference once the
@@ -141,9 +143,11 @@ class TimeBudget:
         """
         import optuna
 
-        done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-                if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES
-                and not t.user_attrs.get("reference")]  # a reference is never re-measured
+        done = [
+            t
+            for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES and not t.user_attrs.get("reference")
+        ]  # a reference is never re-measured
         from autotune.study.evidence import CONTENDER_FLOOR
 
         best = sorted(done, key=lambda t: t.value, reverse=True)[: max(1, top)]

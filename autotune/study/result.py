@@ -216,7 +216,8 @@ def no_completion_message(study: optuna.Study) -> str:
         if len(bad) == 1:
             return head + f"{printable(bad[0])} cannot be decoded: remove it from the dataset"
         shown = ", ".join(printable(b) for b in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
-        return head + f"{len(bad)} files cannot be decoded ({shown}): remove them from the dataset, then run again (autotune doctor --dataset DIR finds the rest)"
+        return head + f"{len(bad)} files cannot be decoded ({shown}): remove them from the dataset, then run again " \
+            "(autotune doctor --dataset DIR finds the rest)"
     if cause == "timeout":
         return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
@@ -229,11 +230,16 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     not now (a config about to be written).
     """
     if len(study.directions) != 1:  # another program's study in a shared storage: no single best to read
-        raise UserError(f"study {study.study_name!r} in {mask_url(storage_url)} was not made by autotune (it has {len(study.directions)} objectives; "
-                        "autotune's maximize samples/s); pick an autotune study with 'autotune studies'")
+        raise UserError(
+            f"study {study.study_name!r} in {mask_url(storage_url)} was not made by autotune (it has {len(study.directions)} objectives; "
+            "autotune's maximize samples/s); pick an autotune study with 'autotune studies'"
+        )
     best, _ = winner(study)
     if not isinstance(best.user_attrs.get("loader"), dict):
-        raise UserError(f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); pick an autotune study with 'autotune studies'")
+        raise UserError(
+            f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); "
+            "pick an autotune study with 'autotune studies'"
+        )
     a = study.user_attrs
     fig = figures(study)
     result: dict[str, Any] = {
@@ -243,8 +249,18 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "startup_s": best.user_attrs.get("startup_s"),
         "peak_gpu_mib": best.user_attrs.get("peak_gpu_mib"),
         "peak_host_mib": best.user_attrs.get("peak_host_mib"),
-        **{k: fig[k] for k in ("defaults_samples_per_s", "heuristic_samples_per_s", "speedup_vs_defaults", "speedup_vs_heuristic",
-                               "dali_heuristic_samples_per_s", "speedup_vs_dali_heuristic") if k in fig},
+        **{
+            k: fig[k]
+            for k in (
+                "defaults_samples_per_s",
+                "heuristic_samples_per_s",
+                "speedup_vs_defaults",
+                "speedup_vs_heuristic",
+                "dali_heuristic_samples_per_s",
+                "speedup_vs_dali_heuristic",
+            )
+            if k in fig
+        },
         "ranks": a.get("ranks", 1),
     }
     for k in ("per_rank_samples_per_s", "model_ceiling_samples_per_s", "fraction_of_ceiling", "headroom"):

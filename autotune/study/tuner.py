@@ -21,7 +21,6 @@ from autotune.dataset import pagecache
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
-from autotune.loaders.backends import BACKENDS
 from autotune.outcomes import Outcome
 from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import WRITE_RESERVE_S

@@ -103,7 +103,9 @@ def build_model(spec: ModelSpec, num_classes: int = DEFAULT_CLASSES, device: Any
     return torchvision.models.get_model(spec.name, weights=None, num_classes=num_classes).to(device)
 
 
-def prepare_consumer(spec: ModelSpec, batch_size: int, device: str, preset: Preset, num_classes: int | None = None) -> tuple[Callable[[Any], None], dict[str, Any]]:
+def prepare_consumer(
+    spec: ModelSpec, batch_size: int, device: str, preset: Preset, num_classes: int | None = None
+) -> tuple[Callable[[Any], None], dict[str, Any]]:
     """Build the model once and return ``(consume, extra)``: one training step per batch, and attrs for the result.
 
     ``consume((images, labels))`` runs forward (bf16 autocast on CUDA with ``amp``), cross-entropy, backward and
@@ -226,7 +228,7 @@ def estimate_gpu_mib(spec: ModelSpec | None, batch_size: int, *, crop: int = 224
         return 0.0
     points = sorted(spec.gpu_mib)
     if len(points) >= 2:
-        pairs = list(zip(points, points[1:]))
+        pairs = list(zip(points, points[1:], strict=False))
         (b0, m0), (b1, m1) = next((p for p in pairs if batch_size <= p[1][0]), pairs[-1])
         return max(0.0, m0 + (m1 - m0) / (b1 - b0) * (batch_size - b0))
     if len(points) == 1 and batch_size == points[0][0]:

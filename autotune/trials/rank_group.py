@@ -99,7 +99,7 @@ class _Windows:
     def _flush(self) -> None:
         while not self.stop.is_set():
             k = self.reported
-            if not all(len(m) > k or (d and m) for m, d in zip(self.medians, self.done)):
+            if not all(len(m) > k or (d and m) for m, d in zip(self.medians, self.done, strict=False)):
                 return
             if all(d for d in self.done) and all(len(m) <= k for m in self.medians):
                 return

@@ -6,7 +6,8 @@ torch and torchvision, several seconds a trial. Trial processes get the same tre
 own session (process group), death with their parent, their exit status reported back to the tuner.
 
 Protocol on a Unix socket: the tuner sends ``b"F"`` with one or two file descriptors (the trial's connection,
-and the log file that becomes its stdout and stderr, see :mod:`autotune.trials.logs`); the zygote answers ``P pid``, and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
+and the log file that becomes its stdout and stderr, see :mod:`autotune.trials.logs`); the zygote answers ``P pid``,
+and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,17 @@ from autotune.trials import logs
 logger = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("=cii")
-PRELOAD = ("numpy", "PIL.Image", "torch", "torchvision", "torchvision.transforms", "autotune.trials.child", "autotune.trials.measure", "autotune.trials.rank_group", "autotune.loaders.backends._torch")
+PRELOAD = (
+    "numpy",
+    "PIL.Image",
+    "torch",
+    "torchvision",
+    "torchvision.transforms",
+    "autotune.trials.child",
+    "autotune.trials.measure",
+    "autotune.trials.rank_group",
+    "autotune.loaders.backends._torch",
+)
 
 
 class ForkedTrial:
@@ -89,7 +100,8 @@ class Zygote:
             z.proc = subprocess.Popen(
                 [sys.executable, "-m", "autotune.trials", "--zygote", str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),),
-                stdout=log_fd, stderr=log_fd,
+                stdout=log_fd,
+                stderr=log_fd,
                 start_new_session=True,
             )
             z.sock = ours
