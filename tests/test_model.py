@@ -278,8 +278,8 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
     does. The margins are structural: the step is twice a batch's sleeping, and the sleeping alone costs the
     worker-less loader a third of its rate."""
     from autotune.cli import main
-    from autotune.tuning import prepare
     from autotune.dataset.synth import synthesize
+    from autotune.tuning import prepare
 
     images = synthesize(tmp_path / "train", images=96, classes=4, min_side=64, max_side=96, workers=1)  # 12 batches an epoch
     persistent = {"persistent_workers": True, "prefetch_factor": 2}

@@ -5,6 +5,7 @@ Imported by ``import autotune``: it stays light (the run's modules, optuna and t
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import os
@@ -123,12 +124,20 @@ def tune(
         "confirm_repeats": _count(confirm_repeats, "confirm_repeats", least=0), "trial_timeout": _seconds(trial_timeout_s, "trial_timeout_s"),
         "no_baselines": not _switch(baselines, "baselines"), "no_report": not _switch(report, "report"), "reports_dir": _path(reports_dir, "reports_dir"),
     }
+    import optuna
+
     from autotune.config.files import load_config
     from autotune.tuning.reporter import LoggingReporter
     from autotune.tuning.request import resolve_request
     from autotune.tuning.run import run
 
-    summary = run(resolve_request(asked), reporter if reporter is not None else LoggingReporter())
+    # Optuna's own lines ("A new study created ...") only where autotune's diagnostics are on; as the caller had it after
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO if logging.getLogger("autotune").isEnabledFor(logging.INFO) else optuna.logging.WARNING)
+    try:
+        summary = run(resolve_request(asked), reporter if reporter is not None else LoggingReporter())
+    finally:
+        optuna.logging.set_verbosity(verbosity)
     if summary.get("interrupted"):  # the best config so far is written: the stop still ends the caller's work
         raise KeyboardInterrupt(f"wrote the best config so far to {summary['config_path']}; continue with resume=True")
     return load_config(summary["config_path"])
