@@ -102,3 +102,13 @@ def test_autotune_tune_is_the_function_and_import_stays_light():
     light = "import sys, autotune; autotune.tune; assert 'optuna' not in sys.modules and 'torch' not in sys.modules; print('ok')"
     out = subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=False)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_every_argument_of_tune_gives_a_setting_of_the_run():
+    import inspect
+
+    from autotune.tuning.api import _ARGUMENTS
+    from autotune.tuning.request import SETTINGS
+
+    assert set(inspect.signature(autotune.tune).parameters) == {*_ARGUMENTS, "reporter"}
+    assert {setting for setting, _ in _ARGUMENTS.values()} <= SETTINGS

@@ -9,6 +9,7 @@ import logging
 import math
 import numbers
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import UserError, expect
@@ -108,22 +109,11 @@ def tune(
         UserError: bad input, one line naming the setting; exit code 1 when no trial completed, with its cause.
         KeyboardInterrupt: Ctrl-C; after the first completed trial, the best config so far is written first.
     """
-    if dataset is not None and demo:
-        raise UserError("pass a dataset or demo=True, not both")
-    if dataset is None and not demo:
-        raise UserError("no dataset given; pass the image folder (one sub-folder per class) or demo=True")
-    asked = {
-        "dataset": _path(dataset, "dataset"), "demo": _switch(demo, "demo"), "batch_size": _count(batch_size, "batch_size"),
-        "device": _text(device, "device"), "budget": _seconds(budget_s, "budget_s"), "n_trials": _count(n_trials, "n_trials"),
-        "timeout": _seconds(timeout_s, "timeout_s"), "out": _path(out, "out"), "space": _path(space, "space"), "pipeline": _text(pipeline, "pipeline"),
-        "gpus": _count(gpus, "gpus"), "storage": _text(storage, "storage"), "study_name": _text(study_name, "study_name"),
-        "resume": _switch(resume, "resume"), "warm_start": _path(warm_start, "warm_start"), "seed": _count(seed, "seed", least=0, most=2**32 - 1),
-        "model": _text(model, "model"), "step_ms": _seconds(step_ms, "step_ms"), "amp": _switch(amp, "amp"),
-        "channels_last": _switch(channels_last, "channels_last"), "window": _seconds(window_s, "window_s"), "windows": _count(windows, "windows"),
-        "warmup_batches": _count(warmup_batches, "warmup_batches", least=0), "confirm_top": _count(confirm_top, "confirm_top", least=0),
-        "confirm_repeats": _count(confirm_repeats, "confirm_repeats", least=0), "trial_timeout": _seconds(trial_timeout_s, "trial_timeout_s"),
-        "no_baselines": not _switch(baselines, "baselines"), "no_report": not _switch(report, "report"), "reports_dir": _path(reports_dir, "reports_dir"),
-    }
+    given = dict(locals())  # the arguments, by name: nothing else is bound yet
+    return _tune(_asked({k: v for k, v in given.items() if k != "reporter"}), reporter)
+
+
+def _tune(asked: dict[str, Any], reporter: Reporter | None) -> Config:
     import optuna
 
     from autotune.config.files import load_config
@@ -141,6 +131,19 @@ def tune(
     if summary.get("interrupted"):  # the best config so far is written: the stop still ends the caller's work
         raise KeyboardInterrupt(f"wrote the best config so far to {summary['config_path']}; continue with resume=True")
     return load_config(summary["config_path"])
+
+
+def _asked(given: dict[str, Any]) -> dict[str, Any]:
+    """The run's settings (by the request's names) from :func:`tune`'s arguments, each checked: one line naming it."""
+    if given["dataset"] is not None and given["demo"]:
+        raise UserError("pass a dataset or demo=True, not both")
+    if given["dataset"] is None and not given["demo"]:
+        raise UserError("no dataset given; pass the image folder (one sub-folder per class) or demo=True")
+    asked = {}
+    for name, value in given.items():
+        setting, check = _ARGUMENTS[name]
+        asked[setting] = check(value, name)
+    return asked
 
 
 def _path(value: Any, name: str) -> str | None:
@@ -177,3 +180,29 @@ def _seconds(value: Any, name: str) -> float | None:
     if not math.isfinite(value) or value <= 0:
         raise UserError(f"{name} must be a finite number greater than 0, but got {value}")
     return float(value)
+
+
+def _count0(value: Any, name: str) -> int | None:
+    return _count(value, name, least=0)
+
+
+def _seed(value: Any, name: str) -> int | None:
+    return _count(value, name, least=0, most=2**32 - 1)
+
+
+def _unless(value: Any, name: str) -> bool:
+    """A switch that turns a flag off: ``report=False`` is ``--no-report``."""
+    return not _switch(value, name)
+
+
+#: each argument of :func:`tune`: the run's setting it gives (``autotune run``'s flag by its name) and its check
+_ARGUMENTS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "dataset": ("dataset", _path), "demo": ("demo", _switch), "batch_size": ("batch_size", _count), "device": ("device", _text),
+    "budget_s": ("budget", _seconds), "n_trials": ("n_trials", _count), "timeout_s": ("timeout", _seconds), "out": ("out", _path),
+    "space": ("space", _path), "pipeline": ("pipeline", _text), "gpus": ("gpus", _count), "storage": ("storage", _text),
+    "study_name": ("study_name", _text), "resume": ("resume", _switch), "warm_start": ("warm_start", _path), "seed": ("seed", _seed),
+    "model": ("model", _text), "step_ms": ("step_ms", _seconds), "amp": ("amp", _switch), "channels_last": ("channels_last", _switch),
+    "window_s": ("window", _seconds), "windows": ("windows", _count), "warmup_batches": ("warmup_batches", _count0),
+    "confirm_top": ("confirm_top", _count0), "confirm_repeats": ("confirm_repeats", _count0), "trial_timeout_s": ("trial_timeout", _seconds),
+    "baselines": ("no_baselines", _unless), "report": ("no_report", _unless), "reports_dir": ("reports_dir", _path),
+}
