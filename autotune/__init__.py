@@ -2,6 +2,7 @@
 
 ```python
 import autotune
+cfg = autotune.tune("/data/train", budget_s=60)         # what `autotune run` does; writes autotune.yaml
 cfg = autotune.load_config("autotune.yaml")
 loader = autotune.build_loader("/data/train", cfg)      # torch DataLoader or DALI iterator
 # or: DataLoader(my_dataset, **cfg.dataloader_kwargs())
@@ -23,6 +24,7 @@ from autotune.errors import (
 )
 from autotune.loaders.factory import build_loader
 from autotune.outcomes import Backend, Outcome
+from autotune.tuning import tune
 
 __version__ = "0.1.0"
 
@@ -58,4 +60,5 @@ __all__ = [
     "UserError",
     "build_loader",
     "load_config",
+    "tune",
 ]

@@ -221,7 +221,7 @@ def run_method(a: argparse.Namespace, extra: list[str], name: str, seed: int) ->
 
 
 def method_seconds(name: str) -> float:
-    from autotune.tune import DEFAULT_BUDGET_S
+    from autotune.tuning.request import DEFAULT_BUDGET_S
 
     own = METHODS[name][1]
     return (float(own[own.index("--budget") + 1]) if "--budget" in own else DEFAULT_BUDGET_S) + 15.0  # start-up and writing

@@ -156,9 +156,16 @@ def _run_args(**kw) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
+def _tune(args):
+    from autotune.cli._run import request_from_args
+    from autotune.tuning.run import run
+
+    return run(request_from_args(args))
+
+
 def test_if_stale_does_nothing_on_a_match(workdir, tiny_dataset, monkeypatch):
-    from autotune import tune
     from autotune.study import tuner as study
+    from autotune.tuning import search
 
     f = _write(workdir / "autotune.yaml", fingerprint.collect(), dataset=fingerprint.dataset_summary(tiny_dataset))
     before = os.stat(f).st_mtime_ns
@@ -166,16 +173,16 @@ def test_if_stale_does_nothing_on_a_match(workdir, tiny_dataset, monkeypatch):
     def no_tuning(*a, **k):
         raise AssertionError("tuned although the config matches")
 
-    monkeypatch.setattr(tune, "Tuner", no_tuning)
+    monkeypatch.setattr(search, "Tuner", no_tuning)
     monkeypatch.setattr(study, "run_trial", no_tuning)
-    summary = tune.tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True))
+    summary = _tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True))
     assert summary["action"] == "none"
     assert os.stat(f).st_mtime_ns == before
     assert not (workdir / "autotune.db").exists()
 
 
 def test_if_stale_tunes_on_a_mismatch(workdir, tiny_dataset, monkeypatch):
-    from autotune import tune
+    from autotune.tuning import search
 
     f = _write(workdir / "autotune.yaml", {**fingerprint.collect(), "cpus": 999}, dataset=fingerprint.dataset_summary(tiny_dataset))
     called = {}
@@ -187,16 +194,17 @@ def test_if_stale_tunes_on_a_mismatch(workdir, tiny_dataset, monkeypatch):
         called["yes"] = True
         raise Stop
 
-    monkeypatch.setattr(tune, "Tuner", fake_tuner)
+    monkeypatch.setattr(search, "Tuner", fake_tuner)
     with pytest.raises(Stop):
-        tune.tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True, space="cpu", batch_size=4))
+        _tune(_run_args(dataset=tiny_dataset, if_stale=f, quiet=True, space="cpu", batch_size=4))
     assert called
 
 
 def test_if_stale_without_dataset_or_out_re_tunes_the_file_on_its_recorded_dataset(workdir, tiny_dataset, monkeypatch):
     """A cron line 'run --if-stale own.yaml' stopped at 'no dataset given' on the night the file went stale; with
     --dataset but no --out it wrote autotune.yaml (another run's config) and left own.yaml stale for ever."""
-    from autotune import tune
+    from autotune.cli._run import request_from_args
+    from autotune.tuning import prepare
 
     f = _write(workdir / "own.yaml", {**fingerprint.collect(), "cpus": 999}, dataset=fingerprint.dataset_summary(tiny_dataset))
     scanned = []
@@ -208,15 +216,16 @@ def test_if_stale_without_dataset_or_out_re_tunes_the_file_on_its_recorded_datas
         scanned.append(str(path))
         raise Stop
 
-    monkeypatch.setattr(tune, "scan", scan_then_stop)
+    monkeypatch.setattr(prepare, "scan", scan_then_stop)
     args = _run_args(if_stale=f, quiet=True)
     with pytest.raises(Stop):
-        tune.tune(args)
-    assert scanned == [str(tiny_dataset)] and args.out == f  # its dataset, its file
+        _tune(args)
+    assert scanned == [str(tiny_dataset)] and request_from_args(args).out == f  # its dataset, its file
     args = _run_args(if_stale=f, quiet=True, out="other.yaml")
     with pytest.raises(Stop):
-        tune.tune(args)
-    assert args.out == "other.yaml"  # --out given: kept
+        _tune(args)
+    assert request_from_args(args).out == "other.yaml"  # --out given: kept
+    assert args.out == "other.yaml" and _run_args(if_stale=f).out is None  # the namespace is never changed
 
 
 def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsys):
@@ -245,12 +254,17 @@ def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsy
 
 
 def _recorded(tmp_path, flags, **given):
-    from autotune.tune import _take_recorded_flags
+    """The flags ``--if-stale`` takes from a FILE recording ``flags``, and the settings after (by name)."""
+    import types
+
+    from autotune.tuning.request import SETTINGS, _take_recorded_flags
 
     cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), study={"retune_flags": flags})
     save_config(cfg, tmp_path / "r.yaml")
     args = _run_args(if_stale=str(tmp_path / "r.yaml"), **given)
-    return _take_recorded_flags(args), args
+    values = {k: v for k, v in vars(args).items() if k in SETTINGS and v is not None}
+    taken = _take_recorded_flags(values, args.if_stale)
+    return taken, types.SimpleNamespace(**{name: values.get(name) for name in SETTINGS})
 
 
 def test_if_stale_takes_no_recorded_flag_the_command_gives_or_the_machine_lacks(tmp_path, monkeypatch, caplog):

@@ -18,6 +18,7 @@ TEST_COMMAND = 'pip install -e ".[dali,test]" && python -m pytest -q'
 
 # The members that docs/api.md documents; each must get its own entry on the built page.
 API_MEMBERS = [
+    "tune",
     "load_config",
     "build_loader",
     "Config",

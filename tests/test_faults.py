@@ -403,11 +403,9 @@ def test_sighup_is_held_during_clean_up_like_sigterm(hangup_as_in_a_terminal):
 
 
 def test_stop_signals_after_the_first_are_told_once(capsys):
-    import types
-
     from autotune.cli._run import _StopOnce
 
-    with _StopOnce(types.SimpleNamespace(exits=False, written=None)):
+    with _StopOnce(exits=False):
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
         for _ in range(3):  # the clean-up goes on: each is dropped, the first of them told
@@ -421,14 +419,13 @@ def test_a_stopped_run_about_to_exit_ignores_the_signals_after_it(exits):
     the command died of SIGINT (-2) instead of exiting 130. In-process (``main()`` called from Python), the
     caller's handlers are put back as they were."""
     import os
-    import types
 
     from autotune.cli._run import _StopOnce
     from autotune.errors import STOP_SIGNALS
 
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     try:
-        with pytest.raises(KeyboardInterrupt), _StopOnce(types.SimpleNamespace(exits=exits, written=None)):
+        with pytest.raises(KeyboardInterrupt), _StopOnce(exits=exits):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)
         after = {s: signal.getsignal(s) for s in STOP_SIGNALS}
@@ -496,14 +493,14 @@ def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
 def test_a_stop_during_the_set_up_says_no_config_was_written(workdir, tiny_dataset, monkeypatch, capsys):
     """SIGTERM while the dataset was scanned printed 'terminated (SIGTERM)' alone; the docs promise the last line
     says whether a config was written."""
-    from autotune import tune
     from autotune.cli import main
     from autotune.errors import Terminated
+    from autotune.tuning import prepare
 
     def stopped(path):
         raise Terminated()
 
-    monkeypatch.setattr(tune, "scan", stopped)
+    monkeypatch.setattr(prepare, "scan", stopped)
     assert main(["run", "--dataset", str(tiny_dataset), "--budget", "15", "--no-report"]) == 143
     assert capsys.readouterr().err.strip().splitlines()[-1] == "autotune: terminated (SIGTERM): stopped before any trial completed; no config was written"
     assert not (workdir / "autotune.yaml").exists()

@@ -24,7 +24,8 @@ from autotune.study.budget import TimeBudget
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, too_busy
-from autotune.tune import budget_header, busy_warnings, short_run_warnings
+from autotune.tuning.caveats import busy_warnings, short_run_warnings
+from autotune.tuning.search import budget_header
 
 
 def test_synth_says_what_it_wrote(tmp_path, capsys):
@@ -187,11 +188,11 @@ def test_a_quota_below_the_mask_counts_only_what_others_take_from_it():
 
 
 def test_a_resumed_study_keeps_the_busier_sessions_load():
-    from autotune.tune import _keep_busier
+    from autotune.tuning.caveats import keep_busier
 
     study = optuna.create_study(direction="maximize")
-    _keep_busier(study, {"cores": 1.7, "usable_cores": 2})
-    _keep_busier(study, {"cores": 0.1, "usable_cores": 2})
+    keep_busier(study, {"cores": 1.7, "usable_cores": 2})
+    keep_busier(study, {"cores": 0.1, "usable_cores": 2})
     assert study.user_attrs["other_load"]["cores"] == 1.7
 
 

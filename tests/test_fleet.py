@@ -34,9 +34,9 @@ WINNER = {"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_facto
 
 
 def _key(dataset) -> str:
-    from autotune.tune import _study_key
+    from autotune.tuning.prepare import study_key
 
-    return _study_key(fingerprint.collect(), scan(dataset).signature(), "imagenet-train", "cpu", 1, None)
+    return study_key(fingerprint.collect(), scan(dataset).signature(), "imagenet-train", "cpu", 1, None)
 
 
 def _finished_study(storage: str, name: str, key: str, *, created: str | None = None, finished: bool = True, rate: float = 123.0) -> None:
@@ -132,7 +132,7 @@ def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, 
 
 
 def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):
-    from autotune import tune
+    from autotune.tuning import search
 
     class Tuned(Exception):
         pass
@@ -143,7 +143,7 @@ def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):
     launched = []
     real_launch = Zygote.launch
     monkeypatch.setattr(Zygote, "launch", lambda *a, **k: launched.append(1) or real_launch(*a, **k))
-    monkeypatch.setattr(tune, "Tuner", fake_tuner)
+    monkeypatch.setattr(search, "Tuner", fake_tuner)
     with pytest.raises(Tuned):
         _run_reuse(tiny_dataset, f"sqlite:///{workdir}/empty.db")
     assert launched == [1]  # no study to reuse: the trials' process starts after all

@@ -277,9 +277,9 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
     and the step run in turn: at least 600 ms a batch, at most 67 % of the model's ceiling, whatever the machine
     does. The margins are structural: the step is twice a batch's sleeping, and the sleeping alone costs the
     worker-less loader a third of its rate."""
-    from autotune import tune
     from autotune.cli import main
     from autotune.dataset.synth import synthesize
+    from autotune.tuning import prepare
 
     images = synthesize(tmp_path / "train", images=96, classes=4, min_side=64, max_side=96, workers=1)  # 12 batches an epoch
     persistent = {"persistent_workers": True, "prefetch_factor": 2}
@@ -288,8 +288,8 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
         "heuristic": {"backend": "torch", "batch_size": 8, "num_workers": 2, **persistent},
         "one-worker": {"backend": "torch", "batch_size": 8, "num_workers": 1, **persistent},
     })
-    settings_from_args = tune.settings_from_args
-    monkeypatch.setattr(tune, "settings_from_args", lambda *a, **k: dataclasses.replace(settings_from_args(*a, **k), inject=dict.fromkeys(range(3), "sample-sleep:25")))
+    settings_for = prepare.settings_for
+    monkeypatch.setattr(prepare, "settings_for", lambda *a, **k: dataclasses.replace(settings_for(*a, **k), inject=dict.fromkeys(range(3), "sample-sleep:25")))
     (workdir / "space.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0, 1, 2]}\n")
     rc = main(["run", "--dataset", str(images), "--space", "space.yaml", "--device", "cpu", "--n-trials", "3", "--step-ms", "400",
                "--tolerance", "0.10", "--window", "2.0", "--windows", "2", "--warmup-batches", "2", "--confirm-repeats", "0",

@@ -246,8 +246,10 @@ def test_for_rank_reads_torchrun_environment(monkeypatch):
 
 
 def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
-    from autotune import tune
+    from autotune.cli._run import request_from_args
     from autotune.config import fingerprint
+    from autotune.tuning import search
+    from autotune.tuning.run import run
 
     real = fingerprint.collect
     monkeypatch.setattr(fingerprint, "collect", lambda: {**real(), "cpus": 8})
@@ -261,12 +263,12 @@ def test_space_cores_is_the_per_rank_share(workdir, tiny_dataset, monkeypatch):
         seen["cores"] = settings.cores
         raise Stop
 
-    monkeypatch.setattr(tune, "Tuner", fake_tuner)
+    monkeypatch.setattr(search, "Tuner", fake_tuner)
     from autotune.cli import build_parser
 
     args = build_parser().parse_args(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--gpus", "4", "--batch-size", "2", "--quiet"])
     with pytest.raises(Stop):
-        tune.tune(args)
+        run(request_from_args(args))
     assert seen == {"high": 2, "cores": 2}
 
 

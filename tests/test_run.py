@@ -276,8 +276,8 @@ def test_out_folder_that_cannot_be_written_is_refused_before_tuning(tiny_dataset
 
 
 def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_dataset, workdir, capsys, monkeypatch):
-    from autotune import tune as tune_module
     from autotune.config.files import save_config
+    from autotune.tuning import write as tune_module
 
     def disk_full(cfg, path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))

@@ -261,10 +261,10 @@ def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(
 ])
 def test_a_storage_or_reports_folder_that_cannot_be_written_is_refused_before_the_set_up(workdir, tiny_dataset, capsys, monkeypatch, flags, needle):
     """Found after the scan and the measuring process's start, one at a time; now before either, one line each."""
-    from autotune import tune
+    from autotune.tuning import prepare
 
     (workdir / "afile").write_text("x")
-    monkeypatch.setattr(tune, "scan", lambda *a, **k: pytest.fail("the dataset was scanned before the bad flag was found"))
+    monkeypatch.setattr(prepare, "scan", lambda *a, **k: pytest.fail("the dataset was scanned before the bad flag was found"))
     assert main(["run", "--dataset", str(tiny_dataset), *flags, *FAST]) == 2
     err = capsys.readouterr().err
     assert needle in err and err.count("\n") == 1, err

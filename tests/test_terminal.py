@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from autotune.cli._output import Reporter
+from autotune.cli._output import TerminalReporter as Reporter
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
 from autotune.study.space import load_space
@@ -40,12 +40,12 @@ def messy_dataset(tmp_path_factory) -> Path:
 
 # The CLI in a child process, with trial 1 writing to its file descriptors 1 and 2 as native code does.
 _WITH_OUTPUT = (
-    "import sys, autotune.tune as t, autotune.doctor._checks as d\n"
+    "import sys, autotune.tuning.prepare as t, autotune.doctor._checks as d\n"
     "d.DECODE_SAMPLE = 1\n"  # the preflight's decode sample misses truncated.jpg: a trial finds it, as in a large set
-    "f = t.settings_from_args\n"
+    "f = t.settings_for\n"
     "def g(*a, **k):\n"
     "    s = f(*a, **k); s.inject[1] = 'output'; return s\n"
-    "t.settings_from_args = g\n"
+    "t.settings_for = g\n"
     "from autotune.cli import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )

@@ -39,7 +39,7 @@ TRIAL_OVERHEAD_S = 5.0
 #: Seconds to start the process that trials are forked from (it imports torch once).
 ZYGOTE_S = 8.0
 
-_display: Reporter | None = None  # the reporter drawing now, if any: log lines go through it
+_display: TerminalReporter | None = None  # the reporter drawing now, if any: log lines go through it
 
 
 class _Handler(logging.Handler):
@@ -129,11 +129,13 @@ def estimate_s(trials: int, remeasurements: int, window_s: float, windows: int, 
     return ZYGOTE_S + tuning + remeasurements * per
 
 
-class Reporter:
-    """The progress of ``autotune run`` on stderr (see the module's docstring for the three modes).
+class TerminalReporter:
+    """What ``autotune run`` tells, on stderr (see the module's docstring for the three modes): the
+    :class:`~autotune.tuning.reporter.Reporter` of the command line.
 
-    ``tune()`` calls :meth:`start`, then Optuna calls the reporter after each trial, then :meth:`remeasure`
-    around each re-measurement, and :meth:`stop` at the end; :meth:`note` names a stage.
+    The run calls :meth:`start`, then Optuna calls the reporter after each trial, then :meth:`remeasure`
+    around each re-measurement, and :meth:`stop` at the end; :meth:`note` names a stage; :meth:`say` and
+    :meth:`warn` tell the set-up and the result (not with ``--quiet``), :meth:`stopped` how a stopped run ended.
     """
 
     def __init__(self, quiet: bool = False, stream: IO[str] | None = None) -> None:
@@ -153,6 +155,8 @@ class Reporter:
         self.remeasured = 0
         self._bar: Any = None
         self._remeasure_task: Any = None
+        #: the YAML's path once it is whole: a stop signal after it need not be held back (``autotune.cli._run``)
+        self.written: str | None = None
 
     # -- the run's stages -----------------------------------------------------------------------------
     def start(self, trials: int, remeasurements: int, settings: TuneSettings | None = None, done: int = 0, budget_s: float | None = None,
@@ -169,7 +173,7 @@ class Reporter:
         self.deadline = None if budget_s is None else self.start_time + budget_s
         if self.mode == "off":
             return
-        if self.deadline is not None:
+        if budget_s is not None:
             if budget_s > 0:
                 self._print(f"time budget: {_clock(budget_s)} left for the trials, the re-measurement and the YAML")
         elif settings is not None:
@@ -206,7 +210,8 @@ class Reporter:
                 TextColumn("{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
                 console=Console(file=self.stream), transient=False, redirect_stdout=False, redirect_stderr=False, expand=True,
             )
-            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best=f"{self.best:,.0f}" if self.best else "-", stage="trial", left=self._left() if self.deadline is not None else "")
+            self._task = self._bar.add_task("", total=trials if self.deadline is None else None, best=f"{self.best:,.0f}" if self.best else "-", stage="trial",
+                                            left=self._left() if self.deadline is not None else "")
             self._bar.start()
             _display = self
 
@@ -251,7 +256,8 @@ class Reporter:
             if result is None:
                 self._print(f"re-measuring {k}/{n}: trial {trial.number} {config}; {self._times(k - 1)}")
             else:
-                what = f"{result.samples_per_s:,.0f} samples/s" if result.samples_per_s and result.outcome.value == "complete" else f"{result.outcome.value}: {_short(result.message)}"
+                complete = result.samples_per_s and result.outcome.value == "complete"
+                what = f"{result.samples_per_s:,.0f} samples/s" if complete else f"{result.outcome.value}: {_short(result.message)}"
                 self._print(f"re-measured {k}/{n}: trial {trial.number}: {what}")
         elif self.mode == "bar":
             if self._remeasure_task is None:
@@ -283,6 +289,30 @@ class Reporter:
             self._bar = None
         if _display is self:
             _display = None
+
+    def say(self, text: str) -> None:
+        """A line of the run's account (the set-up, the result); none with ``--quiet``."""
+        if self.mode != "off":
+            self.line(text)
+
+    def warn(self, text: str) -> None:
+        """A warning of the run's end, with its fix; none with ``--quiet``."""
+        self.say(f"warning: {text}")
+
+    def stopped(self, text: str) -> None:
+        """How a stopped run ended: told with ``--quiet`` too."""
+        self.line(text)
+
+    def wrote(self, path: str) -> None:
+        self.written = path
+
+    def counter(self, what: str) -> Callable[[int, int], None] | None:
+        """A line at each quarter of the demo set made (none with ``--quiet``)."""
+        if self.mode == "off":
+            return None
+        from autotune.dataset.synth import quarter_lines
+
+        return quarter_lines(what)
 
     # -- helpers ---------------------------------------------------------------------------------------
     def _print(self, text: str) -> None:

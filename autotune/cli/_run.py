@@ -8,10 +8,14 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from autotune.cli._output import write_json
 from autotune.cli._types import given, nonneg_float, nonneg_int, positive_float, positive_int, seed_int
+
+if TYPE_CHECKING:
+    from autotune.tuning.request import RunRequest
 
 logger = logging.getLogger(__name__)
 
@@ -46,14 +50,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
-    p.add_argument("--space", type=given, default=None, metavar="FILE", help="search space YAML, or a shipped name: default, torch, dali, cpu (default: default; with --if-stale FILE, FILE's)")
-    p.add_argument("--n-trials", type=positive_int, default=None, metavar="N", help="run N trials instead of a time budget (N measured trials, then the re-measurement)")
+    p.add_argument("--space", type=given, default=None, metavar="FILE",
+                   help="search space YAML, or a shipped name: default, torch, dali, cpu (default: default; with --if-stale FILE, FILE's)")
+    p.add_argument("--n-trials", type=positive_int, default=None, metavar="N",
+                   help="run N trials instead of a time budget (N measured trials, then the re-measurement)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="stop sampling new trials after S seconds")
     p.add_argument("--out", type=given, default=None, metavar="FILE", help="where to write the config (default: the --if-stale FILE, else autotune.yaml)")
     p.add_argument("--storage", type=given, default="sqlite:///autotune.db", metavar="URL", help="Optuna storage URL or journal file (default: %(default)s)")
-    p.add_argument("--study-name", type=given, metavar="NAME", help="default: <dataset>-<key>-<time>, the key a hash of this machine, the dataset and the run's settings (pipeline, space, ranks, model, device)")
+    p.add_argument("--study-name", type=given, metavar="NAME",
+                   help="default: <dataset>-<key>-<time>, the key a hash of this machine, the dataset and the run's settings (pipeline, space, ranks, "
+                        "model, device)")
     p.add_argument("--resume", action="store_true", help="continue --study-name (or the latest study for this machine and dataset)")
-    p.add_argument("--pipeline", type=given, default=None, metavar="NAME", help=f"preset: {', '.join(PRESETS)} (default: imagenet-train; with --if-stale FILE, FILE's)")
+    p.add_argument("--pipeline", type=given, default=None, metavar="NAME",
+                   help=f"preset: {', '.join(PRESETS)} (default: imagenet-train; with --if-stale FILE, FILE's)")
     p.add_argument("--device", type=given, default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
     p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
@@ -62,33 +71,44 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="spend about S seconds in all, from start to YAML (10 or more): the run plans its windows, trials and re-measurements to fit "
                         "(default: 60, 120 with --model; none when --n-trials or --timeout is given)")
     m.add_argument("--window", type=positive_float, default=None, metavar="S", help="seconds per timed window (default: 1.0; planned with --budget)")
-    m.add_argument("--windows", type=positive_int, default=None, metavar="N", help="steady windows per trial; the score is their median (default: 5; planned with --budget)")
+    m.add_argument("--windows", type=positive_int, default=None, metavar="N",
+                   help="steady windows per trial; the score is their median (default: 5; planned with --budget)")
     m.add_argument("--warmup-batches", type=nonneg_int, default=2, metavar="N", help="untimed batches after the first (default: %(default)s)")
     m.add_argument("--trial-timeout", type=positive_float, default=180.0, metavar="S", help="wall-clock limit of one trial (default: %(default)s)")
-    m.add_argument("--confirm-top", type=nonneg_int, default=None, metavar="K", help="re-measure the K best configs before choosing (default: 3; planned with --budget; 0 or 1: none, the best single trial wins)")
+    m.add_argument("--confirm-top", type=nonneg_int, default=None, metavar="K",
+                   help="re-measure the K best configs before choosing (default: 3; planned with --budget; 0 or 1: none, the best single trial wins)")
     m.add_argument("--confirm-repeats", type=nonneg_int, default=None, metavar="R", help="re-measurements of each (default: 2; planned with --budget)")
-    m.add_argument("--cache", choices=("warm", "cold"), default="warm", help="warm: read the data once first (if it fits in RAM); cold: evict it before each trial")
+    m.add_argument("--cache", choices=("warm", "cold"), default="warm",
+                   help="warm: read the data once first (if it fits in RAM); cold: evict it before each trial")
     m.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default: %(default)s)")
     m.add_argument("--pruner", choices=PRUNERS, default="median", help="Optuna pruner (default: %(default)s)")
     m.add_argument("--no-baselines", action="store_true", help="do not enqueue the defaults and heuristic baselines")
     g = p.add_argument_group("memory budgets")
-    g.add_argument("--host-budget", metavar="MIB", type=positive_float, default=None, help="host memory a trial's process tree may use (default: 80%% of available)")
-    g.add_argument("--gpu-budget", metavar="MIB", type=positive_float, default=None, help="GPU memory a trial may use (default: 90%% of free minus --reserve-gpu-mem)")
+    g.add_argument("--host-budget", metavar="MIB", type=positive_float, default=None,
+                   help="host memory a trial's process tree may use (default: 80%% of available)")
+    g.add_argument("--gpu-budget", metavar="MIB", type=positive_float, default=None,
+                   help="GPU memory a trial may use (default: 90%% of free minus --reserve-gpu-mem)")
     g.add_argument("--reserve-gpu-mem", metavar="MIB", type=nonneg_float, default=0.0, help="GPU memory to leave for the training model (default: 0)")
     g.add_argument("--shm-budget", metavar="MIB", type=positive_float, default=None, help="/dev/shm a trial may use (default: 80%% of its size)")
     f = p.add_argument_group("re-tuning and fleets")
-    f.add_argument("--warm-start", type=given, metavar="FILE", help="enqueue the winner of an earlier autotune.yaml and its neighbours first (a DALI winner: the torch heuristic second)")
-    f.add_argument("--if-stale", type=given, metavar="FILE", help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner "
+    f.add_argument("--warm-start", type=given, metavar="FILE",
+                   help="enqueue the winner of an earlier autotune.yaml and its neighbours first (a DALI winner: the torch heuristic second)")
+    f.add_argument("--if-stale", type=given, metavar="FILE",
+                   help="do nothing (exit 0) when FILE still matches this machine; otherwise tune, starting from FILE's winner "
                    "(as --warm-start FILE), on FILE's recorded dataset unless --dataset is given, and write FILE unless --out is given")
-    f.add_argument("--reuse", action="store_true", help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
+    f.add_argument("--reuse", action="store_true",
+                   help="if the storage holds finished studies for this fingerprint, write the best one's config without tuning")
     f.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="with --reuse/--if-stale: a study or file older than this is stale")
-    f.add_argument("--gpus", type=positive_int, default=None, metavar="N", help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU, where N rank processes share the cores, as a gloo DDP job)")
+    f.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+                   help="ranks measured at once, one loader per GPU (default: all visible GPUs; 1 on CPU, where N rank processes share the cores, as a "
+                        "gloo DDP job)")
     t = p.add_argument_group("model in the loop")
     t.add_argument("--model", type=given, metavar="NAME", help="score training steps of a torchvision model (random weights), e.g. resnet50")
     t.add_argument("--amp", action="store_true", help="with --model: bf16 autocast on GPU")
     t.add_argument("--channels-last", action="store_true", help="with --model: channels_last memory format")
     t.add_argument("--step-ms", type=positive_float, default=None, metavar="MS", help="simulate a model that takes MS per step")
-    t.add_argument("--tolerance", type=nonneg_float, default=0.02, metavar="F", help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
+    t.add_argument("--tolerance", type=nonneg_float, default=0.02, metavar="F",
+                   help="with a model: prefer the cheapest config within F of the best (default: %(default)s)")
     o = p.add_argument_group("output")
     o.add_argument("--quiet", action="store_true", help="print errors only (no progress, no warnings)")
     o.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
@@ -118,10 +138,15 @@ class _StopOnce:
     (a second Ctrl-C, or a supervisor's repeated SIGTERM, landed in the clean-up and lost the config); after that,
     one stops what is left (the report). SIGKILL always ends it. A signal the shell set to be ignored (``nohup``, a
     background job's SIGINT) stays ignored, and a process forked meanwhile (the demo set's drawing pool) is stopped
-    by its signals as usual."""
+    by its signals as usual.
 
-    def __init__(self, args: argparse.Namespace | None = None) -> None:
-        self.args = args
+    ``written`` tells whether the YAML is whole yet; ``exits``: the process ends with the run (the ``autotune``
+    command), so a signal after a stopped run is ignored rather than turning its exit code into a death.
+    """
+
+    def __init__(self, *, written: Callable[[], str | None] = lambda: None, exits: bool = False) -> None:
+        self.written = written
+        self.exits = exits
         self.pid = os.getpid()
         self.stopping = False
         self.told = False
@@ -136,14 +161,15 @@ class _StopOnce:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        if self.stopping and not getattr(self.args, "written", None):
+        if self.stopping and not self.written():
             if not self.told:
                 self.told = True
                 with contextlib.suppress(OSError, ValueError):  # a closed terminal
                     print("autotune: stopping already, keeping what the run measured (kill -9 ends it at once)", file=sys.stderr, flush=True)
             return
         self.stopping = True
-        raise {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}.get(signum, HungUp)()
+        stops: dict[int, type[KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}
+        raise stops.get(signum, HungUp)()
 
     def __enter__(self) -> _StopOnce:
         from autotune.errors import STOP_SIGNALS
@@ -159,23 +185,32 @@ class _StopOnce:
     def __exit__(self, *exc: object) -> None:
         # a stopped run whose process exits next: what it wrote is written, and its exit code (130, 143, 129) chosen;
         # the eighth Ctrl-C, landing before the exit, made it die of SIGINT instead (-2)
-        quiet = self.stopping and getattr(self.args, "exits", False)
+        quiet = self.stopping and self.exits
         for sig, old in self.old.items():
             signal.signal(sig, signal.SIG_IGN if quiet else signal.SIG_DFL if old is None else old)
 
 
-def run(args: argparse.Namespace) -> int:
-    from autotune.cli._output import Reporter
-    from autotune.tune import tune
+def request_from_args(args: argparse.Namespace) -> RunRequest:
+    """The run's frozen request from the parsed flags (not given: None), defaults and ``--if-stale`` FILE's
+    recorded flags resolved. Raises :class:`~autotune.errors.UserError` for a setting no run can take."""
+    from autotune.tuning.request import SETTINGS, resolve_request
 
-    progress = Reporter(quiet=args.quiet)
+    return resolve_request({name: value for name, value in vars(args).items() if name in SETTINGS})
+
+
+def run(args: argparse.Namespace) -> int:
+    from autotune.cli._output import TerminalReporter
+    from autotune.tuning.run import run as tune
+
+    progress = TerminalReporter(quiet=args.quiet)
     try:
-        with _StopOnce(args):
+        with _StopOnce(written=lambda: progress.written, exits=bool(getattr(args, "exits", False))):
+            request = request_from_args(args)
             if args.json:
                 with _StdoutToStderr():
-                    summary = tune(args, progress)
+                    summary = tune(request, progress)
             else:
-                summary = tune(args, progress)
+                summary = tune(request, progress)
     finally:
         progress.stop()
     if args.json:

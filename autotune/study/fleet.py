@@ -2,7 +2,7 @@
 
 Each study carries the user attribute ``fingerprint_key``: a hash of what matters on the machine (GPU
 model, usable cores, library versions, ...), the dataset signature, the pipeline, the space and the rank
-count (:func:`autotune.tune._study_key`). A node whose key already has a finished, fresh study writes that
+count (:func:`autotune.tuning.prepare.study_key`). A node whose key already has a finished, fresh study writes that
 study's config instead of tuning (``autotune run --reuse``). A study is finished once its winner was chosen
 (the ``confirmation`` attribute); a study still running on another node is not reused.
 """

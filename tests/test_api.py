@@ -1,0 +1,114 @@
+"""``autotune.tune``: ``autotune run`` from Python, without argparse; the frozen request both build."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import subprocess
+import sys
+
+import optuna
+import pytest
+
+import autotune
+from autotune.errors import UserError
+
+#: a short run on the CPU: one fixed batch size, tiny windows, no re-measurement, no report
+SHORT = {"space": "cpu", "batch_size": 8, "device": "cpu", "window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "report": False}
+
+
+def test_tune_writes_the_yaml_and_returns_its_config_without_printing(tiny_dataset, workdir, capsys, caplog):
+    caplog.set_level(logging.INFO, logger="autotune.tuning")
+    cfg = autotune.tune(tiny_dataset, n_trials=2, out=workdir / "tuned.yaml", storage="sqlite:///api.db", seed=0, **SHORT)
+    assert isinstance(cfg, autotune.Config)
+    assert cfg == autotune.load_config(workdir / "tuned.yaml")
+    assert cfg.loader.batch_size == 8 and cfg.result["samples_per_s"] > 0 and cfg.dataset["samples"] == 24
+    study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///api.db")
+    assert len([t for t in study.trials if t.state.is_finished() and t.user_attrs.get("outcome") != "repeat"]) == 2
+    assert not (workdir / "reports" / cfg.study["name"] / "report.html").exists()  # report=False
+    assert capsys.readouterr().err == ""  # the run's lines are log records, not prints
+    said = [r.getMessage() for r in caplog.records if r.name == "autotune.tuning"]
+    assert any(m.startswith("best: ") for m in said) and f"wrote {workdir / 'tuned.yaml'}" in said
+
+
+def test_tune_tells_a_reporter_given(tiny_dataset, workdir):
+    events: list[str] = []
+
+    class Recording(autotune.tuning.LoggingReporter):
+        def start(self, trials, remeasurements, settings=None, **kw):
+            events.append(f"start {trials}")
+
+        def __call__(self, study, trial):
+            events.append("trial")
+
+        def say(self, text):
+            events.append(text.split(":")[0].split(" ")[0])
+
+        def wrote(self, path):
+            events.append(f"wrote {path}")
+
+    cfg = autotune.tune(dataset=str(tiny_dataset), n_trials=1, baselines=False, reporter=Recording(), **SHORT)
+    assert events[:3] == ["setting", "study", "start 1"] and "trial" in events
+    assert "wrote autotune.yaml" in events and events[-1] == "wrote"  # the last line says where the YAML went
+    assert cfg.study["trials"] == 1 and autotune.load_config("autotune.yaml") == cfg
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({}, "no dataset given; pass the image folder (one sub-folder per class) or demo=True"),
+    ({"dataset": "x", "demo": True}, "pass a dataset or demo=True, not both"),
+    ({"dataset": "x", "n_trials": 0}, "n_trials must be a whole number of 1 or more, but got 0"),
+    ({"dataset": "x", "n_trials": "3"}, "n_trials must be a whole number of 1 or more, but got str '3'"),
+    ({"dataset": "x", "budget_s": float("inf")}, "budget_s must be a finite number greater than 0, but got inf"),
+    ({"dataset": "x", "budget_s": 5}, "--budget 5 is too short to measure anything"),
+    ({"dataset": "x", "seed": 2**32}, "seed must be a whole number of 0 or more and 4294967295 or less"),
+    ({"dataset": "x", "report": "no"}, "report must be True or False, but got str 'no'"),
+    ({"dataset": "x", "pipeline": "imagenet-trian"}, "unknown pipeline 'imagenet-trian'"),
+])
+def test_tune_refuses_bad_arguments_in_one_line_before_any_work(workdir, kwargs, needle):
+    with pytest.raises(UserError) as e:
+        autotune.tune(**kwargs)
+    assert str(e.value).startswith(needle) and "\n" not in str(e.value)
+    assert list(workdir.iterdir()) == []  # no storage, no YAML, no reports folder
+
+
+def test_tune_takes_its_arguments_by_keyword_after_the_dataset():
+    with pytest.raises(TypeError):
+        autotune.tune("/data/train", 60)  # type: ignore[misc]
+
+
+def test_the_request_is_frozen_and_resolved_from_the_settings_given(tmp_path):
+    from autotune.tuning.request import BUDGET_MAX_TRIALS, DEFAULT_BUDGET_S, RunRequest, resolve_request
+
+    asked = {"dataset": "/data/train", "space": None, "budget": None, "n_trials": None}
+    r = resolve_request(asked)
+    assert asked == {"dataset": "/data/train", "space": None, "budget": None, "n_trials": None}  # what was given stays as given
+    assert (r.budget, r.n_trials, r.space, r.pipeline, r.out) == (DEFAULT_BUDGET_S, BUDGET_MAX_TRIALS, "default", "imagenet-train", "autotune.yaml")
+    assert resolve_request({"dataset": "d", "n_trials": 3}).budget is None  # trials counted, no budget
+    assert resolve_request({"dataset": "d", "step_ms": 5.0}).budget == 120.0  # a model in the loop takes longer
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.out = "other.yaml"  # type: ignore[misc]
+    with pytest.raises(UserError, match="^n_trailz is no setting of 'autotune run'$"):
+        resolve_request({"n_trailz": 3})
+    assert dataclasses.replace(r, out="b.yaml").out == "b.yaml" and r.out == "autotune.yaml"
+    assert RunRequest().storage == "sqlite:///autotune.db"
+
+
+def test_autotune_tune_is_the_function_and_import_stays_light():
+    code = ("import sys, autotune, autotune.tuning, autotune.tuning.run; "
+            "assert callable(autotune.tune) and autotune.tune.__module__ == 'autotune.tuning.api', autotune.tune; "
+            "import importlib; importlib.reload(autotune); assert callable(autotune.tune); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+    light = "import sys, autotune; autotune.tune; assert 'optuna' not in sys.modules and 'torch' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", light], capture_output=True, text=True, check=False)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_every_argument_of_tune_gives_a_setting_of_the_run():
+    import inspect
+
+    from autotune.tuning.api import _ARGUMENTS
+    from autotune.tuning.request import SETTINGS
+
+    assert set(inspect.signature(autotune.tune).parameters) == {*_ARGUMENTS, "reporter"}
+    assert {setting for setting, _ in _ARGUMENTS.values()} <= SETTINGS
