@@ -119,23 +119,14 @@ def build_loader(
     if not 0 <= shard_id < num_shards:
         raise UserError(f"shard_id must be between 0 and num_shards - 1, but got shard_id={shard_id}, num_shards={num_shards}")
     seed = seed_number(seed)
-    from autotune.loaders.shards import describe, drop_problem, ranks_disagree, shard_problem
+    from autotune.loaders.shards import drop_problem, shard_problem
 
     problem = shard_problem(shard_id, num_shards)
     if problem is not None:
         warnings.warn(problem, stacklevel=2)
     dataset = scan(path)
     if isinstance(cfg, Config) and cfg.excluded_files:
-        kept = dataset.without(cfg.excluded_files, "excluded by the study")
-        kept_files = set(kept.files)
-        left_out = [dataset.name_of(f) for f in dataset.files if f not in kept_files]
-        if left_out:
-            warnings.warn(
-                f"leaving out {len(left_out)} {'file' if len(left_out) == 1 else 'files'} that the study found undecodable: {', '.join(left_out)}; "
-                f"fix or remove {'it' if len(left_out) == 1 else 'them'}",
-                stacklevel=2,
-            )
-        dataset = kept
+        dataset = _without_excluded(dataset, cfg.excluded_files)
     if isinstance(cfg, Config) and pipeline == (cfg.pipeline or pipeline):  # an eval loader on the val folder is meant
         other = other_dataset(cfg, dataset)
         if other is not None:
@@ -156,27 +147,44 @@ def build_loader(
     if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
         raise UserError(too_big)
     loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
-    torch_seed = loader_cfg.backend.value == "torch"  # its DistributedSampler's permutation; DALI's shards do not depend on it
-    disagree = (
-        None
-        if not preset.train
-        else ranks_disagree(  # an eval loader may be one rank's alone
-            lambda: describe(
-                batch_size=loader_cfg.batch_size,
-                batches=len(loader),
-                pipeline=pipeline,
-                images=len(dataset),
-                signature=dataset.signature(),
-                seed=(seed or 0) if torch_seed else None,
-            ),
-            num_shards,
-            pipeline,
-        )
-    )
+    disagree = _ranks_disagree(loader, loader_cfg, dataset, pipeline, num_shards, seed) if preset.train else None  # an eval loader may be one rank's
     if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
         loader.close()
         raise UserError(disagree)
     return loader
+
+
+def _ranks_disagree(loader: BatchLoader, loader_cfg: LoaderConfig, dataset: Dataset, pipeline: str, num_shards: int, seed: int | None) -> str | None:
+    """What the ranks of a DDP job disagree on (batch size, batches per epoch, dataset, seed), or None."""
+    from autotune.loaders.shards import describe, ranks_disagree
+
+    torch_seed = loader_cfg.backend.value == "torch"  # its DistributedSampler's permutation; DALI's shards do not depend on it
+    return ranks_disagree(
+        lambda: describe(
+            batch_size=loader_cfg.batch_size,
+            batches=len(loader),
+            pipeline=pipeline,
+            images=len(dataset),
+            signature=dataset.signature(),
+            seed=(seed or 0) if torch_seed else None,
+        ),
+        num_shards,
+        pipeline,
+    )
+
+
+def _without_excluded(dataset: Dataset, excluded: tuple[str, ...]) -> Dataset:
+    """``dataset`` less the files the study found undecodable, with one warning naming those still in the folder."""
+    kept = dataset.without(excluded, "excluded by the study")
+    kept_files = set(kept.files)
+    left_out = [dataset.name_of(f) for f in dataset.files if f not in kept_files]
+    if left_out:
+        warnings.warn(
+            f"leaving out {len(left_out)} {'file' if len(left_out) == 1 else 'files'} that the study found undecodable: {', '.join(left_out)}; "
+            f"fix or remove {'it' if len(left_out) == 1 else 'them'}",
+            stacklevel=3,  # build_loader's caller
+        )
+    return kept
 
 
 #: build_loader refuses a config predicted to need this many times the machine's memory (the estimate errs high;
