@@ -29,8 +29,7 @@ from autotune.autoloader._plan import EpochPlan
 from autotune.config.files import load_config
 from autotune.config.staleness import is_stale
 from autotune.dataset.scan import scan
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT, run_ranks
 
 SPACE = """\
 name: tiny
@@ -875,16 +874,10 @@ def _two_ranks(workdir: Path, script_text: str, tiny_dataset, space, *extra: str
     """Run ``script_text`` as two gloo ranks (argv: rank, data, space, its JSON out, the rendezvous file, *extra); their output."""
     script = workdir / "worker.py"
     script.write_text(script_text)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), *extra],
-                              env=env, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=300)[0] for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
+    ranks = run_ranks([[sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), *extra]
+                       for r in range(2)], workdir, timeout=300, merge_stderr=True)
+    outs = [out for _, out, _ in ranks]
+    assert [code for code, _, _ in ranks] == [0, 0], "\n".join(o[-3000:] for o in outs)
     return outs
 
 

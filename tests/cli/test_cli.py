@@ -11,6 +11,7 @@ import pytest
 
 from autotune.cli import COMMANDS, build_parser, main
 from autotune.config.files import load_config
+from tests.helpers import ROOT
 
 
 def _study(tmp_path: Path, name: str = "cli-study") -> str:
@@ -142,7 +143,7 @@ def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
     html = workdir / "reports" / summary["study"] / "report.html"
     assert html.is_file() and summary["report"] == str(Path("reports") / summary["study"] / "report.html")
     assert (workdir / "autotune.yaml").is_file()
-    documented = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text()
+    documented = (ROOT / "docs" / "reports.md").read_text()
     assert [k for k in summary if f"`{k}`" not in documented] == []  # every key of the summary is described there
     from autotune import load_config
 

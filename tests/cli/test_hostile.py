@@ -26,19 +26,9 @@ from autotune.dataset.paths import child_path, safe_name
 from autotune.dataset.scan import scan
 from autotune.errors import ConfigError, SpaceError, UserError
 from autotune.study.storage import MaskSecrets, mask_url, open_storage
+from tests.helpers import ROOT, fs_name, png_header
 
 SECRET = "hunter2"
-REPO = Path(__file__).resolve().parent.parent
-
-
-def _png_header(width: int, height: int) -> bytes:
-    from autotune.dataset.synth import png_bomb
-
-    return png_bomb(width, height)
-
-
-def _fsname(folder: Path, name: bytes) -> str:
-    return os.fsdecode(os.path.join(os.fsencode(folder), name))
 
 
 # -- secrets ------------------------------------------------------------------------------------------
@@ -121,7 +111,7 @@ def test_report_folder_of_a_hostile_study_name_stays_under_reports(tmp_path: Pat
 
 # -- config files -------------------------------------------------------------------------------------
 def test_no_unsafe_yaml_loading_anywhere() -> None:
-    for p in (REPO / "autotune").rglob("*.py"):
+    for p in (ROOT / "autotune").rglob("*.py"):
         text = p.read_text(encoding="utf-8")
         for bad in ("yaml.load(", "yaml.unsafe_load", "yaml.full_load", "yaml.Loader", "yaml.UnsafeLoader", "yaml.FullLoader"):
             assert bad not in text, f"{p}: {bad}"
@@ -221,7 +211,7 @@ def test_png_named_jpg_is_detected_by_content(odd_images: Path) -> None:
     assert read_header(str(odd_images / "a" / "cmyk.jpg"))[0] == "JPEG"
 
 
-@pytest.mark.parametrize("make, name", [(lambda: _png_header(60000, 60000), "bomb.png"), (lambda: _jpeg_claiming(60000, 60000), "bomb.jpg"), (lambda: _png_header(20000, 10000), "big.png")])
+@pytest.mark.parametrize("make, name", [(lambda: png_header(60000, 60000), "bomb.png"), (lambda: _jpeg_claiming(60000, 60000), "bomb.jpg"), (lambda: png_header(20000, 10000), "big.png")])
 def test_decompression_bombs_are_refused_without_allocating(tmp_path: Path, make, name: str) -> None:
     f = tmp_path / name
     f.write_bytes(make())
@@ -275,11 +265,11 @@ def test_odd_images_give_rgb_batches_with_scan_labels(odd_images: Path, backend:
 # -- end to end ----------------------------------------------------------------------------------------
 def _hostile_dataset(odd_images: Path, where: Path) -> Path:
     """The odd images plus a zero-byte file, garbage, a bomb, a symlink loop, under a folder not UTF-8 named."""
-    root = Path(_fsname(where, b"d\xe9ta"))
+    root = Path(fs_name(where, b"d\xe9ta"))
     shutil.copytree(odd_images, root, symlinks=True)
     (root / "a" / "zero.jpg").write_bytes(b"")
     (root / "a" / "corrupt.jpg").write_bytes(b"\xff\xd8\xff\xe0 not really a jpeg" * 4)
-    (root / "b" / "bomb.png").write_bytes(_png_header(60000, 60000))
+    (root / "b" / "bomb.png").write_bytes(png_header(60000, 60000))
     (root / "b" / "bomb.jpg").write_bytes(_jpeg_claiming(50000, 50000))
     os.symlink("..", root / "b" / "loop")
     return root

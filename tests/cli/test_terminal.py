@@ -21,6 +21,7 @@ from autotune.outcomes import Outcome
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.spec import TrialResult
+from tests.helpers import ROOT, run_autotune, start_autotune
 
 FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--device", "cpu", "--space", "cpu", "--seed", "0"]
 
@@ -112,9 +113,9 @@ def test_quiet_prints_only_errors(messy_dataset, workdir):
 
 
 def test_ctrl_c_prints_no_traceback(messy_dataset, workdir):
-    cmd = [sys.executable, "-m", "autotune", "run", "--dataset", str(messy_dataset), "--n-trials", "30", "--confirm-top", "0",
+    cmd = ["run", "--dataset", str(messy_dataset), "--n-trials", "30", "--confirm-top", "0",
            "--no-report", *FAST, "--window", "0.5", "--windows", "4"]
-    p = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_autotune(cmd, workdir)
     try:
         seen = []
         for line in p.stderr:  # wait for the first trial that completes, then stop during the next one
@@ -296,8 +297,7 @@ def test_a_resumed_run_starts_from_the_best_it_had():
 
 
 def _autotune(workdir: Path, *argv: str, stdout=subprocess.PIPE, stderr=subprocess.PIPE) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autotune", *argv], cwd=workdir, stdout=stdout, stderr=stderr, text=True,
-                          timeout=300, check=False)
+    return run_autotune(argv, workdir, stdout=stdout, stderr=stderr)
 
 
 RUN_FAST = ["run", *FAST, "--n-trials", "2", "--confirm-top", "0", "--no-report"]
@@ -320,7 +320,7 @@ def test_a_run_whose_stderr_cannot_be_written_still_writes_its_yaml(tiny_dataset
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, workdir):
     """check >/dev/full exited 1 ('stale') with a traceback for a config that matches: a 'check || retune' re-tuned."""
-    (workdir / "a.yaml").write_text((Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text())
+    (workdir / "a.yaml").write_text((ROOT / "benchmarks" / "cpu-machine.yaml").read_text())
     for argv in (["check", "a.yaml"], ["check", "a.yaml", "--json"], ["show", "a.yaml"], ["show", "a.yaml", "--json"]):
         with open("/dev/full", "w") as full:
             p = _autotune(workdir, *argv, stdout=full)
@@ -342,7 +342,7 @@ def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, work
 
 def test_a_result_for_a_closed_standard_output_is_one_line_and_exit_2(tiny_dataset, workdir):
     """show and studies >&- exited 0, their result on /dev/null; run >&- without --json has no result there."""
-    (workdir / "a.yaml").write_text((Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text())
+    (workdir / "a.yaml").write_text((ROOT / "benchmarks" / "cpu-machine.yaml").read_text())
     for argv in (["show", "a.yaml"], ["check", "a.yaml", "--json"]):
         p = subprocess.run([sys.executable, "-m", "autotune", *argv], cwd=workdir, stderr=subprocess.PIPE, text=True, timeout=120,
                            check=False, preexec_fn=lambda: os.close(1))
@@ -356,7 +356,7 @@ def test_a_result_for_a_closed_standard_output_is_one_line_and_exit_2(tiny_datas
 
 def test_text_the_output_encoding_cannot_hold_is_escaped_not_a_lost_output(tiny_dataset, workdir):
     """PYTHONIOENCODING=ascii and a dataset path with an 'e' acute: check exited 2 saying to free space."""
-    cfg = (Path(__file__).resolve().parent.parent / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", "/data/caf\u00e9")
+    cfg = (ROOT / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", "/data/caf\u00e9")
     (workdir / "a.yaml").write_text(cfg, encoding="utf-8")
     p = subprocess.run([sys.executable, "-m", "autotune", "show", "a.yaml"], cwd=workdir, capture_output=True, timeout=120, check=False,
                        env={**os.environ, "PYTHONIOENCODING": "ascii"})

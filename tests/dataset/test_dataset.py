@@ -14,22 +14,13 @@ from PIL import Image
 
 from autotune.dataset.scan import scan
 from autotune.errors import DatasetError
+from tests.helpers import fs_name, png_header
 
 
 def _png_bytes(size: tuple[int, int] = (6, 5), mode: str = "RGB") -> bytes:
     b = io.BytesIO()
     Image.new(mode, size, 90).save(b, "PNG")
     return b.getvalue()
-
-
-def _png_header(width: int, height: int) -> bytes:
-    from autotune.dataset.synth import png_bomb
-
-    return png_bomb(width, height)
-
-
-def _fsname(folder: Path, name: bytes) -> str:
-    return os.fsdecode(os.path.join(os.fsencode(folder), name))
 
 
 @pytest.fixture()
@@ -52,7 +43,7 @@ def tree(tmp_path: Path) -> Path:
     (ext / "linked.jpg").write_bytes(img)
     os.symlink(ext, root / "dog" / "linkdir")  # a symlinked folder is followed
     os.symlink(root / "cat" / "1.jpg", root / "elk" / "linked_file.jpg")
-    Path(_fsname(root / "elk", b"caf\xe9.png")).write_bytes(img)  # not UTF-8
+    Path(fs_name(root / "elk", b"caf\xe9.png")).write_bytes(img)  # not UTF-8
     return root
 
 
@@ -134,7 +125,7 @@ def test_zero_byte_fifo_garbage_gif_and_bomb_are_skipped_with_their_paths(tmp_pa
     gif = io.BytesIO()
     Image.new("P", (4, 4)).save(gif, "GIF")
     (root / "a" / "gif_named.jpg").write_bytes(gif.getvalue())
-    (root / "a" / "bomb.png").write_bytes(_png_header(60000, 60000))
+    (root / "a" / "bomb.png").write_bytes(png_header(60000, 60000))
     os.mkfifo(root / "a" / "pipe.jpg")
     ds = scan(root)
     assert [os.path.basename(f) for f in ds.files] == ["good.png"]
@@ -188,7 +179,7 @@ def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> N
     assert len(odd) == 1 and os.path.exists(odd[0])
     assert len(ds.signature()) == 16
     # a dataset whose own folder name is not UTF-8: its path must survive the YAML round trip
-    weird_root = Path(_fsname(tmp_path, b"d\xffata"))
+    weird_root = Path(fs_name(tmp_path, b"d\xffata"))
     os.rename(tree, weird_root)
     ds2 = scan(weird_root)
     cfg = Config(loader=LoaderConfig("torch", 4), dataset=ds2.summary())

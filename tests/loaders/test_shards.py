@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -12,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from autotune.loaders.shards import describe, differences
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import run_ranks
 
 RANK = textwrap.dedent("""
     import json, sys, warnings
@@ -42,17 +39,9 @@ RANK = textwrap.dedent("""
 def _two_ranks(tmp_path: Path, data: Path, args: list[dict]) -> list[dict]:
     script = tmp_path / "rank.py"
     script.write_text(RANK)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(data), str(tmp_path / "init"), json.dumps(args)], env=env,
-                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
-    try:
-        outs = [p.communicate(timeout=180) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    assert [p.returncode for p in procs] == [0, 0], "\n".join(e[-2000:] for _, e in outs)
-    return [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+    ranks = run_ranks([[sys.executable, str(script), str(r), str(data), str(tmp_path / "init"), json.dumps(args)] for r in range(2)], tmp_path, timeout=180)
+    assert [code for code, _, _ in ranks] == [0, 0], "\n".join(e[-2000:] for _, _, e in ranks)
+    return [json.loads(o.strip().splitlines()[-1]) for _, o, _ in ranks]
 
 
 def test_ranks_with_another_batch_size_are_told_when_the_loaders_are_built(tmp_path, tiny_dataset):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from tests.helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 tuner_bench = pytest.importorskip("tuner_bench")
 
@@ -51,10 +52,10 @@ def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     import subprocess
 
     out = tmp_path / "out.json"
-    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_gpu.py"), "--device", "cpu", "--model", "tiny",
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "autoloader_gpu.py"), "--device", "cpu", "--model", "tiny",
            "--data", str(tiny_dataset), "--images", "24", "--classes", "3", "--batch-size", "4", "--samples", "32", "--budget-s", "3",
            "--skip", "1", "--work", str(tmp_path / "work"), "--variants", "autoloader,torch-defaults", "--json", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert [r["variant"] for r in rows] == ["autoloader", "torch-defaults"]
@@ -70,10 +71,10 @@ def test_autoloader_costs_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     import subprocess
 
     out = tmp_path / "costs.json"
-    cmd = [sys.executable, str(Path(__file__).resolve().parent.parent / "benchmarks" / "autoloader_costs.py"), "--device", "cpu", "--model", "tiny",
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "autoloader_costs.py"), "--device", "cpu", "--model", "tiny",
            "--data", str(tiny_dataset), "--images", "24", "--batch-size", "4", "--samples", "48", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = json.loads(out.read_text())["events"]
     names = [e["event"] for e in events]
@@ -231,7 +232,7 @@ def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset)
     import socket
     import subprocess
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = ROOT
     with socket.socket() as s:  # a free port for the rendezvous (torchrun's --master_port 0 waits forever)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

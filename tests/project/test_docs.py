@@ -6,11 +6,11 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import ROOT
+
 README = ROOT / "README.md"
 
 INSTALL_AND_DEMO = 'pip install -e ".[dali,plot]" && autotune run --demo'

@@ -16,14 +16,13 @@ import tomllib
 
 import autotune
 from autotune.study.space import load_space, resolve_path
+from tests.helpers import ROOT, run_autotune
 
-ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--n-trials", "2", "--batch-size", "8", "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--confirm-top", "0", "--no-report", "--quiet"]
 
 
 def _autotune(args: list[str], cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
-    return subprocess.run([sys.executable, "-m", "autotune", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return run_autotune(args, cwd, env={**os.environ, "XDG_CACHE_HOME": str(cache)})
 
 
 @pytest.fixture()

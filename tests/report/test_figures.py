@@ -24,8 +24,8 @@ from autotune.study.result import config_from_study, headline
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.spec import TrialResult
+from tests.helpers import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
 FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--quiet"]
 
 
@@ -239,7 +239,7 @@ def test_yaml_header_points_to_a_section_that_exists(tmp_path):
     save_config(autotune.Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8})), path)
     header = path.read_text().splitlines()[0]
     doc, section = re.search(r"(docs/[\w.]+), section '([^']+)'", header).groups()
-    assert f"\n## {section}\n" in (REPO / doc).read_text()
+    assert f"\n## {section}\n" in (ROOT / doc).read_text()
 
 
 def _dali_winner(url: str, with_torch: bool = True) -> optuna.Study:

@@ -14,14 +14,7 @@ from autotune.outcomes import Outcome
 from autotune.study import budget as budget_mod
 from autotune.study.budget import WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.trials.spec import TrialResult
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers import FakeClock
 
 
 def test_plan_shortens_the_measurement_for_short_budgets_and_keeps_what_the_user_set():

@@ -9,7 +9,6 @@ import sys
 import textwrap
 import uuid
 import warnings
-from pathlib import Path
 
 import optuna
 import pytest
@@ -22,6 +21,7 @@ from autotune.dataset.scan import scan
 from autotune.study.fleet import best_of, fresh_studies, reuse
 from autotune.study.storage import mask_url, open_storage
 from autotune.trials.zygote import Zygote
+from tests.helpers import ROOT
 
 PG_URL = os.environ.get("AUTOTUNE_TEST_POSTGRES_URL")
 
@@ -124,7 +124,7 @@ def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, 
     assert fresh_study(storage, key, max_age_days=30).study_name == "tie"  # the newest of equals
     summary = reuse(storage, key, workdir / "x.yaml", max_age_days=30)
     assert summary["study"] == "tie" and summary["fresh_studies"] == 3
-    documented = (Path(__file__).resolve().parent.parent / "docs" / "reports.md").read_text()
+    documented = (ROOT / "docs" / "reports.md").read_text()
     assert [k for k in summary if f"`{k}`" not in documented] == []
     capsys.readouterr()
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--reuse", "--batch-size", "4", "--no-report", "--max-age", "30"]) == 0

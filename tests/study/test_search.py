@@ -30,6 +30,7 @@ from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.measure import measure
 from autotune.trials.runner import ENOUGH
 from autotune.trials.spec import TrialResult
+from tests.helpers import FakeClock
 
 #: torch and DALI (CPU decode), 6 + 24 configs
 SPACE = {
@@ -41,14 +42,6 @@ SPACE = {
         "num_threads": {"int": [1, 8], "when": {"backend": "dali"}},
     }
 }
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclasses.dataclass

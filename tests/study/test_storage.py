@@ -404,6 +404,7 @@ def test_a_bare_file_name_as_storage_of_a_read_command_names_the_url(workdir, ca
     assert "--storage s.db is not a storage URL; pass sqlite:///s.db for a SQLite file, journal:s.db for a journal file" in line
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
 def test_a_stop_signal_while_the_storages_close_waits_until_they_are_closed(monkeypatch):
     """A second SIGTERM landing in SQLAlchemy's connection close was logged as 'Exception closing connection' with a
     traceback, and the connections after it were left open."""

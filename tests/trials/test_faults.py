@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import Budgets
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
+from tests.helpers import start_autotune
 
 FAST = {"window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "baselines": False, "cache": "none", "pruner": "none"}
 SMALL = {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}
@@ -240,11 +240,11 @@ def test_dali_decode_error_names_the_file(bad_dataset):
 # ---------------------------------------------------------------------------------- stopping the tuner
 def _start_tuner(dataset: Path, workdir: Path, study: str, n_trials: int, *extra: str) -> subprocess.Popen:
     cmd = [
-        sys.executable, "-m", "autotune", "run", "--dataset", str(dataset), "--space", "cpu", "--n-trials", str(n_trials),
+        "run", "--dataset", str(dataset), "--space", "cpu", "--n-trials", str(n_trials),
         "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--confirm-top", "0", "--no-report", "--quiet",
         "--storage", f"sqlite:///{workdir}/stop.db", "--study-name", study, "--out", str(workdir / "autotune.yaml"), *extra,
     ]
-    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_autotune(cmd, workdir)
 
 
 def _complete(workdir: Path, study: str) -> list[int]:
@@ -349,6 +349,7 @@ def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, wor
     assert not _runners()
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
 def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
     """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
     from autotune.trials import runner
@@ -402,6 +403,7 @@ def test_sighup_is_held_during_clean_up_like_sigterm(hangup_as_in_a_terminal):
     assert steps == ["clean-up done"] and interrupt_exit_code(e.value) == 129
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
 def test_stop_signals_after_the_first_are_told_once(capsys):
     import types
 
@@ -415,6 +417,7 @@ def test_stop_signals_after_the_first_are_told_once(capsys):
     assert capsys.readouterr().err.count("stopping already") == 1
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
 @pytest.mark.parametrize("exits", [True, False], ids=["the-command", "in-process"])
 def test_a_stopped_run_about_to_exit_ignores_the_signals_after_it(exits):
     """Eight Ctrl-Cs, 0.1 s apart: the last landed after the YAML was written and the handlers were put back, and

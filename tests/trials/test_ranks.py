@@ -167,16 +167,6 @@ def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, out
     assert not _descendants()
 
 
-@pytest.fixture(scope="module")
-def zygote():
-    from autotune.trials.zygote import Zygote
-
-    z = Zygote.start()
-    assert z is not None
-    yield z
-    z.close()
-
-
 @pytest.mark.parametrize(("fault", "outcome", "text"), [("crash", Outcome.CRASH, "injected crash"), ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory")])
 def test_rank_failure_is_a_clean_trial_failure(tiny_dataset, zygote, fault, outcome, text):
     """Through the runner: the failing rank's outcome is the trial's, and no process is left."""

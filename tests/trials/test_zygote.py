@@ -6,7 +6,6 @@ import os
 
 import optuna
 import psutil
-import pytest
 
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
@@ -14,14 +13,6 @@ from autotune.outcomes import Outcome
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
 from autotune.trials.zygote import Zygote
-
-
-@pytest.fixture(scope="module")
-def zygote():
-    z = Zygote.start()
-    assert z is not None
-    yield z
-    z.close()
 
 
 def _spec(dataset, **kw):

@@ -56,11 +56,6 @@ def _eval_all(backend: str, dataset: Dataset) -> tuple[torch.Tensor, torch.Tenso
 
 
 @pytest.fixture(scope="module")
-def dataset(tiny_dataset: Path) -> Dataset:
-    return scan(tiny_dataset)
-
-
-@pytest.fixture(scope="module")
 def odd_dataset(odd_images: Path) -> Dataset:
     return scan(odd_images)
 

@@ -22,11 +22,6 @@ needs_dali = pytest.mark.skipif(not is_available("dali"), reason="DALI is not in
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.fixture(scope="module")
-def dataset(tiny_dataset: Path) -> Dataset:
-    return scan(tiny_dataset)
-
-
 def _dali(device: str = "cpu", batch_size: int = 5) -> LoaderConfig:
     return LoaderConfig("dali", batch_size, dali=DaliOptions(device=device, num_threads=1))
 
