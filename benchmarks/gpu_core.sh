@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED=1
 at() { python3 -m autotune "$@"; }
 fast=(--window 0.5 --windows 3 --no-report --quiet --storage "sqlite:///$out/gpu.db" --device cuda --seed 1)
 [ -f "$data/.complete" ] || { at synth "$data" --images 8000 --classes 100 && touch "$data/.complete"; }
-echo "== CUDA tests";   python3 -m pytest tests/backends tests/test_zygote.py -m cuda -q -p no:cacheprovider 2>&1 | tail -4
+echo "== CUDA tests";   python3 -m pytest tests/loaders/backends tests/trials/test_zygote.py -m cuda -q -p no:cacheprovider 2>&1 | tail -4
 echo "== doctor";       at doctor --dataset "$data"; echo "exit $?"
 echo "== mixed formats through DALI GPU decode"; python3 benchmarks/gpu_mixed_formats.py 2>&1 | tail -25; echo "exit $?"
 echo "== check of a YAML made on the CPU machine"; at check benchmarks/cpu-machine.yaml --no-dataset; echo "exit $?"

@@ -243,6 +243,7 @@ def test_import_autotune_stays_light():
 
 
 # -- in the loop ------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_every_sample_once_per_epoch_across_switches(tiny_dataset, space):
     al = make(tiny_dataset, space, candidates=CANDIDATES)
     epochs_exactly_once(al, tiny_dataset, 3)
@@ -296,6 +297,7 @@ def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_d
     assert [h["reason"] for h in al.history].count("failed") == 2
 
 
+@pytest.mark.slow
 def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset, space, capsys):
     al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0))
     try:
@@ -407,6 +409,7 @@ def _run_at_exit(tiny_dataset, space, workdir, how: str):
     return load_config(workdir / "autotune.yaml", strict=True)
 
 
+@pytest.mark.slow
 def test_training_that_ends_without_close_still_writes_the_yaml(tiny_dataset, space, workdir):
     cfg = _run_at_exit(tiny_dataset, space, workdir, "unclosed")
     assert cfg.result["settled_because"] == "training ended while exploring"
@@ -452,6 +455,7 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
     assert (cfg.measurement["warmup_batches"], cfg.measurement["measure_batches"]) == (0, 6)  # not the 5 and 30 asked
 
 
+@pytest.mark.slow
 def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, monkeypatch):
     """What a loader does after the last batch of an epoch (DALI decodes the dropped partial batch; workers stop)
     is paid every epoch by the loader training keeps: scored over whole short epochs, a candidate pays it too."""
@@ -477,6 +481,7 @@ def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, 
     assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
 
 
+@pytest.mark.slow
 def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space, monkeypatch):
     """Candidates are rebuilt every short epoch, the loader training keeps is built once: a build that takes
     seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count."""
@@ -492,6 +497,7 @@ def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space
     assert len(done) == 3 and all(t.value > len(al.dataset) / BUILD_S for t in done)  # 24 samples: over 16/s once the build is out
 
 
+@pytest.mark.slow
 def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidates(tiny_dataset, space):
     """A loop that takes 3 of each epoch's 6 batches never reaches an epoch's end: a candidate is judged once it has
     run an epoch's worth of batches, so exploration still ends."""
@@ -576,6 +582,7 @@ class _Slow:
         self.inner.close()
 
 
+@pytest.mark.slow
 def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
     real = loader_module.build_from_dataset
     monkeypatch.setattr(loader_module, "build_from_dataset",
@@ -625,6 +632,7 @@ def test_rules_leave_the_longest_wait_out_of_whether_the_loader_keeps_up():
 
 
 @pytest.mark.parametrize("delay,settles", [(None, True), ("every", False)])
+@pytest.mark.slow
 def test_one_hiccup_does_not_keep_a_loader_that_keeps_up_from_settling(tiny_dataset, space, monkeypatch, delay, settles):
     """One long wait in the measured batches is not a loader too slow; a wait at every batch is."""
     real = loader_module.build_from_dataset
@@ -706,6 +714,7 @@ def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dat
     assert [b for b in builds if b[1] is not None] == [("dali-cpu b=4 threads=1 queue=1", 48)], builds
 
 
+@pytest.mark.slow
 def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is_cheaper(tiny_dataset, space, monkeypatch):
     """The winner took 1 s to start; the current candidate is 0.2 s a batch slower: the epoch's 2 batches left cost less."""
     first, second = "torch b=4 workers=0", "torch b=4 workers=0 pin"
@@ -719,6 +728,7 @@ def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is
     assert builds == [(first, 24), (second, 16), (first, None)], builds  # no second start of the winner mid-epoch
 
 
+@pytest.mark.slow
 def test_a_slow_or_failing_study_write_does_not_stall_or_break_the_loop(tiny_dataset, space, monkeypatch, caplog):
     """The last result and the YAML are stored on a worker thread: a disk that takes 1.5 s a write costs the loop nothing.
 
@@ -767,6 +777,7 @@ def test_an_error_asking_the_study_is_raised_not_taken_for_no_candidate(tiny_dat
         make(tiny_dataset, space, candidates=CANDIDATES[:1])
 
 
+@pytest.mark.slow
 def test_close_at_interpreter_exit_still_writes_the_yaml(tiny_dataset, space, workdir):
     assert _run_at_exit(tiny_dataset, space, workdir, "atexit").result["settled_because"] == "training ended while exploring"
 
@@ -898,6 +909,7 @@ OTHER_DATASET_WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ddp_ranks_on_different_datasets_are_told_on_every_rank(tiny_dataset, space, workdir, tmp_path_factory):
     """Rank 1 on another folder: rank 0's plan split 24 images among ranks that read other files, and the first
     all_reduce died in gloo ('Received data size doesn't match expected size'); with NCCL, a hang."""
@@ -910,6 +922,7 @@ def test_ddp_ranks_on_different_datasets_are_told_on_every_rank(tiny_dataset, sp
     assert said[0].endswith("pass every rank the same dataset folder, with the same files")
 
 
+@pytest.mark.slow
 def test_ddp_a_dataset_missing_on_one_rank_is_told_on_every_rank(tiny_dataset, space, workdir, tmp_path):
     """Rank 1's folder is not there (a node without the copy): rank 1 raised alone and rank 0 waited in the ranks'
     dataset comparison until the process group's timeout (30 minutes by default)."""
@@ -939,12 +952,14 @@ OTHER_DEVICE_WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_ddp_ranks_on_different_kinds_of_device_are_told_on_every_rank(tiny_dataset, space, workdir):
     _two_ranks(workdir, OTHER_DEVICE_WORKER, tiny_dataset, space)
     said = [json.loads((workdir / f"rank{r}.json").read_text()) for r in range(2)]
     assert said[0] == said[1] and said[0].startswith("the 2 DDP ranks deliver to different kinds of device: device cpu (rank 0), cuda (rank 1); "), said
 
 
+@pytest.mark.slow
 def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_others(tiny_dataset, space, workdir):
     """A fallback on one rank must not change how far its loader reads ahead: the ranks' check points stay together."""
     outs = _two_ranks(workdir, FALLBACK_WORKER, tiny_dataset, space)
@@ -952,6 +967,7 @@ def test_ddp_a_rank_that_rebuilds_alone_near_an_epoch_end_reads_as_far_as_the_ot
     assert h0 == h1 and "injected worker death" in outs[1]
 
 
+@pytest.mark.slow
 def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, space, workdir):
     cands = json.dumps([CANDIDATES[0], {"backend": "torch", "num_workers": 1, "prefetch_factor": 3}, CANDIDATES[2], CANDIDATES[1]])
     _two_ranks(workdir, WORKER, tiny_dataset, space, cands)

@@ -42,6 +42,7 @@ def test_a_storage_failure_hidden_behind_optunas_assertion_is_named():
     assert "is full" in msg and "free some space" in msg
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_run_is_one_line(workdir, tiny_dataset, monkeypatch, capsys):
     from autotune.study import tuner as tuner_mod
 
@@ -54,6 +55,7 @@ def test_a_full_disk_mid_run_is_one_line(workdir, tiny_dataset, monkeypatch, cap
     assert "Traceback" not in err and "is full" in err
 
 
+@pytest.mark.slow
 def test_resume_with_another_batch_size_fails_before_any_trial(workdir, tiny_dataset, capsys):
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--no-baselines", "--study-name", "s", "--space", "cpu", *FAST]) == 0
     before = len(optuna.load_study(study_name="s", storage="sqlite:///autotune.db").trials)
@@ -219,6 +221,7 @@ def test_an_error_with_json_answers_on_stdout_too(workdir, capsys):
     assert data["exit_code"] == 2 and "does not exist" in data["error"] and "does not exist" in err
 
 
+@pytest.mark.slow
 def test_truncated_jpegs_found_before_the_trials_are_left_out(workdir, tmp_path, capsys):
     """The scan reads headers only; the preflight's decode sample finds truncated files once, not a trial each."""
     import yaml
@@ -284,6 +287,7 @@ def test_an_option_with_its_value_before_the_command_is_told_where_it_goes(capsy
 
 
 @pytest.mark.parametrize(("storage", "out"), [(None, "autotune.db"), ("sqlite:///runs.db", "./runs.db"), ("run.log", "run.log")])
+@pytest.mark.slow
 def test_out_naming_the_storage_file_is_refused_before_any_trial(workdir, tiny_dataset, capsys, storage, out):
     """`--out autotune.db` (tab completion offers it) replaced the database with YAML: every study was lost."""
     main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--study-name", "kept",
@@ -297,6 +301,7 @@ def test_out_naming_the_storage_file_is_refused_before_any_trial(workdir, tiny_d
     assert db.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_out_holding_another_programs_yaml_is_not_replaced(workdir, tiny_dataset, capsys):
     train = workdir / "train.yaml"
     train.write_text("lr: 0.1\nepochs: 90\n")
@@ -314,6 +319,7 @@ def test_out_holding_another_programs_yaml_is_not_replaced(workdir, tiny_dataset
     assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *FAST, "--quiet", "--out", "empty.yaml"]) == 0  # so is a config
 
 
+@pytest.mark.slow
 def test_an_empty_path_is_an_error_not_the_current_folder(tmp_path, monkeypatch, capsys):
     """`build_loader('', cfg)` and `autotune synth ''` read or wrote wherever the process ran (an unset variable)."""
     from autotune import build_loader

@@ -219,6 +219,7 @@ def test_if_stale_without_dataset_or_out_re_tunes_the_file_on_its_recorded_datas
     assert args.out == "other.yaml"  # --out given: kept
 
 
+@pytest.mark.slow
 def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsys):
     """An eval config came back a training config; one for 2 ranks, a fixed batch and a model came back for 1 rank,
     the default space and no model: only the dataset was taken from FILE. `check`'s advice left the flags out too."""

@@ -133,6 +133,7 @@ def test_unknown_study_is_exit_2(workdir, capsys):
     assert "no study named 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--json", "--quiet"])
     out = capsys.readouterr().out
@@ -207,6 +208,7 @@ def trials(monkeypatch) -> _StoppableTrials:
     return fake
 
 
+@pytest.mark.slow
 def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_dataset, trials, capsys):
     args = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--confirm-top", "0", "--no-report", "--quiet", "--study-name", "cut"]
     trials.reset(stop_after=2)
@@ -223,6 +225,7 @@ def test_an_interrupted_study_is_marked_in_studies_until_resumed(workdir, tiny_d
     assert json.loads(capsys.readouterr().out)[0]["interrupted"] is False
 
 
+@pytest.mark.slow
 def test_a_stop_before_any_trial_completed_says_nothing_was_written_and_how_to_go_on(workdir, tiny_dataset, trials, capsys):
     """Ctrl-C during the first trial printed only "autotune: interrupted": now what is left, and the way on."""
     trials.reset(stop_after=0)
@@ -233,6 +236,7 @@ def test_a_stop_before_any_trial_completed_says_nothing_was_written_and_how_to_g
     assert not (workdir / "autotune.yaml").exists()
 
 
+@pytest.mark.slow
 def test_an_interrupt_with_json_answers_on_stdout(workdir, tiny_dataset, trials, capsys):
     """--json printed nothing on stdout for a stop, while a bad input gave {"error": ..., "exit_code": ...}."""
     import json
@@ -243,6 +247,7 @@ def test_an_interrupt_with_json_answers_on_stdout(workdir, tiny_dataset, trials,
     assert answer["exit_code"] == 130 and answer["error"].startswith("interrupted: no trial had completed")
 
 
+@pytest.mark.slow
 def test_a_stop_while_the_report_is_written_says_the_yaml_was(workdir, tiny_dataset, trials, capsys, monkeypatch):
     from autotune import report
 
@@ -256,6 +261,7 @@ def test_a_stop_while_the_report_is_written_says_the_yaml_was(workdir, tiny_data
     assert (workdir / "autotune.yaml").exists()
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, trials, capsys):
     """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
     common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]
@@ -285,6 +291,7 @@ def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_
     assert (workdir / "autotune.yaml").read_text() == finished and load_config(side).study["storage"].endswith("/other.db")
 
 
+@pytest.mark.slow
 def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_dataset, trials, monkeypatch, capsys):
     """The progress lines showed "re-measured 1/2: trial 4: 402 samples/s", then the winner's 471 did not count it,
     and only the YAML's method text said why."""

@@ -305,6 +305,7 @@ def test_cli_json_and_table_exit_codes(machine, capsys):
     assert text.rstrip().endswith("9 ok, 1 warn, 1 fail")
 
 
+@pytest.mark.slow
 def test_doctor_end_to_end_json(four_jpegs, capsys):
     """No fakes: the real checks and smoke tests on this machine."""
     code = main(["doctor", "--json", "--dataset", str(four_jpegs)])
@@ -355,6 +356,7 @@ def test_a_torchvision_built_for_another_torch_is_named_as_such():
     assert doctor.check_torch({**probe, "torchvision_error": None}).fix.startswith("pip install torchvision")
 
 
+@pytest.mark.slow
 def test_pils_large_image_warning_does_not_reach_the_terminal(tiny_dataset, tmp_path, capsys):
     """A 144 M pixel PNG (under the scan's limit, over PIL's 89 M) printed PIL's DecompressionBombWarning, file and line."""
     import shutil

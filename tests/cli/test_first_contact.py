@@ -145,6 +145,7 @@ def _ours() -> float:
 
 
 @pytest.mark.parametrize("detach", [False, True])
+@pytest.mark.slow
 def test_other_load_counts_other_jobs_not_ours(detach):
     """Our own children's CPU time is ours; a process outside our tree is another job (whatever else the machine runs)."""
     pid = _burn(detach)
@@ -163,6 +164,7 @@ def test_other_load_counts_other_jobs_not_ours(detach):
             os.waitpid(pid, 0)
 
 
+@pytest.mark.slow
 def test_a_killed_trial_keeps_its_workers_cpu_time_as_ours():
     """A trial killed with its workers: init reaps them, so their CPU time would leave our tree and read as
     another job's. kill_tree keeps it."""
@@ -196,6 +198,7 @@ def test_a_resumed_study_keeps_the_busier_sessions_load():
 
 
 @pytest.mark.parametrize("cores", [1.7, 0.1])
+@pytest.mark.slow
 def test_a_busy_run_says_so_in_its_yaml_and_show(tiny_dataset, workdir, monkeypatch, capsys, cores):
     """The busy warning was printed once; the YAML kept a 9x speedup measured on a shared machine with no word of it."""
     import autotune
@@ -243,6 +246,7 @@ def test_defaults_left_queued_by_the_budget_are_named_with_the_fix():
     assert short_run_warnings(best, space, budget, cut) == [warning]
 
 
+@pytest.mark.slow
 def test_a_slow_trial_is_cut_where_the_time_budget_ends(workdir, tiny_dataset, monkeypatch):
     """Under load the torch defaults took 15 s to their first window, started with 15 s of a 30 s budget left:
     the run took 34 s. Once a trial has completed, the next one ends at the budget's end at the latest, and a cut trial is
@@ -275,6 +279,7 @@ def test_busy_warnings():
     assert busy_warnings(None) == []
 
 
+@pytest.mark.slow
 def test_the_run_says_where_repeated_trials_went(workdir, tiny_dataset, capsys):
     (workdir / "one.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0]}\n")
     argv = ["run", "--dataset", str(tiny_dataset), "--space", "one.yaml", "--n-trials", "2", "--no-baselines", "--window", "0.2", "--windows", "1",
@@ -301,6 +306,7 @@ def test_autoloader_says_when_the_last_batch_drops_much_of_an_epoch(tmp_path, ca
     assert "drops" not in caplog.text
 
 
+@pytest.mark.slow
 def test_run_and_build_loader_say_when_the_last_batch_drops_much_of_an_epoch(tmp_path, workdir, capsys):
     """Only AutoLoader said it: a run on 300 images chose b=256, and build_loader then dropped 44 of them every epoch."""
     import warnings

@@ -289,6 +289,7 @@ _REAL_RDB = optuna.storages.RDBStorage
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.slow
 def test_study_completes_on_a_hostile_dataset_and_nothing_leaks(
     odd_images: Path, workdir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture, backend: str
 ) -> None:
@@ -351,6 +352,7 @@ def test_study_completes_on_a_hostile_dataset_and_nothing_leaks(
     assert [p.name for p in (workdir / "out").iterdir()] == ["autotune.yaml"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from autotune import doctor

@@ -20,6 +20,7 @@ def _trials(storage: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=summary.study_name, storage=storage).trials
 
 
+@pytest.mark.slow
 def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2", "--confirm-repeats", "1", "--seed", "1", *FAST])
     assert rc == 0
@@ -41,6 +42,7 @@ def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
     loader.close()
 
 
+@pytest.mark.slow
 def test_resume_keeps_earlier_trials(tiny_dataset, workdir):
     args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "s1", "--batch-size", "8", "--confirm-top", "0", *FAST]
     assert main([*args, "--n-trials", "2"]) == 0
@@ -55,6 +57,7 @@ def test_resume_keeps_earlier_trials(tiny_dataset, workdir):
     assert [t.user_attrs.get("role") for t in after].count("defaults") == 1  # baselines not run twice
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path, capsys):
     import shutil
 
@@ -76,6 +79,7 @@ def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path
     assert main([*args, "--dataset", str(same), "--space", "torch", "--n-trials", "1", "--resume"]) == 0
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_measurement(tiny_dataset, workdir, capsys):
     """--resume --cache cold --window 0.4 ranked cold 0.4 s trials against warm 0.3 s ones, and the YAML named the first."""
     args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "m1", "--batch-size", "8", "--confirm-top", "0",
@@ -91,6 +95,7 @@ def test_resume_refuses_another_measurement(tiny_dataset, workdir, capsys):
     assert main([*args, "--window", "0.3", "--resume"]) == 0
 
 
+@pytest.mark.slow
 def test_resume_with_another_budget_keeps_the_studys_windows(tiny_dataset, workdir, monkeypatch):
     """A budget plans the windows (0.5 s x 3 under two minutes, 1 s x 3 up to five): a 60 s run resumed with
     --budget 150 is "more time", not another measurement, and keeps the study's windows."""
@@ -203,6 +208,7 @@ def test_demo_dataset_is_imagenet_like(tmp_path):
     assert 15_000 < mean < 120_000  # photo-like JPEG sizes, not flat colour
 
 
+@pytest.mark.slow
 def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdir):
     pytest.importorskip("nvidia.dali")
     space = workdir / "dali-only.yaml"
@@ -215,6 +221,7 @@ def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdi
     assert autotune.load_config(workdir / "autotune.yaml").result["defaults_samples_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_dali_cpu_study_writes_a_dali_yaml_that_build_loader_iterates(tiny_dataset, workdir):
     pytest.importorskip("nvidia.dali")
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "dali", "--device", "cpu", "--batch-size", "8", "--n-trials", "3",
@@ -275,6 +282,7 @@ def test_out_folder_that_cannot_be_written_is_refused_before_tuning(tiny_dataset
     assert not (workdir / "autotune.db").exists()
 
 
+@pytest.mark.slow
 def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_dataset, workdir, capsys, monkeypatch):
     from autotune import tune as tune_module
     from autotune.config.files import save_config
@@ -309,6 +317,7 @@ def test_a_reports_dir_that_cannot_be_a_folder_is_one_line_before_any_study(tiny
     assert not Path("autotune.db").exists() or not optuna.get_all_study_summaries("sqlite:///autotune.db")
 
 
+@pytest.mark.slow
 def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_dataset, workdir, capsys):
     space = Path("my.yaml")
     space.write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0, 1]}\n")
@@ -323,6 +332,7 @@ def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_datase
 
 
 
+@pytest.mark.slow
 def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dataset, tmp_path, workdir, capsys):
     """The set-up (scan, torch imported by the probe and the measuring process) is said as it starts; a folder
     that fails the scan gives its error alone."""
@@ -335,6 +345,7 @@ def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dat
     assert first.startswith(f"setting up: 24 images in {tiny_dataset}, starting the measuring process")
 
 
+@pytest.mark.slow
 def test_the_estimate_of_one_trial_counts_no_re_measurement(tmp_path, workdir, tiny_dataset, capsys):
     """One trial has no other to be compared with: `--n-trials 1` estimated 1:18 for "1 trial and up to 6
     re-measurements", and took 15 s."""

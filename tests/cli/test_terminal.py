@@ -63,6 +63,7 @@ def _assert_clean(text: str) -> None:
     assert "native stdout line" not in text and "native stderr line" not in text and "library warning" not in text
 
 
+@pytest.mark.slow
 def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_logs(messy_dataset, workdir):
     p = _run(workdir, "--dataset", str(messy_dataset), "--n-trials", "3", "--confirm-top", "2", "--confirm-repeats", "1",
              "--study-name", "pipe", "--storage", "sqlite:///t.db")
@@ -104,6 +105,7 @@ def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_l
     assert "[trials/0.log](<trials/0.log>)" in report and '<a href="trials/1.log">' in (folder / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_quiet_prints_only_errors(messy_dataset, workdir):
     p = _run(workdir, "--dataset", str(messy_dataset), "--n-trials", "2", "--confirm-top", "0", "--quiet", "--no-report")
     assert p.returncode == 0, p.stderr
@@ -112,6 +114,7 @@ def test_quiet_prints_only_errors(messy_dataset, workdir):
     assert "native stderr line" in log.read_text()
 
 
+@pytest.mark.slow
 def test_ctrl_c_prints_no_traceback(messy_dataset, workdir):
     cmd = ["run", "--dataset", str(messy_dataset), "--n-trials", "30", "--confirm-top", "0",
            "--no-report", *FAST, "--window", "0.5", "--windows", "4"]
@@ -136,6 +139,7 @@ def test_ctrl_c_prints_no_traceback(messy_dataset, workdir):
 
 # ------------------------------------------------------------------------------------ in the tuner process
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
+@pytest.mark.slow
 def test_native_output_of_a_trial_lands_in_its_log_not_on_the_terminal(tiny_dataset, tmp_path, capfd, fork):
     settings = TuneSettings(n_trials=1, window_s=0.2, windows=2, warmup_batches=1, confirm_top=0, baselines=False, cache="none",
                             pruner="none", inject={0: "output"}, fork_trials=fork, log_dir=str(tmp_path / "logs"))
@@ -304,6 +308,7 @@ RUN_FAST = ["run", *FAST, "--n-trials", "2", "--confirm-top", "0", "--no-report"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.slow
 def test_a_run_whose_stderr_cannot_be_written_still_writes_its_yaml(tiny_dataset, workdir):
     """A cron log on a full disk (2>/dev/full): the first progress line raised, exit 1, nothing tuned, no YAML.
     A reader gone (2>&1 | head -3): exit 141 after the first trial, the YAML never written."""
@@ -318,6 +323,7 @@ def test_a_run_whose_stderr_cannot_be_written_still_writes_its_yaml(tiny_dataset
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.slow
 def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, workdir):
     """check >/dev/full exited 1 ('stale') with a traceback for a config that matches: a 'check || retune' re-tuned."""
     (workdir / "a.yaml").write_text((ROOT / "benchmarks" / "cpu-machine.yaml").read_text())
@@ -330,6 +336,7 @@ def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, wo
         assert "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
 def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, workdir):
     """2>&-: Python had no sys.stderr (print went to stdout), and the next file opened, the study's database among
     them, became descriptor 2."""
@@ -340,6 +347,7 @@ def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, work
     assert json.loads(p.stdout)["config_path"] == "closed.yaml"  # stdout holds the JSON alone
 
 
+@pytest.mark.slow
 def test_a_result_for_a_closed_standard_output_is_one_line_and_exit_2(tiny_dataset, workdir):
     """show and studies >&- exited 0, their result on /dev/null; run >&- without --json has no result there."""
     (workdir / "a.yaml").write_text((ROOT / "benchmarks" / "cpu-machine.yaml").read_text())

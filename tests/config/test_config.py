@@ -181,6 +181,7 @@ def _replaced(data, path, value):
     return data
 
 
+@pytest.mark.slow
 def test_show_and_check_survive_any_value_in_any_field(tmp_path, tiny_dataset, capsys):
     """Every scalar of a config replaced by text, a boolean or null: `show --json` and `check` (and the table of
     `show`, for text) either print the file or exit 2 with one line; never a traceback."""

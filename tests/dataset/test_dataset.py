@@ -191,6 +191,7 @@ def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> N
     assert back.dataset["path"] == os.fsencode(ds2.root).decode("utf-8", "backslashreplace")
 
 
+@pytest.mark.slow
 def test_header_check_costs_well_under_a_millisecond_per_file(tmp_path: Path) -> None:
     from autotune.dataset.synth import synthesize
 

@@ -44,6 +44,7 @@ def _two_ranks(tmp_path: Path, data: Path, args: list[dict]) -> list[dict]:
     return [json.loads(o.strip().splitlines()[-1]) for _, o, _ in ranks]
 
 
+@pytest.mark.slow
 def test_ranks_with_another_batch_size_are_told_when_the_loaders_are_built(tmp_path, tiny_dataset):
     """A YAML per node: rank 1's second loader has batches of 2, rank 0's of 4; 3 against 6 batches an epoch would
     leave rank 0 waiting for rank 1 at the end of its epoch, for ever. The rank that builds last says so."""
@@ -56,6 +57,7 @@ def test_ranks_with_another_batch_size_are_told_when_the_loaders_are_built(tmp_p
     assert "\n" not in errors[0]
 
 
+@pytest.mark.slow
 def test_ranks_seeded_apart_with_the_torch_backend_are_told_their_shards_overlap(tmp_path, tiny_dataset):
     """seed=base + rank: each rank's DistributedSampler shuffles with its own seed, so the shards overlap."""
     results = _two_ranks(tmp_path, tiny_dataset, [{"batch": [2, 2], "seed": 0}, {"batch": [2, 2], "seed": 1}])
@@ -63,17 +65,20 @@ def test_ranks_seeded_apart_with_the_torch_backend_are_told_their_shards_overlap
     assert errors and "seed 0 (rank 0), 1 (rank 1); the shards would overlap (the DistributedSampler shuffles with the seed)" in errors[0], results
 
 
+@pytest.mark.slow
 def test_ranks_that_agree_build_their_loaders_without_a_word(tmp_path, tiny_dataset):
     results = _two_ranks(tmp_path, tiny_dataset, [{"batch": [2, 4], "seed": 3}, {"batch": [2, 4], "seed": 3}])
     assert results == [{"0": 6, "1": 3}, {"0": 6, "1": 3}]
 
 
+@pytest.mark.slow
 def test_an_eval_loader_built_on_one_rank_alone_does_not_shift_the_comparison(tmp_path, tiny_dataset):
     """Counted with the train loaders, rank 0's extra eval loader was compared with rank 1's train loader."""
     results = _two_ranks(tmp_path, tiny_dataset, [{"batch": [2, 4], "eval_first": True}, {"batch": [2, 4]}])
     assert results == [{"0": 6, "1": 3}, {"0": 6, "1": 3}]
 
 
+@pytest.mark.slow
 def test_an_eval_loader_keeps_each_shards_last_batch_and_its_seed_does_not_count(tmp_path, tiny_dataset):
     """Eval: no shuffle (the seed shapes nothing), and uneven shards may differ by a batch without any hang."""
     results = _two_ranks(tmp_path, tiny_dataset, [{"batch": [5, 5], "seed": 0, "pipeline": "imagenet-eval"},

@@ -45,6 +45,7 @@ def test_sections_replace_their_own_machine_only(tmp_path):
     assert text.count("<!-- section:") == 2
 
 
+@pytest.mark.slow
 def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     """benchmarks/autoloader_gpu.py with a tiny model on the CPU: the JSON the H200 run writes, in its shape."""
     import json
@@ -64,6 +65,7 @@ def test_autoloader_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
         assert r["samples"] >= 32 and r["wall_s"] > 0
 
 
+@pytest.mark.slow
 def test_autoloader_costs_benchmark_runs_on_the_cpu(tmp_path, tiny_dataset):
     """benchmarks/autoloader_costs.py with a tiny model on the CPU: each start, the construction and the first batches."""
     import json
@@ -98,6 +100,7 @@ def test_ranks_bench_command_is_autotune_run_with_the_issue_flags(tmp_path):
     assert args.out == str(tmp_path / "autotune.yaml")
 
 
+@pytest.mark.slow
 def test_ranks_bench_runs_two_cpu_ranks_by_hand(tmp_path, tiny_dataset, monkeypatch):
     """The independent side for real (two CPU processes, one shard each); the tool's side stubbed."""
     import json
@@ -171,6 +174,7 @@ def test_ttq_refuses_run_options_it_sets_per_method(tmp_path, extra):
         _ttq_args(tmp_path, *extra)
 
 
+@pytest.mark.slow
 def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path, tiny_dataset):
     """The stages' results already in the work folder: no measurement, the fractions over the best re-measured grid config."""
     import json
@@ -224,6 +228,7 @@ def test_several_ranks_add_the_all_cores_in_every_rank_peer():
     assert one["workers = cores, pinned"]["num_workers"] == 16
 
 
+@pytest.mark.slow
 def test_ddp_benchmark_splits_loading_from_communication(tmp_path, tiny_dataset):
     """benchmarks/ddp_train.py, two CPU ranks (gloo): the loader-fed run reports each rank's wait for its loader,
     the --resident run the same steps and all-reduces with no loader (no wait), so the two split what is lost."""

@@ -52,6 +52,7 @@ def test_readme_relative_links_point_at_files():
     assert not missing, f"README.md links to files that do not exist: {missing}"
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict_has_no_warning(tmp_path):
     pytest.importorskip("mkdocs")
     site = tmp_path / "site"

@@ -33,6 +33,7 @@ def elsewhere(tmp_path) -> Path:
     return cwd
 
 
+@pytest.mark.slow
 def test_quick_start_demo_runs_from_any_folder(tmp_path, elsewhere, monkeypatch):
     """``autotune run --demo``: the demo set comes from the cache folder ($XDG_CACHE_HOME), here a tiny one."""
     from autotune.dataset.synth import DEMO_COMPLETE, demo_root, synthesize
@@ -47,6 +48,7 @@ def test_quick_start_demo_runs_from_any_folder(tmp_path, elsewhere, monkeypatch)
     assert cfg.study["space"] == "default"
 
 
+@pytest.mark.slow
 def test_own_data_command_runs_from_any_folder(tmp_path, elsewhere, tiny_dataset):
     """``autotune run --dataset DIR`` with the default space, from a folder without search_spaces/."""
     p = _autotune(["run", "--dataset", str(tiny_dataset), *SMALL], elsewhere, tmp_path / "cache")
@@ -75,6 +77,7 @@ def test_every_package_is_installed():
     assert found | {"autotune.search_spaces"} == listed
 
 
+@pytest.mark.slow
 def test_a_regular_install_finds_the_shipped_spaces(tmp_path):
     """``pip install .`` (not editable) ships the spaces inside the package; they are found from any folder."""
     pytest.importorskip("setuptools")

@@ -116,6 +116,7 @@ def _cross_check(study: optuna.Study, url: str, tmp_path: Path, capsys) -> dict:
     return r
 
 
+@pytest.mark.slow
 def test_the_figures_agree_on_the_shapes_seen_in_the_field(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 's.db'}"
     r = _cross_check(_study_with_symptoms(url), url, tmp_path, capsys)
@@ -154,6 +155,7 @@ def _warm_start_was_dalis_usual(url: str, *, queued: bool) -> optuna.Study:
 
 
 @pytest.mark.parametrize("queued", [True, False])
+@pytest.mark.slow
 def test_dalis_usual_measured_as_the_warm_start_is_stated_as_the_winner_is(tmp_path, capsys, queued):
     url = f"sqlite:///{tmp_path / 's.db'}"
     study = _warm_start_was_dalis_usual(url, queued=queued)
@@ -163,6 +165,7 @@ def test_dalis_usual_measured_as_the_warm_start_is_stated_as_the_winner_is(tmp_p
     assert ov["baselines"]["dali-heuristic"]["spread"] == ov["winner"]["spread"] == [236.0, 441.0]  # one trial, one bar
 
 
+@pytest.mark.slow
 def test_the_figures_agree_on_a_finished_study(tiny_dataset, workdir, capsys):
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2",
                "--confirm-repeats", "1", "--seed", "3", "--study-name", "finished", "--reports-dir", str(workdir / "run-reports"), *FAST])

@@ -125,6 +125,7 @@ def assert_self_contained(page: Path) -> int:
     return images
 
 
+@pytest.mark.slow
 def test_report_has_every_section_and_image(stored, tmp_path):
     study, url = stored
     folder = write_report(study, url, tmp_path / "reports")
@@ -144,6 +145,7 @@ def test_report_has_every_section_and_image(stored, tmp_path):
     assert "winner" in md and "trial #5" in md and "5.0x" in md  # 200 / 40
 
 
+@pytest.mark.slow
 def test_overview_and_rows_read_the_study(stored):
     study, url = stored
     ov = overview(study, url)
@@ -154,6 +156,7 @@ def test_overview_and_rows_read_the_study(stored):
     assert [r["outcome"] for r in rows][-4:] == ["oom-host", "crash", "pruned", "running"]
 
 
+@pytest.mark.slow
 def test_rewriting_replaces_the_folder_and_leaves_no_temporaries(stored, tmp_path):
     study, url = stored
     reports = tmp_path / "reports"
@@ -164,6 +167,7 @@ def test_rewriting_replaces_the_folder_and_leaves_no_temporaries(stored, tmp_pat
     assert [p.name for p in reports.iterdir()] == [study.study_name]
 
 
+@pytest.mark.slow
 def test_study_name_cannot_leave_the_reports_folder(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     study = make_study(url, name="../../outside/x y", trials=TRIALS[:3], running=False)
@@ -172,6 +176,7 @@ def test_study_name_cannot_leave_the_reports_folder(tmp_path):
     assert not (tmp_path / "outside").exists()
 
 
+@pytest.mark.slow
 def test_symlinked_target_is_refused(stored, tmp_path):
     from autotune.errors import UserError
 
@@ -184,6 +189,7 @@ def test_symlinked_target_is_refused(stored, tmp_path):
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_report_of_a_study_without_a_completed_trial(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     study = make_study(url, trials=TRIALS[7:])
@@ -193,6 +199,7 @@ def test_report_of_a_study_without_a_completed_trial(tmp_path):
     assert assert_self_contained(folder / "report.html") == len(IMAGES)
 
 
+@pytest.mark.slow
 def test_storage_password_is_masked(stored, tmp_path):
     study, _ = stored
     folder = write_report(study, "postgresql://tuner:s3cret@db.example/autotune", tmp_path / "reports")
@@ -201,6 +208,7 @@ def test_storage_password_is_masked(stored, tmp_path):
         assert "s3cret" not in text and "postgresql://tuner:***@db.example/autotune" in text
 
 
+@pytest.mark.slow
 def test_without_matplotlib_the_report_says_how_to_get_plots(stored, tmp_path, monkeypatch):
     from autotune import _imports
     from autotune.errors import UserError
@@ -216,6 +224,7 @@ def test_without_matplotlib_the_report_says_how_to_get_plots(stored, tmp_path, m
     assert assert_self_contained(folder / "report.html") == 0
 
 
+@pytest.mark.slow
 def test_a_failing_plot_is_a_note_not_a_failure(stored, tmp_path, monkeypatch):
     from autotune.report import _plots
 
@@ -230,6 +239,7 @@ def test_a_failing_plot_is_a_note_not_a_failure(stored, tmp_path, monkeypatch):
     assert assert_self_contained(folder / "report.html") == len(IMAGES) - 1
 
 
+@pytest.mark.slow
 def test_list_studies(stored, tmp_path):
     study, url = stored
     make_study(url, name="empty", trials=[], running=False)
@@ -263,6 +273,7 @@ def test_the_time_row_says_when_its_figure_was_taken():
     assert after["time"].startswith("57 s of a 60 s budget (setup")
 
 
+@pytest.mark.slow
 def test_the_winners_legend_says_how_many_measurements_its_figure_is(stored, tmp_path, monkeypatch):
     """The throughput plot called every winner "confirmed median", also where nothing was re-measured."""
     pytest.importorskip("matplotlib")
@@ -286,6 +297,7 @@ def test_the_winners_legend_says_how_many_measurements_its_figure_is(stored, tmp
     assert not any("confirmed" in label for label in labels)
 
 
+@pytest.mark.slow
 def test_a_repeat_is_not_drawn_as_a_failure(stored, tmp_path, monkeypatch):
     """A repeat (told an earlier trial's result, not measured) was a red cross at 0 samples/s, "not complete"."""
     pytest.importorskip("matplotlib")
@@ -316,6 +328,7 @@ def test_a_queued_trial_shows_the_config_it_was_queued_with():
     assert row["state"] == "waiting" and row["config"] == "torch b=64 workers=0"
 
 
+@pytest.mark.slow
 def test_top_candidates_measured_once_are_not_headed_a_re_measurement(stored, tmp_path):
     """A run whose budget left no room for a round showed its single scores under 'Re-measurement of the top candidates'."""
     study, url = stored

@@ -147,6 +147,7 @@ def test_the_defaults_are_priced_at_the_median_trial_not_the_quickest():
 
 
 @pytest.mark.parametrize("budget_s,trial_s", [(60, 4.0), (30, 2.5), (120, 7.0)])
+@pytest.mark.slow
 def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir, monkeypatch, budget_s, trial_s):
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
@@ -181,6 +182,7 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     assert set(t["spent_s"]) >= {"setup", "trials", "re-measurement"}
 
 
+@pytest.mark.slow
 def test_the_planned_measurement_is_what_the_trials_get(tiny_dataset, workdir, monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
@@ -208,12 +210,14 @@ def test_a_budget_too_short_is_a_one_line_error(tiny_dataset, workdir, capsys):
     assert err == ["autotune: error: --budget 1e+308 is more than a day; pass --budget 86400 or less (a few minutes usually settle it)"]
 
 
+@pytest.mark.slow
 def test_a_real_run_under_budget_says_where_the_time_went(tiny_dataset, workdir, capsys):
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "25", "--batch-size", "8", "--no-report", "--warmup-batches", "1"]) == 0
     err = capsys.readouterr().err
     assert "of the 25 s budget" in err and "trials" in err
 
 
+@pytest.mark.slow
 def test_the_report_says_how_the_budget_was_spent(tiny_dataset, workdir, monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
@@ -231,6 +235,7 @@ def test_the_report_says_how_the_budget_was_spent(tiny_dataset, workdir, monkeyp
     assert "of a 30 s budget" in line and "trials" in line and "setup" in line
 
 
+@pytest.mark.slow
 def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
@@ -270,6 +275,7 @@ def fake_trials(monkeypatch, trial_s: float = 3.0) -> FakeClock:
     return clock
 
 
+@pytest.mark.slow
 def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdir, monkeypatch):
     """The study attr ``time`` is the latest run's; a resumed study's says how many runs and their earlier seconds,
     and the report's time row names them (the trial table holds every run's trials)."""
@@ -345,6 +351,7 @@ def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypat
     assert record["attempted"] == 2 and "set_aside" not in record and [len(c["scores"]) for c in record["candidates"]] == [2, 2]
 
 
+@pytest.mark.slow
 def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(tiny_dataset, workdir, monkeypatch):
     """Seen with --budget 30: three trials of 3 s, then one of 7 s took the time left, and the top two were not
     re-measured. The planned re-measurement's time is kept from the trials: the slow one ends at its next window."""

@@ -61,6 +61,7 @@ def _run_reuse(dataset, storage, *extra) -> int:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=[pytest.mark.postgres, needs_pg])])
+@pytest.mark.slow
 def test_reuse_writes_the_yaml_without_tuning(workdir, tiny_dataset, monkeypatch, backend):
     from autotune.study import tuner as study_mod
 
@@ -87,6 +88,7 @@ def test_reuse_writes_the_yaml_without_tuning(workdir, tiny_dataset, monkeypatch
     assert "***" in cfg.study["storage"] or backend == "sqlite"
 
 
+@pytest.mark.slow
 def test_reuse_skips_unfinished_and_old_studies(workdir, tiny_dataset):
     storage = f"sqlite:///{workdir}/fleet.db"
     key = _key(tiny_dataset)
@@ -100,6 +102,7 @@ def test_reuse_skips_unfinished_and_old_studies(workdir, tiny_dataset):
     assert reuse(storage, key, workdir / "x.yaml")["study"] == "old"
 
 
+@pytest.mark.slow
 def test_reuse_under_an_age_limit_skips_a_study_created_in_the_future(workdir, tiny_dataset):
     storage = f"sqlite:///{workdir}/fleet.db"
     key = _key(tiny_dataset)
@@ -108,6 +111,7 @@ def test_reuse_under_an_age_limit_skips_a_study_created_in_the_future(workdir, t
     assert fresh_study(storage, key).study_name == "future"  # no age limit asked: it counts
 
 
+@pytest.mark.slow
 def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, capsys):
     """A thin study run after a thorough one must not replace its better config; the run says which it took."""
     storage = f"sqlite:///{workdir}/fleet.db"
@@ -149,6 +153,7 @@ def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):
     assert launched == [1]  # no study to reuse: the trials' process starts after all
 
 
+@pytest.mark.slow
 def test_study_is_named_and_tagged_by_fingerprint(workdir, tiny_dataset):
     storage = f"sqlite:///{workdir}/fleet.db"
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--n-trials", "1", "--batch-size", "4",

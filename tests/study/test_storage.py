@@ -71,6 +71,7 @@ def test_a_full_disk_is_called_a_full_disk(workdir, monkeypatch):
     assert SECRET not in str(info.value) and "check the URL" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_up_during_the_study_is_one_line(workdir, tiny_dataset, monkeypatch, capsys):
     import sqlalchemy
 
@@ -118,6 +119,7 @@ def test_show_of_a_study_name_points_to_study(workdir, capsys):
 HOSTILE = ["[/]evil", "[bold red]loud[/bold red]", "esc\x1b[31mred\x1b[0m", "two\nlines\rback", "bell\x07"]
 
 
+@pytest.mark.slow
 def test_hostile_study_names_are_shown_as_they_are(workdir, capsys):
     storage = open_storage("sqlite:///autotune.db")
     for i, name in enumerate(HOSTILE):
@@ -172,6 +174,7 @@ def test_a_bad_warm_start_leaves_no_study_behind(workdir, tiny_dataset, capsys):
     assert optuna.get_all_study_summaries(storage, include_best_trial=False) == []
 
 
+@pytest.mark.slow
 def test_an_in_process_run_closes_its_storage(workdir, tiny_dataset):
     def fds() -> int:
         return len(os.listdir("/proc/self/fd"))
@@ -182,6 +185,7 @@ def test_an_in_process_run_closes_its_storage(workdir, tiny_dataset):
     assert fds() <= before  # each run left 2 open (the SQLite connection pool)
 
 
+@pytest.mark.slow
 def test_a_sqlite_file_named_like_a_journal_is_a_sqlite_database(workdir, tiny_dataset, capsys):
     """'sqlite:///runs.log' was taken for a journal at the file 'sqlite:/runs.log', which could not be opened."""
     assert main(["run", "--dataset", str(tiny_dataset), "--storage", "sqlite:///runs.log", "--study-name", "s", *FAST]) == 0
@@ -190,6 +194,7 @@ def test_a_sqlite_file_named_like_a_journal_is_a_sqlite_database(workdir, tiny_d
 
 
 @pytest.mark.parametrize("url", ["sqlite:///runs/db/autotune.db", "runs/journal/autotune.log"])
+@pytest.mark.slow
 def test_run_makes_the_folder_of_a_storage_file_as_it_does_for_out(workdir, tiny_dataset, url):
     assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, "--out", "runs/autotune.yaml", *FAST]) == 0
     assert (workdir / url.removeprefix("sqlite:///")).is_file() and (workdir / "runs" / "autotune.yaml").is_file()
@@ -229,6 +234,7 @@ def test_a_reading_command_leaves_a_database_that_is_not_a_storage_as_it_was(tmp
     assert hashlib.md5(db.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow
 def test_another_programs_studies_in_a_shared_storage_are_named_not_a_traceback(tmp_path, capsys, monkeypatch):
     """A multi-objective study made `show` and `report` end in Optuna's RuntimeError; a string where a mapping goes
     (a `dataset` attribute) made `report` end in AttributeError."""
@@ -336,6 +342,7 @@ class _FullAfter:
 
 
 @pytest.mark.parametrize("writes", [12, 35])  # while setting up the study; in the trials
+@pytest.mark.slow
 def test_a_journal_that_filled_its_disk_is_one_line_and_resumes(workdir, tiny_dataset, monkeypatch, capsys, writes):
     """A journal's full disk was four chained OSError tracebacks, and the record it cut short then glued itself to
     the next one appended: --resume failed on a JSONDecodeError and every command refused the journal after it."""
@@ -382,6 +389,7 @@ def test_another_programs_study_is_neither_resumed_nor_read_as_a_warm_start(work
     assert len(optuna.load_study(study_name="foreign", storage=url).trials) == 3  # nothing added
 
 
+@pytest.mark.slow
 def test_a_study_stopped_before_its_record_is_resumed_and_recorded(workdir, tiny_dataset):
     """A run stopped between making the study and recording its attributes: --resume measured without them, and
     the study then looked like another program's to every later --resume."""

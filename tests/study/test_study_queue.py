@@ -33,6 +33,7 @@ def _measured(tuner: Tuner) -> list[optuna.trial.FrozenTrial]:
 
 
 @pytest.mark.parametrize("sampler", ["tpe", "random"])
+@pytest.mark.slow
 def test_no_sampled_config_is_measured_twice(tiny_dataset, tmp_path, monkeypatch, sampler):
     tuner = _tuner(tiny_dataset, tmp_path, name=f"q-{sampler}", n_trials=12, sampler=sampler)
     calls: list[dict] = []
@@ -59,6 +60,7 @@ def test_no_sampled_config_is_measured_twice(tiny_dataset, tmp_path, monkeypatch
     assert cfg.study["repeats"] == len(repeats) and "repeat" not in cfg.study["failed"]
 
 
+@pytest.mark.slow
 def test_a_repeat_of_a_pruned_config_is_pruned_again_without_measuring(tiny_dataset, tmp_path, monkeypatch):
     tuner = _tuner(tiny_dataset, tmp_path, n_trials=10)
     calls = []
@@ -78,6 +80,7 @@ def test_a_repeat_of_a_pruned_config_is_pruned_again_without_measuring(tiny_data
     assert all(t.state == optuna.trial.TrialState.PRUNED and t.system_attrs.get("constraints:memory", 0) > 0 for t in pruned_again)
 
 
+@pytest.mark.slow
 def test_a_baseline_that_hit_a_bad_file_is_measured_again_without_it(tiny_dataset, tmp_path, monkeypatch):
     tuner = _tuner(tiny_dataset, tmp_path, n_trials=4, baselines=True)
     bad = tuner.dataset.files[0]
@@ -99,6 +102,7 @@ def test_a_baseline_that_hit_a_bad_file_is_measured_again_without_it(tiny_datase
 
 
 @pytest.mark.parametrize("how", ["interrupt", "sigkill"])
+@pytest.mark.slow
 def test_a_baseline_killed_mid_run_is_queued_again_on_resume(tiny_dataset, tmp_path, monkeypatch, how):
     tuner = _tuner(tiny_dataset, tmp_path, name="k", n_trials=4, baselines=True)
     if how == "interrupt":  # Ctrl-C during the first baseline: Optuna records the trial as failed
@@ -152,6 +156,7 @@ def test_the_final_error_names_the_dominant_cause():
     assert "--shm-budget" in shm
 
 
+@pytest.mark.slow
 def test_repeats_are_shown_as_not_measured(tiny_dataset, tmp_path, monkeypatch):
     from autotune.report import trial_rows
     from autotune.report._data import outcome_table

@@ -52,6 +52,7 @@ def test_a_dali_warm_start_measures_a_torch_dataloader_second(workdir, tiny_data
     assert roles[-2:] == ["dali-heuristic", "defaults"]
 
 
+@pytest.mark.slow
 def test_run_warm_start_measures_the_old_winner_first(workdir, tiny_dataset):
     from autotune.cli import main
 
@@ -79,6 +80,7 @@ def test_warm_start_from_a_study(workdir, tiny_dataset):
         previous_best("study:prev", None)
 
 
+@pytest.mark.slow
 def test_a_baseline_the_warm_start_measured_is_not_measured_again(workdir, tiny_dataset, monkeypatch):
     """A re-tune's warm start that was DALI's usual start: its dali-heuristic trial states that result, unmeasured."""
     from autotune.outcomes import Outcome

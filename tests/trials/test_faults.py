@@ -72,6 +72,7 @@ def _outcomes(tuner: Tuner) -> dict[int, str]:
 
 
 # ---------------------------------------------------------------------------------------- in one study
+@pytest.mark.slow
 def test_study_goes_on_through_faults(small_dataset, workdir):
     """A worker that segfaults, host memory over budget, /dev/shm too small: one trial each, then a good one."""
     budgets = Budgets(host_mib=1500, shm_mib=200)
@@ -94,6 +95,7 @@ def test_study_goes_on_through_faults(small_dataset, workdir):
     assert not _runners(), "a trial process or worker outlived its trial"
 
 
+@pytest.mark.slow
 def test_hung_worker_times_out(small_dataset, workdir, tmp_path, monkeypatch):
     """...and what the killed worker left in its temporary folder (multiprocessing's pymp-*) goes with it."""
     import tempfile
@@ -143,6 +145,7 @@ def bad_dataset(small_dataset, tmp_path) -> tuple[Path, Path, Path]:
     return root, corrupt, truncated
 
 
+@pytest.mark.slow
 def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
     root, corrupt, truncated = bad_dataset
     tuner = _tuner(root, workdir, "bad-data", n_trials=3)
@@ -174,6 +177,7 @@ def test_files_removed_during_the_run_go_at_once_not_a_trial_each(tiny_dataset, 
     assert "3 file(s) of the dataset were removed while the run measured it" in caplog.text
 
 
+@pytest.mark.slow
 def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset, workdir):
     """The YAML names the files the study left out; build_loader leaves them out (one warning naming them), and
     neither keeping nor removing them makes ``autotune check`` call the config stale."""
@@ -224,6 +228,7 @@ def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset
     assert "dataset.samples" in [d.field for d in assess(cfg) if d.matters]  # a real change still counts
 
 
+@pytest.mark.slow
 def test_dali_decode_error_names_the_file(bad_dataset):
     pytest.importorskip("nvidia.dali")
     root, corrupt, truncated = bad_dataset
@@ -284,6 +289,7 @@ def hangup_as_in_a_terminal():
     (signal.SIGINT, 130, "interrupted: wrote the best config so far to ", 8),
     (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 8),
 ], ids=["sigint", "sigterm", "sighup", "sigint-x8", "sigterm-x8"])
+@pytest.mark.slow
 def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said, repeats, hangup_as_in_a_terminal):
     name = f"{sig.name.lower()}-{repeats}"
     proc = _start_tuner(small_dataset, workdir, name, 30)
@@ -312,6 +318,7 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
 
 
 @pytest.mark.parametrize("where", ["creating the trial", "storing its result"])
+@pytest.mark.slow
 def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, workdir, monkeypatch, where):
     """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING."""
     from optuna.study import _optimize
@@ -350,6 +357,7 @@ def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, wor
 
 
 @pytest.mark.usefixtures("sigint_as_in_a_terminal")
+@pytest.mark.slow
 def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
     """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
     from autotune.trials import runner
@@ -460,6 +468,7 @@ def test_a_process_forked_while_stopping_once_is_stopped_by_its_signals():
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir):
     proc = _start_tuner(small_dataset, workdir, "sigkill", 30)
     try:
@@ -485,6 +494,7 @@ def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir)
     assert not _wait_no_runners(resumed.pid, timeout=5)
 
 
+@pytest.mark.slow
 def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
     """The time budget is spent: the trial ends at its next window, complete, with what it measured."""
     from autotune.trials.runner import ENOUGH
@@ -496,6 +506,7 @@ def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
     assert not _runners()
 
 
+@pytest.mark.slow
 def test_a_stop_during_the_set_up_says_no_config_was_written(workdir, tiny_dataset, monkeypatch, capsys):
     """SIGTERM while the dataset was scanned printed 'terminated (SIGTERM)' alone; the docs promise the last line
     says whether a config was written."""

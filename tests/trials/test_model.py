@@ -61,6 +61,7 @@ def test_simulated_step_takes_its_time():
     assert extra == {"model": "simulated 20 ms/step"}
 
 
+@pytest.mark.slow
 def test_training_steps_on_a_resident_batch_update_the_model():
     import torch
 
@@ -270,6 +271,7 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
 
 
 # ------------------------------------------------------------------------------------------ end to end
+@pytest.mark.slow
 def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path, monkeypatch):
     """A 400 ms step at batch 8, and every sample takes 25 ms to load (a slow disk: time, not CPU), so a batch
     loads in 200 ms plus its decoding, however busy these 2 cores are. One worker loads the next batch while the

@@ -148,6 +148,7 @@ def test_each_rank_runs_the_training_step(tiny_dataset):
     ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory"), ("segfault", Outcome.CRASH, "SIGSEGV"),
     ("signal:40", Outcome.CRASH, "died with signal 40"),  # a real-time signal has no name: it raised ValueError
 ])
+@pytest.mark.slow
 def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, outcome, text):
     """The trial child's side: the failing rank's outcome, the other rank and every worker gone."""
     import faulthandler
@@ -168,6 +169,7 @@ def test_a_failing_rank_ends_the_trial_with_its_outcome(tiny_dataset, fault, out
 
 
 @pytest.mark.parametrize(("fault", "outcome", "text"), [("crash", Outcome.CRASH, "injected crash"), ("oom-gpu", Outcome.OOM_GPU, "CUDA out of memory")])
+@pytest.mark.slow
 def test_rank_failure_is_a_clean_trial_failure(tiny_dataset, zygote, fault, outcome, text):
     """Through the runner: the failing rank's outcome is the trial's, and no process is left."""
     from autotune.trials.runner import run_trial
@@ -178,6 +180,7 @@ def test_rank_failure_is_a_clean_trial_failure(tiny_dataset, zygote, fault, outc
     assert not _descendants({zygote.proc.pid})
 
 
+@pytest.mark.slow
 def test_hung_rank_is_ended_by_the_trial_timeout(tiny_dataset, zygote):
     from autotune.trials.runner import run_trial
 
@@ -186,6 +189,7 @@ def test_hung_rank_is_ended_by_the_trial_timeout(tiny_dataset, zygote):
     assert not _descendants({zygote.proc.pid})
 
 
+@pytest.mark.slow
 def test_memory_guard_sees_every_rank(tiny_dataset, zygote):
     """Rank 1's allocation counts against the trial's host budget: the ranks are in the sampled tree."""
     from autotune.trials.guard import Budgets
@@ -196,6 +200,7 @@ def test_memory_guard_sees_every_rank(tiny_dataset, zygote):
     assert not _descendants({zygote.proc.pid})
 
 
+@pytest.mark.slow
 def test_run_gpus_2_on_cpu_records_two_ranks(workdir, tiny_dataset):
     from autotune.cli import main
     from autotune.config.files import load_config

@@ -6,6 +6,7 @@ import os
 
 import optuna
 import psutil
+import pytest
 
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
@@ -13,6 +14,8 @@ from autotune.outcomes import Outcome
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
 from autotune.trials.zygote import Zygote
+
+pytestmark = pytest.mark.slow  # each test forks trials from a pre-imported process
 
 
 def _spec(dataset, **kw):

@@ -1,4 +1,4 @@
-"""The contract every backend keeps (see ``autotune.backends._base.BatchLoader``), checked on the CPU."""
+"""The contract every backend keeps (see ``autotune.loaders.backends._base.BatchLoader``), checked on the CPU."""
 
 from __future__ import annotations
 
