@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,24 @@ def odd_images(tmp_path_factory) -> Path:
     from autotune.dataset.synth import mixed_formats
 
     return mixed_formats(tmp_path_factory.mktemp("odd") / "train")
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    """A pre-imported process that trials fork from, one for the test module; closed after its last test."""
+    from autotune.trials.zygote import Zygote
+
+    z = Zygote.start()
+    assert z is not None
+    yield z
+    z.close()
+
+
+@pytest.fixture()
+def sigint_as_in_a_terminal():
+    """SIGINT raises KeyboardInterrupt in this process, as in a terminal, for one test. A shell that starts the suite
+    in the background (``nohup python -m pytest ... &``) ignores SIGINT, and a test that raises it would then see
+    nothing happen. Children started with ``tests.helpers.start_autotune`` reset it on their own."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

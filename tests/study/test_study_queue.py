@@ -1,0 +1,170 @@
+"""What the study queues and measures: each sampled config once, the baselines until they are measured."""
+
+from __future__ import annotations
+
+import socket
+
+import optuna
+import pytest
+
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.study.result import config_from_study, no_completion_message
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.spec import TrialResult
+
+#: 2 x 3 = 6 configs: with 12 trials asked for, the sampler certainly proposes some again
+SMALL = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8, 16]}, "num_workers": {"int": [0, 2]}}}
+
+
+def _tuner(dataset, tmp_path, space=SMALL, name="q", resume=False, **kw) -> Tuner:
+    settings = TuneSettings(**{"baselines": False, "confirm_top": 0, "cache": "none", "seed": 0, **kw})
+    return Tuner(scan(dataset), parse_space(space, cores=2), settings, storage=f"sqlite:///{tmp_path}/q.db", study_name=name, resume=resume)
+
+
+def _rate(loader: LoaderConfig) -> float:
+    return 100.0 + 10 * loader.torch.num_workers + loader.batch_size
+
+
+def _measured(tuner: Tuner) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in tuner.study.get_trials(deepcopy=False) if t.user_attrs.get("outcome") not in (None, Outcome.REPEAT.value)]
+
+
+@pytest.mark.parametrize("sampler", ["tpe", "random"])
+@pytest.mark.slow
+def test_no_sampled_config_is_measured_twice(tiny_dataset, tmp_path, monkeypatch, sampler):
+    tuner = _tuner(tiny_dataset, tmp_path, name=f"q-{sampler}", n_trials=12, sampler=sampler)
+    calls: list[dict] = []
+
+    def fake(loader, number=None, on_intermediate=None):
+        calls.append(loader.to_params())
+        return TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader))
+
+    monkeypatch.setattr(tuner, "measure", fake)
+    shown = []
+    tuner.optimize(callbacks=[lambda study, trial: shown.append(trial.number)])
+    keys = [tuple(sorted(c.items())) for c in calls]
+    assert len(keys) == len(set(keys)), f"{sampler}: a config was measured twice: {keys}"
+    measured = _measured(tuner)
+    assert len({tuple(sorted(t.user_attrs["loader"].items())) for t in measured}) == len(measured) == len(calls)
+    repeats = [t for t in tuner.study.trials if t.user_attrs.get("outcome") == Outcome.REPEAT.value]
+    assert repeats, "a 6-config space asked for 12 trials proposes some config again"
+    for t in repeats:  # told the earlier result, not measured
+        earlier = tuner.study.trials[t.user_attrs["repeat_of"]]
+        assert t.user_attrs["loader"] == earlier.user_attrs["loader"] and t.value == earlier.value
+    assert sorted(shown) == sorted(t.number for t in measured)  # progress counts measured trials only
+    assert len(measured) <= 6
+    cfg = config_from_study(tuner.study, tuner.storage_url)
+    assert cfg.study["repeats"] == len(repeats) and "repeat" not in cfg.study["failed"]
+
+
+@pytest.mark.slow
+def test_a_repeat_of_a_pruned_config_is_pruned_again_without_measuring(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner(tiny_dataset, tmp_path, n_trials=10)
+    calls = []
+
+    def fake(loader, number=None, on_intermediate=None):
+        calls.append(loader.to_params())
+        if loader.batch_size == 16:
+            return TrialResult(Outcome.OOM_HOST, message="over the host memory budget", peak_host_mib=9000.0)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader))
+
+    monkeypatch.setattr(tuner, "measure", fake)
+    tuner.optimize()
+    keys = [tuple(sorted(c.items())) for c in calls]
+    assert len(keys) == len(set(keys))
+    pruned_again = [t for t in tuner.study.trials if t.user_attrs.get("outcome") == Outcome.REPEAT.value and t.user_attrs["loader"]["batch_size"] == 16]
+    assert pruned_again, "the sampler proposed an over-budget config again"
+    assert all(t.state == optuna.trial.TrialState.PRUNED and t.system_attrs.get("constraints:memory", 0) > 0 for t in pruned_again)
+
+
+@pytest.mark.slow
+def test_a_baseline_that_hit_a_bad_file_is_measured_again_without_it(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner(tiny_dataset, tmp_path, n_trials=4, baselines=True)
+    bad = tuner.dataset.files[0]
+    seen = []
+
+    def fake(loader, number=None, on_intermediate=None):
+        seen.append(number)
+        if bad in tuner.dataset.files and loader.torch.num_workers == 0:
+            return TrialResult(Outcome.BAD_DATA, message=f"{bad} cannot be decoded", bad_file=bad)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader))
+
+    monkeypatch.setattr(tuner, "measure", fake)
+    tuner.optimize()
+    defaults = [t for t in tuner.study.trials if t.user_attrs.get("role") == "defaults"]
+    assert [t.user_attrs["outcome"] for t in defaults] == ["bad-data", "complete"]
+    r = config_from_study(tuner.study, tuner.storage_url).result
+    assert r["defaults_samples_per_s"] == _rate(LoaderConfig.from_params(defaults[1].user_attrs["loader"]))
+    assert r["speedup_vs_defaults"] is not None
+
+
+@pytest.mark.parametrize("how", ["interrupt", "sigkill"])
+@pytest.mark.slow
+def test_a_baseline_killed_mid_run_is_queued_again_on_resume(tiny_dataset, tmp_path, monkeypatch, how):
+    tuner = _tuner(tiny_dataset, tmp_path, name="k", n_trials=4, baselines=True)
+    if how == "interrupt":  # Ctrl-C during the first baseline: Optuna records the trial as failed
+
+        def killed(loader, number=None, on_intermediate=None):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(tuner, "measure", killed)
+        with pytest.raises(KeyboardInterrupt):
+            tuner.optimize()
+    else:  # the process was killed: the trial stays RUNNING, owned by a process that is gone
+        tuner.enqueue_baselines()
+        trial = tuner.study.ask()
+        trial.set_user_attr("owner", f"{socket.gethostname()}:{2**22 + 12345}")
+    first = tuner.study.trials[0]
+    killed = first.user_attrs["role"]
+    assert killed in ("dali-heuristic", "heuristic") and first.state != optuna.trial.TrialState.COMPLETE  # the likeliest winner first
+
+    again = _tuner(tiny_dataset, tmp_path, name="k", resume=True, n_trials=4, baselines=True)
+    assert again.study.trials[0].state == optuna.trial.TrialState.FAIL
+    monkeypatch.setattr(again, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader)))
+    again.optimize()
+    roles = [(t.user_attrs.get("role"), t.user_attrs.get("outcome")) for t in again.study.trials]
+    assert roles.count((killed, "complete")) == 1  # the killed baseline, measured once on resume
+    assert roles.count(("defaults", "complete")) == 1 and roles.count(("heuristic", "complete")) == 1
+    assert config_from_study(again.study, again.storage_url).result["speedup_vs_defaults"] is not None
+
+
+def _failed_study(outcomes: list[tuple[str, str | None]]) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for outcome, bad in outcomes:
+        attrs = {"outcome": outcome, "message": "x"}
+        if bad:
+            attrs["bad_file"] = bad
+        state = optuna.trial.TrialState.FAIL if outcome in ("bad-data", "crash") else optuna.trial.TrialState.PRUNED
+        study.add_trial(optuna.trial.create_trial(state=state, user_attrs=attrs))
+    return study
+
+
+def test_the_final_error_names_the_dominant_cause():
+    memory = no_completion_message(_failed_study([("oom-host", None)] * 5 + [("predicted-oom", None)] * 2 + [("bad-data", "/d/cat/truncated.jpg")]))
+    assert "7 of 8 went over the memory budget" in memory and "--host-budget" in memory
+    assert "truncated.jpg" not in memory and "remove" not in memory
+    bad = no_completion_message(_failed_study([("bad-data", "/d/cat/truncated.jpg")] * 3 + [("oom-host", None)]))
+    assert "truncated.jpg" in bad and "remove it" in bad
+    two = no_completion_message(_failed_study([("bad-data", "/d/cat/truncated.jpg"), ("bad-data", "/d/dog/corrupt.jpg")]))
+    assert "2 files cannot be decoded" in two and "truncated.jpg" in two and "corrupt.jpg" in two
+    slow = no_completion_message(_failed_study([("timeout", None)] * 2 + [("crash", None)]))
+    assert "--trial-timeout" in slow
+    shm = no_completion_message(_failed_study([("shm", None)] * 3))
+    assert "--shm-budget" in shm
+
+
+@pytest.mark.slow
+def test_repeats_are_shown_as_not_measured(tiny_dataset, tmp_path, monkeypatch):
+    from autotune.report import trial_rows
+    from autotune.report._data import outcome_table
+
+    tuner = _tuner(tiny_dataset, tmp_path, n_trials=8, sampler="random")
+    monkeypatch.setattr(tuner, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader)))
+    tuner.optimize()
+    rows = trial_rows(tuner.study)
+    repeats = [r for r in rows if r["outcome"] == "repeat"]
+    assert repeats and all(r["samples_per_s"] is None and r["repeat_of"] is not None for r in repeats)
+    assert "repeat" not in {g["outcome"] for g in outcome_table(rows)}  # not a failure

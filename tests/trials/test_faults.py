@@ -1,0 +1,520 @@
+"""Fault injection on the CPU: each fault costs one trial, the study goes on, and no child process remains."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from autotune.config.files import load_config
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.study.space import load_space
+from autotune.study.tuner import Tuner, TuneSettings
+from autotune.trials.guard import Budgets
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialSpec
+from tests.helpers import start_autotune
+
+FAST = {"window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "baselines": False, "cache": "none", "pruner": "none"}
+SMALL = {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}
+
+
+@pytest.fixture(scope="module")
+def small_dataset(tmp_path_factory) -> Path:
+    """96 small JPEGs in 3 classes: a few batches an epoch at every batch size of the cpu space."""
+    from autotune.dataset.synth import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("faults") / "train", images=96, classes=3, min_side=64, max_side=96, workers=1)
+
+
+def _runners(tuner_pid: int | None = None) -> list[psutil.Process]:
+    """Trial processes and their workers (``python -m autotune.trials FD TUNER_PID``): of this test process, or
+    of ``tuner_pid`` wherever they are now (a killed tuner's orphans belong to init)."""
+    if tuner_pid is None:
+        procs = psutil.Process().children(recursive=True)
+    else:
+        procs = list(psutil.process_iter())
+    out = []
+    for p in procs:
+        try:
+            cmd = p.cmdline()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if "autotune.trials" in cmd and (tuner_pid is None or cmd[-1] == str(tuner_pid)):
+            out.append(p)
+    return out
+
+
+def _wait_no_runners(tuner_pid: int | None = None, timeout: float = 10.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while (left := _runners(tuner_pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _tuner(dataset: Path, workdir: Path, name: str, **settings) -> Tuner:
+    s = TuneSettings(**{**FAST, **settings})
+    return Tuner(scan(dataset), load_space("cpu", cores=2), s, storage=f"sqlite:///{workdir}/faults.db", study_name=name)
+
+
+def _outcomes(tuner: Tuner) -> dict[int, str]:
+    return {t.number: t.user_attrs.get("outcome") for t in tuner.study.get_trials(deepcopy=False)}
+
+
+# ---------------------------------------------------------------------------------------- in one study
+@pytest.mark.slow
+def test_study_goes_on_through_faults(small_dataset, workdir):
+    """A worker that segfaults, host memory over budget, /dev/shm too small: one trial each, then a good one."""
+    budgets = Budgets(host_mib=1500, shm_mib=200)
+    inject = {0: "worker-segfault", 1: "alloc:4000"}
+    tuner = _tuner(small_dataset, workdir, "faults", n_trials=4, trial_timeout=120, budgets=budgets, inject=inject)
+    for _ in range(2):
+        tuner._enqueue(SMALL, "test")
+    tuner._enqueue({**SMALL, "batch_size": 64, "num_workers": 2, "prefetch_factor": 4}, "test")  # 8 batches of 37 MiB in /dev/shm
+    tuner._enqueue(SMALL, "test")
+    tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert len(trials) == 4, "the study ran every trial"
+    assert _outcomes(tuner) == {0: "crash", 1: "oom-host", 2: "shm", 3: "complete"}
+    assert "DataLoader worker" in trials[0].user_attrs["message"] and trials[0].state is optuna.trial.TrialState.FAIL
+    assert trials[1].state is optuna.trial.TrialState.PRUNED and trials[1].constraints["memory"] > 0
+    assert trials[1].intermediate_values == {0: 0.0}
+    assert "host memory" in trials[1].user_attrs["message"] and trials[1].user_attrs["peak_host_mib"] < 1500 * 1.2
+    assert trials[2].user_attrs["predicted"] and trials[2].user_attrs["estimate"]["shm_mib"] > 200
+    assert trials[3].state is optuna.trial.TrialState.COMPLETE and trials[3].value > 0
+    assert not _runners(), "a trial process or worker outlived its trial"
+
+
+@pytest.mark.slow
+def test_hung_worker_times_out(small_dataset, workdir, tmp_path, monkeypatch):
+    """...and what the killed worker left in its temporary folder (multiprocessing's pymp-*) goes with it."""
+    import tempfile
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    tuner = _tuner(small_dataset, workdir, "hang", n_trials=1, trial_timeout=8, inject={0: "worker-hang"})
+    tuner._enqueue(SMALL, "test")
+    t0 = time.monotonic()
+    tuner.optimize()
+    (trial,) = tuner.study.get_trials(deepcopy=False)
+    assert trial.user_attrs["outcome"] == "timeout" and trial.state is optuna.trial.TrialState.PRUNED
+    assert time.monotonic() - t0 < 30
+    assert not _runners(), "the hung worker outlived its trial"
+    assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor")] == []  # torch's import-time cache may stay
+
+
+def test_tiny_host_budget_is_predicted(small_dataset, workdir):
+    tuner = _tuner(small_dataset, workdir, "tiny-host", n_trials=2, budgets=Budgets(host_mib=50))
+    tuner.optimize()
+    # a sampled config that repeats one already predicted is told the same again, not measured (outcome "repeat")
+    trials = [t for t in tuner.study.get_trials(deepcopy=False) if t.state.is_finished() and t.user_attrs.get("outcome") != "repeat"]
+    assert len(trials) == 2 and {t.user_attrs.get("outcome") for t in trials} == {"predicted-oom"}
+    assert all(t.state is optuna.trial.TrialState.PRUNED and t.user_attrs["estimate"]["host_mib"] > 50 for t in trials)
+    assert not _runners()
+
+
+# -------------------------------------------------------------------------------------------- bad data
+def _corrupt(src: Path, dst: Path) -> None:
+    """A JPEG whose header reads but whose Huffman table is garbage (PIL: 'broken data stream')."""
+    data = src.read_bytes()
+    i = data.index(b"\xff\xc4") + 5
+    dst.write_bytes(data[:i] + b"\xff" * 16 + data[i + 16 :])
+
+
+@pytest.fixture()
+def bad_dataset(small_dataset, tmp_path) -> tuple[Path, Path, Path]:
+    root = tmp_path / "bad" / "train"
+    shutil.copytree(small_dataset, root)
+    jpgs = sorted(root.rglob("*.jpg"))
+    corrupt, truncated = jpgs[0].parent / "corrupt.jpg", jpgs[-1].parent / "truncated.jpg"
+    _corrupt(jpgs[0], corrupt)
+    data = jpgs[1].read_bytes()
+    truncated.write_bytes(data[: len(data) // 2])
+    return root, corrupt, truncated
+
+
+@pytest.mark.slow
+def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
+    root, corrupt, truncated = bad_dataset
+    tuner = _tuner(root, workdir, "bad-data", n_trials=3)
+    for _ in range(3):
+        tuner._enqueue({**SMALL, "num_workers": 2}, "test")
+    tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    bad = {t.user_attrs.get("bad_file") for t in trials if t.user_attrs.get("outcome") == "bad-data"}
+    assert bad == {str(corrupt), str(truncated)}, _outcomes(tuner)
+    assert all(str(t.user_attrs["bad_file"]) in t.user_attrs["message"] for t in trials if t.user_attrs.get("bad_file"))
+    assert _outcomes(tuner)[2] == "complete", "both files were left out of the following trials"
+    assert sorted(tuner.study.user_attrs["bad_files"]) == sorted(map(str, bad))
+    assert not _runners()
+
+
+def test_files_removed_during_the_run_go_at_once_not_a_trial_each(tiny_dataset, tmp_path, workdir, caplog):
+    """26 files deleted mid-run cost 26 trials, each reported as 'cannot be decoded'."""
+    root = tmp_path / "shrinking" / "train"
+    shutil.copytree(tiny_dataset, root)
+    tuner = _tuner(root, workdir, "shrinking")
+    removed = sorted(root.rglob("*.jpg"))[:3]
+    for f in removed:
+        f.unlink()
+    with caplog.at_level(logging.WARNING, logger="autotune.study.tuner"):
+        tuner.exclude_file(str(removed[1]))
+    assert len(tuner.dataset) == 24 - 3 and not set(map(str, removed)) & set(tuner.dataset.files)
+    assert {why for f, why in tuner.dataset.skipped if f in set(map(str, removed))} == {"removed during the run"}
+    assert "bad_files" not in tuner.study.user_attrs  # not undecodable: gone
+    assert "3 file(s) of the dataset were removed while the run measured it" in caplog.text
+
+
+@pytest.mark.slow
+def test_files_the_study_excluded_stay_out_of_build_loader_and_check(bad_dataset, workdir):
+    """The YAML names the files the study left out; build_loader leaves them out (one warning naming them), and
+    neither keeping nor removing them makes ``autotune check`` call the config stale."""
+    import warnings
+
+    import autotune
+    from autotune.cli import main
+    from autotune.config.files import save_config
+    from autotune.config.staleness import assess
+    from autotune.study.result import config_from_study
+
+    root, corrupt, truncated = bad_dataset
+    tuner = _tuner(root, workdir, "excluded", n_trials=3)
+    for _ in range(3):
+        tuner._enqueue({**SMALL, "num_workers": 2}, "test")
+    tuner.optimize()
+    assert _outcomes(tuner)[2] == "complete", _outcomes(tuner)
+    from autotune.config import fingerprint
+
+    tuner.study.set_user_attr("hardware", fingerprint.collect())  # as `autotune run` records it
+    save_config(config_from_study(tuner.study, tuner.storage_url), workdir / "autotune.yaml")
+    cfg = load_config(workdir / "autotune.yaml")
+    assert sorted(cfg.dataset["excluded"]) == sorted(["class_0000/corrupt.jpg", f"{truncated.parent.name}/truncated.jpg"])
+    assert cfg.dataset["samples"] == 96  # the files measured: the two bad ones are not counted
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = autotune.build_loader(root, cfg, pipeline="imagenet-eval")
+    (w,) = [w for w in caught if "undecodable" in str(w.message)]
+    assert "corrupt.jpg" in str(w.message) and "truncated.jpg" in str(w.message) and "2 files" in str(w.message)
+    assert sum(len(labels) for _, labels in loader) == 96  # a whole epoch: no decode error
+    getattr(loader, "close", lambda: None)()
+    assert [d for d in assess(cfg) if d.matters] == []
+
+    corrupt.unlink()  # as the message advises
+    truncated.unlink()
+    assert [d for d in assess(cfg) if d.matters] == []
+    assert main(["check", str(workdir / "autotune.yaml"), "--quiet"]) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        autotune.build_loader(root, cfg)
+    assert not [w for w in caught if "undecodable" in str(w.message)]  # nothing left to leave out
+    image = next(root.rglob("*.jpg")).read_bytes()
+    (root / "class_0001" / "new.jpg").write_bytes(image)
+    assert "dataset.samples" in [d.field for d in assess(cfg) if not d.matters]  # one more image: shown, not stale
+    for i in range(20):
+        (root / "class_0001" / f"new{i}.jpg").write_bytes(image)
+    assert "dataset.samples" in [d.field for d in assess(cfg) if d.matters]  # a real change still counts
+
+
+@pytest.mark.slow
+def test_dali_decode_error_names_the_file(bad_dataset):
+    pytest.importorskip("nvidia.dali")
+    root, corrupt, truncated = bad_dataset
+    ds = scan(root)
+    for bad in (corrupt, truncated):
+        only = [i for i, f in enumerate(ds.files) if f == str(bad) or not f.endswith(("corrupt.jpg", "truncated.jpg"))]
+        one_bad = ds.__class__(ds.root, ds.classes, tuple(ds.files[i] for i in only), tuple(ds.labels[i] for i in only), ds.total_bytes)
+        loader = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1})
+        r = run_trial(TrialSpec(one_bad, loader, window_s=0.2, windows=2, warmup_batches=1), timeout_s=60)
+        assert (r.outcome, r.bad_file) == (Outcome.BAD_DATA, str(bad)), r.message
+    assert not _runners()
+
+
+# ---------------------------------------------------------------------------------- stopping the tuner
+def _start_tuner(dataset: Path, workdir: Path, study: str, n_trials: int, *extra: str) -> subprocess.Popen:
+    cmd = [
+        "run", "--dataset", str(dataset), "--space", "cpu", "--n-trials", str(n_trials),
+        "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--confirm-top", "0", "--no-report", "--quiet",
+        "--storage", f"sqlite:///{workdir}/stop.db", "--study-name", study, "--out", str(workdir / "autotune.yaml"), *extra,
+    ]
+    return start_autotune(cmd, workdir)
+
+
+def _complete(workdir: Path, study: str) -> list[int]:
+    try:
+        s = optuna.load_study(study_name=study, storage=f"sqlite:///{workdir}/stop.db")
+    except Exception:  # noqa: BLE001 - not created yet
+        return []
+    return [t.number for t in s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))]
+
+
+def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, timeout: float = 120.0) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while len(done := _complete(workdir, study)) < n:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"only {len(done)} trials completed in {timeout:.0f} s"
+        time.sleep(0.3)
+    return done
+
+
+@pytest.fixture()
+def hangup_as_in_a_terminal():
+    """SIGHUP as a terminal leaves it, for this test and the processes it starts: under ``nohup`` (the suite run in
+    the background) it is ignored, which autotune keeps, as it should, and the hang-up tests then saw nothing."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    yield
+    signal.signal(signal.SIGHUP, old)
+
+
+@pytest.mark.parametrize("sig, code, said, repeats", [
+    (signal.SIGINT, 130, "interrupted", 1),
+    # docker stop, systemd and Slurm send SIGTERM: handled like Ctrl-C, with its own exit code
+    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 1),
+    # the terminal or the ssh session closed: the process used to die of it, nothing written, the study not marked
+    (signal.SIGHUP, 129, "hung up (SIGHUP): wrote the best config so far to ", 1),
+    # Ctrl-C pressed again and again, a supervisor's repeated SIGTERM: one landed in the clean-up, and the line
+    # said "stopped before any trial completed; no config was written" after two trials had
+    (signal.SIGINT, 130, "interrupted: wrote the best config so far to ", 8),
+    (signal.SIGTERM, 143, "terminated (SIGTERM): wrote the best config so far to ", 8),
+], ids=["sigint", "sigterm", "sighup", "sigint-x8", "sigterm-x8"])
+@pytest.mark.slow
+def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, workdir, sig, code, said, repeats, hangup_as_in_a_terminal):
+    name = f"{sig.name.lower()}-{repeats}"
+    proc = _start_tuner(small_dataset, workdir, name, 30)
+    try:
+        _wait_complete(proc, workdir, name, 1)
+        time.sleep(1.0)  # into the next trial
+        for _ in range(repeats):
+            proc.send_signal(sig)
+            time.sleep(0.1)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert said in err and "autotune.yaml; continue with --resume" in err
+    # told at most once, however many follow (none when the YAML was written before the second arrived: the process
+    # then ignores them on its way out; test_stop_signals_after_the_first_are_told_once holds the telling to once)
+    assert err.count("stopping already") == 0 if repeats == 1 else err.count("stopping already") <= 1, err
+    cfg = load_config(workdir / "autotune.yaml")
+    assert cfg.result["samples_per_s"] > 0
+    assert not _wait_no_runners(proc.pid, timeout=5)
+    s = optuna.load_study(study_name=name, storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
+    finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
+    assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
+
+
+@pytest.mark.parametrize("where", ["creating the trial", "storing its result"])
+@pytest.mark.slow
+def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, workdir, monkeypatch, where):
+    """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING."""
+    from optuna.study import _optimize
+
+    tuner = _tuner(small_dataset, workdir, "outside", n_trials=3, baselines=False)
+    for _ in range(3):
+        tuner._enqueue(SMALL, "test")
+    if where == "creating the trial":
+        calls = []
+
+        real_before = type(tuner.study.sampler).before_trial
+
+        def before_trial(sampler, study, trial):
+            calls.append(trial.number)
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # the trial exists in the storage, the objective has not started
+            real_before(sampler, study, trial)
+
+        monkeypatch.setattr(type(tuner.study.sampler), "before_trial", before_trial)
+    else:
+        real_tell = _optimize._tell_with_warning
+
+        def tell(*a, **kw):
+            if kw["trial"].number == 1:
+                raise KeyboardInterrupt  # measured, not yet stored
+            return real_tell(*a, **kw)
+
+        monkeypatch.setattr(_optimize, "_tell_with_warning", tell)
+    with pytest.raises(KeyboardInterrupt):
+        tuner.optimize()
+    trials = tuner.study.get_trials(deepcopy=False)
+    assert not [t.number for t in trials if t.state is optuna.trial.TrialState.RUNNING]
+    assert trials[0].state is optuna.trial.TrialState.COMPLETE
+    assert (trials[1].state, trials[1].user_attrs["outcome"]) == (optuna.trial.TrialState.FAIL, "interrupted")
+    assert not _runners()
+
+
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
+@pytest.mark.slow
+def test_ctrl_c_during_trial_clean_up_is_raised_after_it(small_dataset, monkeypatch):
+    """A Ctrl-C that lands while the runner ends the trial's processes waits for that, then stops the run."""
+    from autotune.trials import runner
+
+    real_kill_tree = runner.kill_tree
+    cleaned = []
+
+    def ctrl_c_then_kill_tree(pid, *a, **kw):
+        signal.raise_signal(signal.SIGINT)  # Ctrl-C, now, in the middle of the clean-up
+        real_kill_tree(pid, *a, **kw)
+        cleaned.append(pid)
+
+    monkeypatch.setattr(runner, "kill_tree", ctrl_c_then_kill_tree)
+    spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=2, warmup_batches=1)
+    with pytest.raises(KeyboardInterrupt):
+        run_trial(spec, timeout_s=60)
+    assert len(cleaned) == 1, "the clean-up ran to its end before the Ctrl-C was raised"
+    assert not _runners()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler is back
+
+
+def test_sigterm_held_during_clean_up_stops_the_run_after_it():
+    from autotune.cli._run import _StopOnce
+    from autotune.errors import Terminated, interrupt_exit_code
+    from autotune.trials.runner import deferred_signals
+
+    steps = []
+    with _StopOnce(), pytest.raises(Terminated) as e:
+        with deferred_signals():
+            signal.raise_signal(signal.SIGTERM)
+            steps.append("clean-up done")
+        steps.append("not reached")
+    assert steps == ["clean-up done"]
+    assert isinstance(e.value, KeyboardInterrupt) and interrupt_exit_code(e.value) == 143
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_sighup_is_held_during_clean_up_like_sigterm(hangup_as_in_a_terminal):
+    """deferred_signals held SIGINT and SIGTERM only: a first SIGHUP cut a trial's clean-up (its processes, in their
+    own session, never got the hangup) or the YAML's writing short."""
+    from autotune.cli._run import _StopOnce
+    from autotune.errors import HungUp, interrupt_exit_code
+    from autotune.trials.runner import deferred_signals
+
+    steps = []
+    with _StopOnce(), pytest.raises(HungUp) as e:
+        with deferred_signals():
+            signal.raise_signal(signal.SIGHUP)
+            steps.append("clean-up done")
+        steps.append("not reached")
+    assert steps == ["clean-up done"] and interrupt_exit_code(e.value) == 129
+
+
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
+def test_stop_signals_after_the_first_are_told_once(capsys):
+    from autotune.cli._run import _StopOnce
+
+    with _StopOnce(exits=False):
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        for _ in range(3):  # the clean-up goes on: each is dropped, the first of them told
+            signal.raise_signal(signal.SIGINT)
+    assert capsys.readouterr().err.count("stopping already") == 1
+
+
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
+@pytest.mark.parametrize("exits", [True, False], ids=["the-command", "in-process"])
+def test_a_stopped_run_about_to_exit_ignores_the_signals_after_it(exits):
+    """Eight Ctrl-Cs, 0.1 s apart: the last landed after the YAML was written and the handlers were put back, and
+    the command died of SIGINT (-2) instead of exiting 130. In-process (``main()`` called from Python), the
+    caller's handlers are put back as they were."""
+    import os
+
+    from autotune.cli._run import _StopOnce
+    from autotune.errors import STOP_SIGNALS
+
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    try:
+        with pytest.raises(KeyboardInterrupt), _StopOnce(exits=exits):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        after = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert after == ({s: signal.SIG_IGN for s in STOP_SIGNALS} if exits else before)
+
+
+def test_a_process_forked_while_stopping_once_is_stopped_by_its_signals():
+    """The demo set's drawing pool inherited the handler: three SIGTERMs to the group printed 'stopping already' three
+    times, and the workers went on."""
+    import os
+
+    from autotune.cli._run import _StopOnce
+
+    with _StopOnce():
+        pid = os.fork()
+        if pid == 0:  # the child: a SIGTERM ends it as by default, not told and dropped
+            try:
+                signal.raise_signal(signal.SIGTERM)
+                time.sleep(5)
+            finally:
+                os._exit(7)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_keeps_every_completed_trial(small_dataset, workdir):
+    proc = _start_tuner(small_dataset, workdir, "sigkill", 30)
+    try:
+        _wait_complete(proc, workdir, "sigkill", 1)
+        time.sleep(1.0)  # into the next trial
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = _wait_no_runners(proc.pid, timeout=10)
+    assert not left, f"orphaned trial processes: {left}"
+    before = _complete(workdir, "sigkill")
+    assert before
+    resumed = _start_tuner(small_dataset, workdir, "sigkill", 2, "--resume")
+    out, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err
+    after = _complete(workdir, "sigkill")
+    assert set(before) <= set(after) and len(after) > len(before)
+    s = optuna.load_study(study_name="sigkill", storage=f"sqlite:///{workdir}/stop.db")
+    assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING], "the killed run's trial is marked failed"
+    load_config(workdir / "autotune.yaml")
+    assert not _wait_no_runners(resumed.pid, timeout=5)
+
+
+@pytest.mark.slow
+def test_a_trial_told_enough_completes_with_the_windows_so_far(small_dataset):
+    """The time budget is spent: the trial ends at its next window, complete, with what it measured."""
+    from autotune.trials.runner import WindowVerdict
+
+    spec = TrialSpec(scan(small_dataset), LoaderConfig.from_params({**SMALL, "num_workers": 0}), window_s=0.2, windows=5, warmup_batches=1)
+    r = run_trial(spec, timeout_s=60, on_intermediate=lambda step, value: WindowVerdict.ENOUGH if step >= 1 else WindowVerdict.GO_ON)
+    assert r.outcome is Outcome.COMPLETE and r.samples_per_s > 0 and "measured 2 window(s)" in r.message
+    assert "the time budget ran out" in r.message and r.spread[0] <= r.samples_per_s <= r.spread[1]
+    assert not _runners()
+
+
+@pytest.mark.slow
+def test_a_stop_during_the_set_up_says_no_config_was_written(workdir, tiny_dataset, monkeypatch, capsys):
+    """SIGTERM while the dataset was scanned printed 'terminated (SIGTERM)' alone; the docs promise the last line
+    says whether a config was written."""
+    from autotune.cli import main
+    from autotune.errors import Terminated
+    from autotune.tuning import prepare
+
+    def stopped(path):
+        raise Terminated()
+
+    monkeypatch.setattr(prepare, "scan", stopped)
+    assert main(["run", "--dataset", str(tiny_dataset), "--budget", "15", "--no-report"]) == 143
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "autotune: terminated (SIGTERM): stopped before any trial completed; no config was written"
+    assert not (workdir / "autotune.yaml").exists()

@@ -1,0 +1,67 @@
+"""Trials forked from a pre-imported process: fresh processes, same outcomes, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+
+import optuna
+import psutil
+import pytest
+
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.trials.runner import WindowVerdict, run_trial
+from autotune.trials.spec import TrialSpec
+from autotune.trials.zygote import Zygote
+
+pytestmark = pytest.mark.slow  # each test forks trials from a pre-imported process
+
+
+def _spec(dataset, **kw):
+    return TrialSpec(scan(dataset), LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2}), window_s=0.1, windows=2, **kw)
+
+
+def test_forked_trial_completes_in_a_fresh_process(tiny_dataset, zygote):
+    seen = []
+    r1 = run_trial(_spec(tiny_dataset), zygote=zygote, on_intermediate=lambda s, v: seen.append(v) or WindowVerdict.GO_ON)
+    r2 = run_trial(_spec(tiny_dataset), zygote=zygote)
+    assert r1.outcome is Outcome.COMPLETE and r2.outcome is Outcome.COMPLETE and r1.samples_per_s > 0
+    assert seen  # windows reach the pruner as with spawned trials
+    assert psutil.Process(zygote.proc.pid).children() == []  # each trial process is gone when its trial ends
+
+
+def test_forked_trial_crash_and_hang_are_classified(tiny_dataset, zygote):
+    assert run_trial(_spec(tiny_dataset, inject="segfault"), zygote=zygote).outcome is Outcome.CRASH
+    r = run_trial(_spec(tiny_dataset, inject="signal:40"), zygote=zygote)  # a real-time signal has no name: it raised ValueError
+    assert (r.outcome, r.message) == (Outcome.CRASH, "trial process died with signal 40")
+    r = run_trial(_spec(tiny_dataset, inject="hang"), zygote=zygote, timeout_s=3)
+    assert r.outcome is Outcome.TIMEOUT
+    assert psutil.Process(zygote.proc.pid).children() == []
+
+
+def test_zygote_ends_with_close_and_its_trials_with_it(tiny_dataset):
+    z = Zygote.start()
+    pid = z.proc.pid
+    assert psutil.pid_exists(pid) and psutil.Process(pid).ppid() == os.getpid()
+    z.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    # a closed zygote falls back to spawning
+    assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE
+
+
+def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset, monkeypatch):
+    """The trials' pre-imported process was ended after the last trial and started again for the re-measurement:
+    on an H200 that took 7 s of a 60 s run, and with them the re-measurement round it had planned."""
+    from autotune.cli import main
+    from autotune.trials.zygote import Zygote
+
+    monkeypatch.setattr("autotune.study.confirm.CONTENDER_FLOOR", 0.0)  # both configs are re-measured, however far apart
+    launched = []
+    real_launch = Zygote.launch
+    monkeypatch.setattr(Zygote, "launch", classmethod(lambda cls, *a, **k: launched.append(1) or real_launch(*a, **k)))
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "2", "--batch-size", "4", "--window", "0.2",
+                 "--windows", "2", "--confirm-top", "2", "--confirm-repeats", "1", "--quiet", "--no-report"]) == 0
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    assert study.user_attrs["confirmation"]["attempted"] == 2  # re-measured, from the same process as the trials
+    assert launched == [1]
