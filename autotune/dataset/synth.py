@@ -175,7 +175,7 @@ def mixed_formats(root: str | os.PathLike[str]) -> Path:
     """Eight images that decoders disagree on most, in 2 classes: grayscale and CMYK JPEGs, grayscale, alpha and
     palette PNGs, a PNG named ``.jpg``, and a file name that is not UTF-8 (``b/caf\\xe9.jpg``).
 
-    Both backends must turn each into the same RGB batch (``tests/backends``, ``benchmarks/gpu_mixed_formats.py``).
+    Both backends must turn each into the same RGB batch (``tests/loaders/backends``: the CUDA test of the mixed decoder).
     """
     import shutil
 
@@ -202,7 +202,7 @@ def deep_formats(root: str | os.PathLike[str]) -> Path:
     16-bit grey PNG and TIFF, and a JPEG whose EXIF says to turn it a quarter. (A floating-point TIFF, which DALI's
     GPU decoder reads as black, is left out by the scan.)
 
-    Both backends must turn each into the same RGB batch (``tests/backends``).
+    Both backends must turn each into the same RGB batch (``tests/loaders/backends``).
     """
     from PIL import Image
 

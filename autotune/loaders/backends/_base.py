@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class BatchLoader(Iterable["tuple[torch.Tensor, torch.Tensor]"], abc.ABC):
     """What every backend returns.
 
-    Contract (checked for every backend by ``tests/backends/test_contract.py``): each ``iter()`` is one epoch;
+    Contract (checked for every backend by ``tests/loaders/backends/test_contract.py``): each ``iter()`` is one epoch;
     ``len()`` is the number of batches in an epoch; every batch is ``(images, labels)`` with images a float32
     ``N x 3 x crop x crop`` tensor normalized with the preset's mean and std, labels int64 class indices in
     ``ImageFolder`` order, both on ``device``. The last partial batch is dropped for train presets and kept for
