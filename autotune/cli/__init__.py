@@ -26,7 +26,7 @@ COMMANDS = ("run", "synth", "show", "check", "doctor", "report", "studies")
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``autotune run: error: ... (see 'autotune run --help')``."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str):
         see = "" if message.endswith("--help')") else f" (see '{self.prog} --help')"  # a message that names the help to read
         self.exit(2, f"{self.prog}: error: {message}{see}\n")
 
@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="autotune",
         description="Find the fastest data-loader configuration (torch DataLoader or NVIDIA DALI) for this machine.",
-        epilog="examples:\n  autotune run --demo\n  autotune run --dataset /data/train\n  autotune show autotune.yaml\n  autotune check autotune.yaml\n  autotune doctor",
+        epilog="examples:\n  autotune run --demo\n  autotune run --dataset /data/train\n  autotune show autotune.yaml\n"
+        "  autotune check autotune.yaml\n  autotune doctor",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"autotune {__version__}")
@@ -70,7 +71,7 @@ def _unrecognized(parser: argparse.ArgumentParser, command: str | None, extra: l
     commands: dict[str, argparse.ArgumentParser] = parser.get_default("_commands")
     own = commands.get(command or "")
     early = [w for w in extra if own is not None and w.startswith("-") and w.split("=", 1)[0] in own._option_string_actions]
-    if early:  # `autotune --json studies`: the command's own option, given before the command
+    if early and own is not None:  # `autotune --json studies`: the command's own option, given before the command
         own.error(f"{' '.join(early)} {'goes' if len(early) == 1 else 'go'} after the command: autotune {command} {' '.join(early)} ...")
     owners = {}
     for word in extra:
@@ -184,10 +185,10 @@ def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM during `run` (errors.Terminated)
         code = interrupt_exit_code(e)
         detail = interrupt_detail(e)
-        said = interrupt_said(e) + (f": {detail}" if detail else "")
-        print(f"autotune: {said}", file=sys.stderr)
+        stopped = interrupt_said(e) + (f": {detail}" if detail else "")
+        print(f"autotune: {stopped}", file=sys.stderr)
         if getattr(args, "json", False):  # a script reading stdout learns of the stop too
-            _json_error(said, code)
+            _json_error(stopped, code)
         return code
     finally:
         restore_logging()

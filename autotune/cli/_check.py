@@ -27,7 +27,9 @@ EXAMPLES = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", type=given, metavar="FILE", nargs="?", default="autotune.yaml", help="the YAML to check (default: %(default)s, what autotune run writes)")
+    p.add_argument(
+        "file", type=given, metavar="FILE", nargs="?", default="autotune.yaml", help="the YAML to check (default: %(default)s, what autotune run writes)"
+    )
     p.add_argument("--max-age", type=positive_float, default=None, metavar="DAYS", help="a config older than DAYS counts as stale")
     d = p.add_mutually_exclusive_group()
     d.add_argument("--dataset", metavar="DIR", default=None, help="compare this dataset folder (default: the recorded folder, if it exists here)")
@@ -59,8 +61,16 @@ def run(args: argparse.Namespace) -> int:
     stale = any(d.matters for d in diffs)
     unchecked = dataset_not_compared(cfg, args.dataset, compare_dataset=not args.no_dataset)
     if args.json:
-        write_json({"file": args.file, "stale": stale, "differences": [d.to_dict() for d in diffs], "dataset_compared": unchecked is None and not args.no_dataset,
-                   **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {})}, indent=2)
+        write_json(
+            {
+                "file": args.file,
+                "stale": stale,
+                "differences": [d.to_dict() for d in diffs],
+                "dataset_compared": unchecked is None and not args.no_dataset,
+                **({"dataset_note": f"dataset not compared: {unchecked}"} if unchecked else {}),
+            },
+            indent=2,
+        )
         sys.stdout.write("\n")
     elif not args.quiet:
         for d in sorted(diffs, key=lambda d: not d.matters):
@@ -73,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
                 fix = f"re-tune with: {cfg.retune_command(args.file, args.dataset)}"  # as it was tuned: its pipeline, ranks, model
             print(f"{args.file}: STALE: {n} {'difference that matters' if n == 1 else 'differences that matter'}; {fix}")
         else:
-            print(f"{args.file}: OK: this machine matches" + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else ""))
+            print(
+                f"{args.file}: OK: this machine matches"
+                + (f" ({len(diffs)} {'difference that does' if len(diffs) == 1 else 'differences that do'} not matter)" if diffs else "")
+            )
         if unchecked:
             print(f"dataset not compared: {unchecked}")
     return 1 if stale else 0

@@ -104,7 +104,14 @@ def _show_stored(args: argparse.Namespace) -> int:
     rows = trial_rows(study)
     ov = overview(study, storage)
     if args.json:
-        out = {"study": study.study_name, "storage": ov["storage"], "config": cfg.to_dict() if cfg else None, "outcomes": ov["outcomes"], "time": ov["time"], "trials": rows}
+        out = {
+            "study": study.study_name,
+            "storage": ov["storage"],
+            "config": cfg.to_dict() if cfg else None,
+            "outcomes": ov["outcomes"],
+            "time": ov["time"],
+            "trials": rows,
+        }
         write_json(out, indent=2)
         sys.stdout.write("\n")
         return 0
@@ -186,5 +193,8 @@ def _trial_count(study: dict) -> str:
     if not isinstance(total, int) or not isinstance(queued, int) or not isinstance(repeats, int):
         return f"{total} trials"
     run = total - queued
-    return (f"{run} {'trial' if run == 1 else 'trials'} run" + (f", {repeats} of them repeats, not measured again" if repeats else "")
-            + (f", {queued} queued and not run" if queued else ""))
+    return (
+        f"{run} {'trial' if run == 1 else 'trials'} run"
+        + (f", {repeats} of them repeats, not measured again" if repeats else "")
+        + (f", {queued} queued and not run" if queued else "")
+    )

@@ -158,7 +158,7 @@ def guarded() -> Callable[[], None]:
         sys.stdout, sys.stderr = saved_out, saved_err
         if escaped:
             try:
-                saved_out.reconfigure(errors=errors)
+                saved_out.reconfigure(errors=errors)  # type: ignore[union-attr]  # a TextIOWrapper: escaped only where it has reconfigure
             except (ValueError, OSError):  # pragma: no cover
                 pass
 

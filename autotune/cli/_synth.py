@@ -52,18 +52,35 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"cannot create {args.dir!r} ({e.strerror or e}); pass a folder you can write") from None
     kept = sum(p.is_file() for p in image_paths(args.dir, args.images, args.classes))
     try:
-        root = synthesize(args.dir, images=args.images, classes=args.classes, min_side=args.min_side, max_side=args.max_side, quality=args.quality, seed=args.seed,
-                          progress=quarter_lines("images") if args.images - kept >= 500 and not getattr(args, "quiet", False) else None)
+        root = synthesize(
+            args.dir,
+            images=args.images,
+            classes=args.classes,
+            min_side=args.min_side,
+            max_side=args.max_side,
+            quality=args.quality,
+            seed=args.seed,
+            progress=quarter_lines("images") if args.images - kept >= 500 and not getattr(args, "quiet", False) else None,
+        )
     except (MemoryError, BrokenProcessPool) as e:  # a large --max-side: each process draws a whole image in float64
         how = "not enough memory" if isinstance(e, MemoryError) else "a drawing process died, most often for want of memory,"
-        raise UserError(f"{how} to draw images of up to {args.max_side} px ({args.max_side ** 2 * 3 * 8 // 2**20:,} MiB each while drawn, "
-                        "one per core); pass a smaller --max-side (the images written so far are kept)") from None
+        raise UserError(
+            f"{how} to draw images of up to {args.max_side} px ({args.max_side**2 * 3 * 8 // 2**20:,} MiB each while drawn, "
+            "one per core); pass a smaller --max-side (the images written so far are kept)"
+        ) from None
     except OSError as e:  # a full disk, a folder made read-only meanwhile: the images written so far are whole and kept
         fix = "free some space or pass another DIR" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "pass a folder you can write"
-        raise UserError(f"cannot write the images under {args.dir!r} ({e.strerror or e}); {fix} "
-                        "(the images written so far are kept, and the same command completes them)") from None
+        raise UserError(
+            f"cannot write the images under {args.dir!r} ({e.strerror or e}); {fix} (the images written so far are kept, and the same command completes them)"
+        ) from None
     if kept == args.images:
-        print(f"wrote nothing: all {args.images} images were already under {printable(root)} (existing files are kept; pass another DIR for new ones)", file=sys.stderr)
+        print(
+            f"wrote nothing: all {args.images} images were already under {printable(root)} (existing files are kept; pass another DIR for new ones)",
+            file=sys.stderr,
+        )
     else:
-        print(f"wrote {args.images - kept} images in {args.classes} classes under {printable(root)}" + (f" ({kept} already there, kept)" if kept else ""), file=sys.stderr)
+        print(
+            f"wrote {args.images - kept} images in {args.classes} classes under {printable(root)}" + (f" ({kept} already there, kept)" if kept else ""),
+            file=sys.stderr,
+        )
     return 0

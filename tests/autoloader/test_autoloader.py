@@ -299,7 +299,8 @@ def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_d
 
 @pytest.mark.slow
 def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset, space, capsys):
-    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0))
+    explore = Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:3], exploration=explore)
     try:
         for _ in range(3):
             run_epoch(al)
@@ -317,11 +318,20 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     # the first candidate is the torch defaults: the YAML's defaults figure (it was null though they were measured)
     assert firsts[0].user_attrs["role"] == "defaults" and cfg.result["defaults_samples_per_s"] == firsts[0].user_attrs["samples_per_s"]
     assert cfg.result["speedup_vs_defaults"] is not None
-    assert [t.params for t in firsts] == [{"backend": "torch", "batch_size": 4, "num_workers": 0},
-                                          {"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2},
-                                          {"backend": "torch", "batch_size": 4, "num_workers": 0}]
+    assert [t.params for t in firsts] == [
+        {"backend": "torch", "batch_size": 4, "num_workers": 0},
+        {"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2},
+        {"backend": "torch", "batch_size": 4, "num_workers": 0},
+    ]
     assert is_stale("autotune.yaml", dataset=tiny_dataset) == (False, [])
-    out = subprocess.run([sys.executable, "-m", "autotune", "studies", "--json"], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "autotune", "studies", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+        check=False,
+    )
     rows = json.loads(out.stdout)
     assert [r["name"] for r in rows] == [al.source.study.study_name]
     assert rows[0]["best_config"] == cfg.loader.describe() and rows[0]["in_training"] is True
@@ -330,14 +340,21 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     assert main(["studies"]) == 0  # beside `autotune run`'s studies, whose samples/s are the loader's alone
     assert "(loop): tuned by AutoLoader inside training" in capsys.readouterr().out
     assert main(["show", "autotune.yaml"]) == 0  # its samples/s are the training loop's, not the loader's alone: show says so
-    assert "tuned by AutoLoader, inside the training loop; scored by samples/s of the training loop (loader plus step), after" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
+    assert "tuned by AutoLoader, inside the training loop; scored by samples/s of the training loop (loader plus step), after" in " ".join(
+        re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split()
+    )
     assert main(["report", "--json", "--quiet"]) == 0  # the report marks it too, in words ("in_training True" before)
     md = Path(json.loads(capsys.readouterr().out)["markdown"]).read_text()
     assert "best samples/s (loop)" in md and "in the training loop" in md and "in_training" not in md
 
 
 def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):
-    first = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0))
+    first = make(
+        tiny_dataset,
+        space,
+        candidates=CANDIDATES[:2],
+        exploration=Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0),
+    )
     for _ in range(2):
         run_epoch(first)
     first.close()
@@ -365,7 +382,9 @@ def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
     from autotune.config.schema import Config, LoaderConfig
 
     other = {"cpus": 999, "torch": "0.0", "python": "2.7"}
-    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml")
+    save_config(
+        Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
+    )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1])
     al.close()
     assert al.exploring and al.history[0]["action"] == "switch"
@@ -377,7 +396,9 @@ def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dat
     from autotune.config.schema import Config, LoaderConfig
 
     other = {"cpus": 999, "torch": "0.0", "python": "2.7"}
-    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml")
+    save_config(
+        Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
+    )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1], batch_size=None)
     al.close()
     assert al.exploring and al.batch_size == 8  # not the default (the 24 samples here)
@@ -403,8 +424,15 @@ AT_EXIT = textwrap.dedent("""
 def _run_at_exit(tiny_dataset, space, workdir, how: str):
     script = workdir / "at_exit.py"
     script.write_text(AT_EXIT)
-    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space, how], cwd=workdir, capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    out = subprocess.run(
+        [sys.executable, str(script), str(tiny_dataset), space, how],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
     assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
     return load_config(workdir / "autotune.yaml", strict=True)
 
@@ -539,7 +567,9 @@ def test_a_study_name_taken_gets_a_suffix_instead_of_an_error(tiny_dataset, spac
         names.append(al.source.study.study_name)
     assert names == ["same", "same-2"]
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "already exists" in r.getMessage()]
-    assert said == ["study 'same' already exists in sqlite:///autotune.db: this exploration is kept as study 'same-2' (AutoLoader starts a study each time it explores)"]
+    assert said == [
+        "study 'same' already exists in sqlite:///autotune.db: this exploration is kept as study 'same-2' (AutoLoader starts a study each time it explores)"
+    ]
 
 
 @pytest.mark.parametrize("how", ["argument", "exploration"])
@@ -585,8 +615,11 @@ class _Slow:
 @pytest.mark.slow
 def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
     real = loader_module.build_from_dataset
-    monkeypatch.setattr(loader_module, "build_from_dataset",
-                        lambda ds, loader, **kw: _Slow(real(ds, loader, **kw), 0.8) if loader.torch.prefetch_factor == 4 else real(ds, loader, **kw))
+    monkeypatch.setattr(
+        loader_module,
+        "build_from_dataset",
+        lambda ds, loader, **kw: _Slow(real(ds, loader, **kw), 0.8) if loader.torch.prefetch_factor == 4 else real(ds, loader, **kw),
+    )
     rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
     try:
@@ -695,7 +728,7 @@ def test_a_loop_that_stops_by_count_after_the_last_batch_still_reads_on(tiny_dat
     try:
         for _ in range(3):
             indices, labels = [], []
-            for _step, (images, y, ix) in zip(range(len(al)), al):  # never asks the loader past the epoch's last batch
+            for _step, (_images, y, ix) in zip(range(len(al)), al, strict=False):  # never asks the loader past the epoch's last batch
                 indices += ix.tolist()
                 labels += y.tolist()
             assert_exactly_once(dataset, indices, labels)
@@ -787,8 +820,18 @@ def test_close_at_interpreter_exit_still_writes_the_yaml(tiny_dataset, space, wo
 def test_on_a_gpu_it_explores_dali_gpu_decoding_and_delivers_every_sample_once(tiny_dataset, workdir):
     """The default space on a GPU: the hardware-decoder start first, batches on the GPU, each epoch exactly once."""
     rules = Exploration(warmup_batches=1, measure_batches=2, check_batches=1, max_candidates=3, settle_wait=0.0)
-    al = AutoLoader(tiny_dataset, device="cuda", config="autotune.yaml", batch_size=4, seed=7, storage="sqlite:///autotune.db",
-                    with_indices=True, exploration=rules, budget_s=600.0, max_slowdown=100.0)
+    al = AutoLoader(
+        tiny_dataset,
+        device="cuda",
+        config="autotune.yaml",
+        batch_size=4,
+        seed=7,
+        storage="sqlite:///autotune.db",
+        with_indices=True,
+        exploration=rules,
+        budget_s=600.0,
+        max_slowdown=100.0,
+    )
     dataset = scan(tiny_dataset)
     try:
         for _ in range(3):
@@ -885,8 +928,12 @@ def _two_ranks(workdir: Path, script_text: str, tiny_dataset, space, *extra: str
     """Run ``script_text`` as two gloo ranks (argv: rank, data, space, its JSON out, the rendezvous file, *extra); their output."""
     script = workdir / "worker.py"
     script.write_text(script_text)
-    ranks = run_ranks([[sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), *extra]
-                       for r in range(2)], workdir, timeout=300, merge_stderr=True)
+    ranks = run_ranks(
+        [[sys.executable, str(script), str(r), str(tiny_dataset), space, str(workdir / f"rank{r}.json"), str(workdir / "init"), *extra] for r in range(2)],
+        workdir,
+        timeout=300,
+        merge_stderr=True,
+    )
     outs = [out for _, out, _ in ranks]
     assert [code for code, _, _ in ranks] == [0, 0], "\n".join(o[-3000:] for o in outs)
     return outs
@@ -976,7 +1023,7 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
     assert r0["history"] == r1["history"]  # the same candidate, switched at the same batch, on both ranks
     assert sum(1 for h in r0["history"] if h["action"] == "switch" and h["batch"] > 0) >= 2
     dataset = scan(tiny_dataset)
-    for e0, e1 in zip(r0["epochs"], r1["epochs"]):
+    for e0, e1 in zip(r0["epochs"], r1["epochs"], strict=False):
         assert len(e0) == len(e1) == 6  # 12 samples per rank, batches of 2
         ix0 = [i for b in e0 for i in b[0]]
         ix1 = [i for b in e1 for i in b[0]]
@@ -1002,7 +1049,7 @@ def test_len_follows_the_batch_size_of_the_candidate_in_use(tiny_dataset, space)
 
 
 def test_a_switch_line_says_whose_the_reason_is_under_the_packages_logger(tiny_dataset, space, caplog):
-    """"switch to X ... (slow)" read as if X were slow; and the lines came from private module names."""
+    """ "switch to X ... (slow)" read as if X were slow; and the lines came from private module names."""
     import logging
 
     rules = Exploration(warmup_batches=1, measure_batches=2, check_batches=2, max_candidates=2, settle_wait=0.0)

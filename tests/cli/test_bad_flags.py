@@ -524,7 +524,8 @@ def test_out_with_an_image_extension_is_refused_before_it_lands_in_the_dataset(t
     out = next(p for p in tiny_dataset.iterdir() if p.is_dir()) / "autotune.JPG"
     assert main(["run", "--dataset", str(tiny_dataset), "--out", str(out), *FAST]) == 2
     err = capsys.readouterr().err
-    assert f"--out {str(out)!r} ends in .JPG, an image's extension, so a scan of its folder would read it as a broken image; pass a file name with another extension" in err
+    assert (f"--out {str(out)!r} ends in .JPG, an image's extension, so a scan of its folder would read it as a broken image; "
+            "pass a file name with another extension") in err
     assert err.count("\n") == 1 and not out.exists() and len(scan(str(tiny_dataset))) == before
     assert main(["run", "--dataset", str(tiny_dataset), "--out", "-", *FAST]) == 2
     assert "--out '-' would write a file named '-'" in capsys.readouterr().err and not (workdir / "-").exists()
@@ -557,9 +558,16 @@ def test_autoloader_takes_what_it_took_before_its_argument_checks(tmp_path, tiny
     import autotune
 
     rules = autotune.Exploration(warmup_batches=1, measure_batches=2, check_batches=2, max_candidates=1)
-    al = autotune.AutoLoader(tiny_dataset, device=torch.device("cpu"), batch_size=4, config=None, storage="sqlite:///:memory:",
-                             with_indices=np.bool_(False), candidates=(types.MappingProxyType({"backend": "torch", "num_workers": 0}),),
-                             exploration=rules)
+    al = autotune.AutoLoader(
+        tiny_dataset,
+        device=torch.device("cpu"),
+        batch_size=4,
+        config=None,
+        storage="sqlite:///:memory:",
+        with_indices=np.bool_(False),
+        candidates=(types.MappingProxyType({"backend": "torch", "num_workers": 0}),),
+        exploration=rules,
+    )
     try:
         assert sum(1 for _ in al) == 6  # 24 images, batch 4
     finally:
@@ -575,9 +583,11 @@ def test_synth_names_a_file_or_folder_in_the_way(tmp_path, capsys):
     (tmp_path / "a" / "class_0000").write_text("")
     (tmp_path / "b" / "class_0001" / "img_000001.jpg").mkdir(parents=True)
     (tmp_path / "c").write_text("")
-    for name, needle in (("a", "'a/class_0000' is a file where a class folder goes; move it away"),
-                         ("b", "'b/class_0001/img_000001.jpg' is a folder where an image goes; remove it"),
-                         ("c", "'c' is a file; pass a folder to write the class sub-folders into")):
+    for name, needle in (
+        ("a", "'a/class_0000' is a file where a class folder goes; move it away"),
+        ("b", "'b/class_0001/img_000001.jpg' is a folder where an image goes; remove it"),
+        ("c", "'c' is a file; pass a folder to write the class sub-folders into"),
+    ):
         assert main(["synth", str(tmp_path / name), "--images", "4", "--classes", "2"]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert needle.replace("'", "'" + str(tmp_path) + "/", 1) in line and "disk" not in line
@@ -613,17 +623,20 @@ def test_synth_refused_for_more_classes_than_images_leaves_no_folder(tmp_path, c
     assert not (tmp_path / "new").exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["run", "--if-stale", ""],  # tuned and wrote ./autotune.yaml
-    ["run", "--dataset", "d", "--warm-start", ""],  # ran with no warm start, without a word
-    ["run", "--dataset", "d", "--resume", "--study-name", " "],  # resumed the latest study
-    ["run", "--dataset", "d", "--reports-dir", ""],  # wrote the report folder into the working folder
-    ["report", "--study", ""],  # reported the latest study
-    ["check", ""],  # "'.' is a folder"
-    ["show", "--study", ""],
-    ["studies", "--storage", ""],
-    ["run", "--dataset", "d", "--device", ""],  # the default device
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--if-stale", ""],  # tuned and wrote ./autotune.yaml
+        ["run", "--dataset", "d", "--warm-start", ""],  # ran with no warm start, without a word
+        ["run", "--dataset", "d", "--resume", "--study-name", " "],  # resumed the latest study
+        ["run", "--dataset", "d", "--reports-dir", ""],  # wrote the report folder into the working folder
+        ["report", "--study", ""],  # reported the latest study
+        ["check", ""],  # "'.' is a folder"
+        ["show", "--study", ""],
+        ["studies", "--storage", ""],
+        ["run", "--dataset", "d", "--device", ""],  # the default device
+    ],
+)
 def test_an_empty_value_is_refused_not_read_as_the_default(argv, workdir, capsys):
     """`--if-stale "$CONFIG"` with the variable unset: the run fell back to another file, study or folder."""
     assert main(argv) == 2

@@ -247,7 +247,8 @@ def test_if_stale_re_tunes_the_file_as_it_was_tuned(workdir, tiny_dataset, capsy
     assert main([*run, "--if-stale", "f.yaml", "--max-age", "30"]) == 0
     assert "re-tuning with its --pipeline imagenet-eval --space torch --gpus 2 --batch-size 4 --step-ms 1" in capsys.readouterr().err
     cfg = autotune.load_config("f.yaml", world_size=2)
-    assert (cfg.pipeline, cfg.study["space"], cfg.result["ranks"], cfg.loader.batch_size, cfg.result["model"]) == ("imagenet-eval", "torch", 2, 4, "simulated 1 ms/step")
+    got = (cfg.pipeline, cfg.study["space"], cfg.result["ranks"], cfg.loader.batch_size, cfg.result["model"])
+    assert got == ("imagenet-eval", "torch", 2, 4, "simulated 1 ms/step")
     # the command's own flag wins over the file's
     Path("f.yaml").write_text(Path("f.yaml").read_text().replace(f"cpus: {fingerprint.collect()['cpus']},", "cpus: 999,", 1))
     assert main([*run, "--if-stale", "f.yaml", "--pipeline", "imagenet-train", "--batch-size", "8", "--gpus", "1"]) == 0
@@ -290,14 +291,23 @@ def test_if_stale_takes_no_recorded_flag_the_command_gives_or_the_machine_lacks(
 
 
 def test_a_yaml_without_retune_flags_gives_them_from_its_sections():
-    cfg = Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "pipeline": "imagenet-eval",
-                            "result": {"ranks": 4, "model": "resnet50 bf16 channels_last"}, "study": {"space": "dali"}})
+    cfg = Config.from_dict(
+        {
+            "schema": 1,
+            "loader": {"backend": "torch", "batch_size": 8},
+            "pipeline": "imagenet-eval",
+            "result": {"ranks": 4, "model": "resnet50 bf16 channels_last"},
+            "study": {"space": "dali"},
+        }
+    )
     assert cfg.retune_flags() == ["--pipeline", "imagenet-eval", "--space", "dali", "--gpus", "4", "--model", "resnet50", "--amp", "--channels-last"]
-    assert Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"model": "simulated 2.5 ms/step"},
-                             "study": {"space": "my-own"}}).retune_flags() == ["--step-ms", "2.5"]  # a space file's name is no path
+    assert Config.from_dict(
+        {"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"model": "simulated 2.5 ms/step"}, "study": {"space": "my-own"}}
+    ).retune_flags() == ["--step-ms", "2.5"]  # a space file's name is no path
     # 8 ranks on 8 GPUs was the default (all visible GPUs), not a --gpus 8 to hold a 4-GPU node to
-    assert Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"ranks": 8},
-                             "hardware": {"gpus": 8}}).retune_flags() == []
+    assert (
+        Config.from_dict({"schema": 1, "loader": {"backend": "torch", "batch_size": 8}, "result": {"ranks": 8}, "hardware": {"gpus": 8}}).retune_flags() == []
+    )
 
 
 def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_folder_here(workdir, tiny_dataset, capsys):
@@ -305,7 +315,10 @@ def test_if_stale_without_dataset_is_refused_every_night_when_it_records_no_fold
     f = _write(workdir / "own.yaml", fingerprint.collect())  # a fresh file, tuned on /nonexistent/train
     assert main(["run", "--if-stale", f, "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"autotune: error: --if-stale {f} was tuned on /nonexistent/train, which is not a folder here; pass --dataset DIR (run --dataset DIR --if-stale {f})"
+    assert (
+        err
+        == f"autotune: error: --if-stale {f} was tuned on /nonexistent/train, which is not a folder here; pass --dataset DIR (run --dataset DIR --if-stale {f})"
+    )
     assert main(["run", "--if-stale", str(workdir / "none.yaml"), "--quiet"]) == 2  # the first night: no file yet
     assert "does not exist yet, so it records no dataset to tune on; pass --dataset DIR" in capsys.readouterr().err
     assert main(["run", "--if-stale", f, "--dataset", str(tiny_dataset), "--quiet"]) == 0  # the folder given: matches, nothing to do
@@ -332,8 +345,12 @@ def test_a_created_stamp_in_the_future_is_stale_under_max_age(tmp_path, capsys):
 
 def test_a_stale_yaml_written_by_autoloader_says_to_run_the_training_again(tmp_path, capsys):
     loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
-    cfg = Config(loader=loader, hardware={**fingerprint.collect(), "cpus": 999}, dataset={"path": "/nonexistent/train", "samples": 24},
-                 result={"samples_per_s": 100.0, "tuned_by": "AutoLoader, inside the training loop"})
+    cfg = Config(
+        loader=loader,
+        hardware={**fingerprint.collect(), "cpus": 999},
+        dataset={"path": "/nonexistent/train", "samples": 24},
+        result={"samples_per_s": 100.0, "tuned_by": "AutoLoader, inside the training loop"},
+    )
     save_config(cfg, tmp_path / "a.yaml")
     assert main(["check", str(tmp_path / "a.yaml")]) == 1
     out = capsys.readouterr().out

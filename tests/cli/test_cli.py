@@ -30,7 +30,9 @@ def _study(tmp_path: Path, name: str = "cli-study") -> str:
                  "config": f"torch b=32 workers={nw}", "message": "" if rate else "stopped: over the host memory budget"}
         if role:
             attrs["role"] = role
-        study.add_trial(optuna.trial.create_trial(params={"backend": "torch", "num_workers": nw}, distributions=dist, value=rate, state=state, user_attrs=attrs))
+        study.add_trial(
+            optuna.trial.create_trial(params={"backend": "torch", "num_workers": nw}, distributions=dist, value=rate, state=state, user_attrs=attrs)
+        )
     return url
 
 
@@ -93,7 +95,9 @@ def test_show_a_study_has_a_row_per_trial(workdir, capsys):
     optuna.load_study(study_name="cli-study", storage=url).set_user_attr("time", hand)
     assert main(["show", "--storage", url, "--study", "cli-study"]) == 0  # shown as it is, never a crash
     assert "no re-measurement planned" in capsys.readouterr().out
-    assert "58 s of a 60 s budget before the YAML and the report were written (set-up 6.1 s, trials 44 s, re-measurement 8.1 s); 7 trials" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", out).split())  # the table's wrapped cell, read as text
+    assert "58 s of a 60 s budget before the YAML and the report were written (set-up 6.1 s, trials 44 s, re-measurement 8.1 s); 7 trials" in " ".join(
+        re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", out).split()
+    )  # the table's wrapped cell, read as text
 
 
 def test_report_command_writes_the_folder(workdir, capsys):
@@ -104,21 +108,24 @@ def test_report_command_writes_the_folder(workdir, capsys):
     assert len(data["images"]) == 6
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["studies", "--storage", "sqlite:///missing.db"], "no storage file"),
-    (["show", "--storage", "URL"], "needs --study"),
-    (["report", "--storage", "sqlite:///missing.db"], "no storage file"),
-    (["run", "--demo", "--budget", "nan"], "must be a finite number"),
-    (["run", "--demo", "--window", "inf"], "must be a finite number"),
-    (["run", "--demo", "--host-budget", "nan"], "must be a finite number"),
-    (["run", "--demo", "--reserve-gpu-mem", "nan"], "must be a finite number >= 0"),
-    (["run", "--demo", "--seed", "-1"], "between 0 and 2**32 - 1"),
-    (["check", "autotune.yaml", "--max-age", "nan"], "must be a finite number"),
-    (["synth", "sy", "--min-side", "100000"], "must be from 8 to 8192"),
-    (["synth", "sy", "--quality", "0"], "must be from 1 to 100"),
-    (["synth", "sy", "--min-side", "400", "--max-side", "100"], "swap them"),
-    (["synth", "afile/sy"], "cannot create 'afile/sy'"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["studies", "--storage", "sqlite:///missing.db"], "no storage file"),
+        (["show", "--storage", "URL"], "needs --study"),
+        (["report", "--storage", "sqlite:///missing.db"], "no storage file"),
+        (["run", "--demo", "--budget", "nan"], "must be a finite number"),
+        (["run", "--demo", "--window", "inf"], "must be a finite number"),
+        (["run", "--demo", "--host-budget", "nan"], "must be a finite number"),
+        (["run", "--demo", "--reserve-gpu-mem", "nan"], "must be a finite number >= 0"),
+        (["run", "--demo", "--seed", "-1"], "between 0 and 2**32 - 1"),
+        (["check", "autotune.yaml", "--max-age", "nan"], "must be a finite number"),
+        (["synth", "sy", "--min-side", "100000"], "must be from 8 to 8192"),
+        (["synth", "sy", "--quality", "0"], "must be from 1 to 100"),
+        (["synth", "sy", "--min-side", "400", "--max-side", "100"], "swap them"),
+        (["synth", "afile/sy"], "cannot create 'afile/sy'"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(workdir, capsys, argv, message):
     Path("afile").write_text("")
     assert main(argv) == 2
@@ -135,7 +142,25 @@ def test_unknown_study_is_exit_2(workdir, capsys):
 
 @pytest.mark.slow
 def test_run_json_quiet_end_to_end(workdir, tiny_dataset, capsys):
-    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--json", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(tiny_dataset),
+            "--space",
+            "cpu",
+            "--n-trials",
+            "3",
+            "--window",
+            "0.2",
+            "--windows",
+            "2",
+            "--confirm-top",
+            "0",
+            "--json",
+            "--quiet",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     summary = json.loads(out)
@@ -231,8 +256,9 @@ def test_a_stop_before_any_trial_completed_says_nothing_was_written_and_how_to_g
     trials.reset(stop_after=0)
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--no-report", "--study-name", "early"]) == 130
     last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last == ("autotune: interrupted: no trial had completed, so no config was written; study early keeps what ran: "
-                    "continue it with the same command and --resume")
+    assert last == (
+        "autotune: interrupted: no trial had completed, so no config was written; study early keeps what ran: continue it with the same command and --resume"
+    )
     assert not (workdir / "autotune.yaml").exists()
 
 
@@ -274,8 +300,10 @@ def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_
     assert (workdir / "autotune.yaml").read_text() == finished
     side = workdir / "autotune.interrupted.yaml"
     assert load_config(side).study["name"] == "second"
-    assert ("wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (written before this run); "
-            "continue with --resume, which writes autotune.yaml when it finishes") in err
+    assert (
+        "wrote the best config so far to autotune.interrupted.yaml and kept autotune.yaml (written before this run); "
+        "continue with --resume, which writes autotune.yaml when it finishes"
+    ) in err
 
     trials.reset(stop_after=1)  # the interrupted study's own YAML is replaced by its newer best
     assert main([*common, "--study-name", "second", "--resume", "--out", str(side), "--quiet"]) == 130
@@ -318,8 +346,10 @@ def test_a_re_measurement_set_aside_is_said_beside_the_winner(workdir, tiny_data
     assert len(r["scores"]) > 1 and f"; the median of its {len(r['scores'])} measurements" in err
 
 
-@pytest.mark.parametrize(("attr", "value", "command"), [("dataset", "oops", "show"), ("confirmation", "x", "report"),
-                                                         ("confirmation", {"winner_trial": 99}, "show"), ("ranks", "x", "report")])
+@pytest.mark.parametrize(
+    ("attr", "value", "command"),
+    [("dataset", "oops", "show"), ("confirmation", "x", "report"), ("confirmation", {"winner_trial": 99}, "show"), ("ranks", "x", "report")],
+)
 def test_a_study_attribute_edited_by_hand_is_one_line(workdir, capsys, attr, value, command):
     """AttributeError, TypeError and StopIteration tracebacks from show and report (studies already coped)."""
     import optuna

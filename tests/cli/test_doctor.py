@@ -280,11 +280,14 @@ def test_smoke_hang_is_killed_and_fails(machine):
     by = {c.name: c for c in doctor.run_checks(smoke=True)}
     for name in ("smoke-torch", "smoke-dali-cpu", "smoke-dali-gpu"):
         assert by[name].status is Status.FAIL and by[name].value == "hung: no batch within 1 s (killed)"
-    assert by["smoke-dali-gpu"].fix.startswith('reinstall the DALI wheel for this machine: pip uninstall -y nvidia-dali-cuda130 && pip install -e ".[dali-cu13]"')
+    reinstall = 'reinstall the DALI wheel for this machine: pip uninstall -y nvidia-dali-cuda130 && pip install -e ".[dali-cu13]"'
+    assert by["smoke-dali-gpu"].fix.startswith(reinstall)
 
 
 def test_smoke_crash_reports_the_error(machine):
-    machine.setattr(doctor._smoke, "_start_smoke", _fake_child("import sys; sys.exit('RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error')"))
+    machine.setattr(
+        doctor._smoke, "_start_smoke", _fake_child("import sys; sys.exit('RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error')")
+    )
     c = {c.name: c for c in doctor.run_checks(smoke=True)}["smoke-torch"]
     assert c.status is Status.FAIL and "Bus error" in c.value
     assert c.fix.startswith("/dev/shm is too small for the workers: restart the container with --shm-size=")
@@ -337,7 +340,9 @@ def test_smoke_children_are_killed_when_a_check_raises(machine):
 
 def test_a_torch_import_slowed_by_a_busy_machine_does_not_stop_the_run(machine, tiny_dataset):
     """The probe timing out says the machine is busy, not that torch is broken: a warning, and the run goes on."""
-    machine.setattr(doctor._probes, "torch_probe", lambda: {"error": f"importing torch and initialising CUDA hung for {doctor.PROBE_TIMEOUT_S:g} s", "hung": True})
+    machine.setattr(
+        doctor._probes, "torch_probe", lambda: {"error": f"importing torch and initialising CUDA hung for {doctor.PROBE_TIMEOUT_S:g} s", "hung": True}
+    )
     check = doctor.check_torch(doctor._probes.torch_probe())
     assert check.status is doctor.Status.WARN and "hung" in check.value
     doctor.preflight(tiny_dataset, "cpu")  # no UserError
@@ -348,8 +353,14 @@ def test_a_torch_import_slowed_by_a_busy_machine_does_not_stop_the_run(machine, 
 
 def test_a_torchvision_built_for_another_torch_is_named_as_such():
     """torchvision installed but failing to import: "pip install torchvision" would only say it is already there."""
-    probe = {"torch": "2.13.0+cpu", "torchvision": None, "torchvision_error": "RuntimeError: operator torchvision::nms does not exist",
-             "cuda": None, "available": False, "devices": 0}
+    probe = {
+        "torch": "2.13.0+cpu",
+        "torchvision": None,
+        "torchvision_error": "RuntimeError: operator torchvision::nms does not exist",
+        "cuda": None,
+        "available": False,
+        "devices": 0,
+    }
     check = doctor.check_torch(probe)
     assert check.status is doctor.Status.FAIL and "operator torchvision::nms does not exist" in check.value
     assert "built for torch 2.13.0+cpu" in check.fix and check.fix != "pip install torchvision (the version that matches torch)"

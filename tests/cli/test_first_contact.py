@@ -205,8 +205,34 @@ def test_a_busy_run_says_so_in_its_yaml_and_show(tiny_dataset, workdir, monkeypa
     import autotune
 
     monkeypatch.setattr(OtherLoad, "to_dict", lambda self: {"cores": cores, "cpus": 2, "usable_cores": 2})
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", "--no-baselines", "--window", "0.2", "--windows", "1",
-                 "--warmup-batches", "1", "--confirm-top", "0", "--device", "cpu", "--no-report"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(tiny_dataset),
+                "--space",
+                "torch",
+                "--batch-size",
+                "8",
+                "--n-trials",
+                "1",
+                "--no-baselines",
+                "--window",
+                "0.2",
+                "--windows",
+                "1",
+                "--warmup-batches",
+                "1",
+                "--confirm-top",
+                "0",
+                "--device",
+                "cpu",
+                "--no-report",
+            ]
+        )
+        == 0
+    )
     cfg = autotune.load_config("autotune.yaml")
     capsys.readouterr()
     monkeypatch.setenv("COLUMNS", "250")
@@ -223,10 +249,16 @@ def test_no_budget_advice_when_torch_trials_ran_and_failed():
     space = load_space("default", cores=2, device="cpu", dali=True)
     dali = Config(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2}))
     study = optuna.create_study(direction="maximize")
-    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "shm"}))
+    study.add_trial(
+        optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "shm"})
+    )
     assert short_run_warnings(dali, space, TimeBudget(30.0, clock=lambda: 28.0, start=0.0), study) == []  # /dev/shm, not the budget
     cut = optuna.create_study(direction="maximize")  # the budget's end cut the only torch trial: it did not run, the advice stands
-    cut.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "interrupted", "role": "heuristic"}))
+    cut.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.FAIL, user_attrs={"loader": {"backend": "torch", "batch_size": 8}, "outcome": "interrupted", "role": "heuristic"}
+        )
+    )
     assert any("no torch DataLoader was measured" in w for w in short_run_warnings(dali, space, TimeBudget(30.0, clock=lambda: 28.0, start=0.0), cut))
 
 
@@ -283,8 +315,25 @@ def test_busy_warnings():
 @pytest.mark.slow
 def test_the_run_says_where_repeated_trials_went(workdir, tiny_dataset, capsys):
     (workdir / "one.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0]}\n")
-    argv = ["run", "--dataset", str(tiny_dataset), "--space", "one.yaml", "--n-trials", "2", "--no-baselines", "--window", "0.2", "--windows", "1",
-            "--warmup-batches", "1", "--confirm-top", "0", "--no-report"]
+    argv = [
+        "run",
+        "--dataset",
+        str(tiny_dataset),
+        "--space",
+        "one.yaml",
+        "--n-trials",
+        "2",
+        "--no-baselines",
+        "--window",
+        "0.2",
+        "--windows",
+        "1",
+        "--warmup-batches",
+        "1",
+        "--confirm-top",
+        "0",
+        "--no-report",
+    ]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "repeated one already measured and" in err and "not measured again" in err
@@ -316,8 +365,34 @@ def test_run_and_build_loader_say_when_the_last_batch_drops_much_of_an_epoch(tmp
     from autotune.dataset.synth import synthesize
 
     root = synthesize(tmp_path / "d", images=30, classes=2, min_side=16, max_side=24, workers=1)
-    assert main(["run", "--dataset", str(root), "--space", "torch", "--batch-size", "16", "--n-trials", "1", "--no-baselines", "--window", "0.2",
-                 "--windows", "1", "--warmup-batches", "1", "--confirm-top", "0", "--device", "cpu", "--no-report"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(root),
+                "--space",
+                "torch",
+                "--batch-size",
+                "16",
+                "--n-trials",
+                "1",
+                "--no-baselines",
+                "--window",
+                "0.2",
+                "--windows",
+                "1",
+                "--warmup-batches",
+                "1",
+                "--confirm-top",
+                "0",
+                "--device",
+                "cpu",
+                "--no-report",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "warning: the winner's batch size 16 over 30 images drops the last 14 (47 %) of every epoch; to train on them all, pass a --batch-size" in err
     with pytest.warns(UserWarning, match=r"^batch size 16 over 30 images drops the last 14 \(47 %\) of every epoch; re-tune with a batch size"):
@@ -355,8 +430,14 @@ def test_build_loader_warns_when_the_yaml_was_tuned_on_another_dataset(tmp_path,
     from autotune.config.schema import Config, LoaderConfig
 
     f = tmp_path / "a.yaml"
-    save_config(Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0}), hardware=fingerprint.collect(),
-                       dataset=fingerprint.dataset_summary(tiny_dataset)), f)
+    save_config(
+        Config(
+            loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0}),
+            hardware=fingerprint.collect(),
+            dataset=fingerprint.dataset_summary(tiny_dataset),
+        ),
+        f,
+    )
     cfg = autotune.load_config(f)
     copy = tmp_path / "copy"
     shutil.copytree(tiny_dataset, copy)
@@ -368,7 +449,9 @@ def test_build_loader_warns_when_the_yaml_was_tuned_on_another_dataset(tmp_path,
     images = sorted(p for p in other.rglob("*") if p.is_file())
     for image in images[: len(images) // 2]:
         image.unlink()  # half the images gone
-    with pytest.warns(UserWarning, match=r"a.yaml was tuned on another dataset .*dataset.samples: .*re-tune for this folder with 'autotune run --dataset .*other --warm-start"):
+    with pytest.warns(
+        UserWarning, match=r"a.yaml was tuned on another dataset .*dataset.samples: .*re-tune for this folder with 'autotune run --dataset .*other --warm-start"
+    ):
         autotune.build_loader(other, cfg, device="cpu")
     with w.catch_warnings():
         w.simplefilter("error")
@@ -379,16 +462,20 @@ def test_dalis_usual_start_left_unmeasured_after_a_bad_file_is_named():
     """A truncated JPEG failed DALI's usual start, its retry without the file was queued behind the slow torch
     defaults, and the budget ended first: the run chose a torch loader at half DALI's rate and said nothing."""
     space = load_space("default", cores=2, device="cpu", dali=True)
-    torch_best = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 2}),
-                        result={"samples_per_s": 219.0, "defaults_samples_per_s": 17.0, "heuristic_samples_per_s": 219.0})
+    torch_best = Config(
+        loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 2}),
+        result={"samples_per_s": 219.0, "defaults_samples_per_s": 17.0, "heuristic_samples_per_s": 219.0},
+    )
     dali = {"backend": "dali", "batch_size": 128, "dali_device": "cpu"}
     study = optuna.create_study(direction="maximize")
     study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"role": "dali-heuristic", "loader": dali, "outcome": "bad-data"}))
     study.enqueue_trial({"backend": "dali"}, user_attrs={"role": "dali-heuristic"})
     budget = TimeBudget(40.0, clock=lambda: 43.0, start=0.0)
     (warning,) = short_run_warnings(torch_best, space, budget, study)
-    assert warning == ("the 40 s budget left too little time to measure DALI's usual start again without the undecodable file its first "
-                       "trial met, so the winner was not compared with it; pass --budget 80")
+    assert warning == (
+        "the 40 s budget left too little time to measure DALI's usual start again without the undecodable file its first "
+        "trial met, so the winner was not compared with it; pass --budget 80"
+    )
     measured = optuna.create_study(direction="maximize")  # DALI measured in another config: the choice saw DALI
     measured.add_trial(study.trials[0])
     measured.enqueue_trial({"backend": "dali"}, user_attrs={"role": "dali-heuristic"})
@@ -408,5 +495,7 @@ def test_baselines_the_budget_left_unmeasured_are_one_line():
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "heuristic"})
     study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
     (warning,) = short_run_warnings(best, space, TimeBudget(120.0, clock=lambda: 121.0, start=0.0), study)
-    assert warning == ("the 120 s budget left too little time to measure the torch DataLoader defaults or the common torch settings "
-                       "(num_workers = cores), so there is no speedup over them; pass --budget 240")
+    assert warning == (
+        "the 120 s budget left too little time to measure the torch DataLoader defaults or the common torch settings "
+        "(num_workers = cores), so there is no speedup over them; pass --budget 240"
+    )

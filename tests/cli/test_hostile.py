@@ -211,7 +211,10 @@ def test_png_named_jpg_is_detected_by_content(odd_images: Path) -> None:
     assert read_header(str(odd_images / "a" / "cmyk.jpg"))[0] == "JPEG"
 
 
-@pytest.mark.parametrize("make, name", [(lambda: png_header(60000, 60000), "bomb.png"), (lambda: _jpeg_claiming(60000, 60000), "bomb.jpg"), (lambda: png_header(20000, 10000), "big.png")])
+@pytest.mark.parametrize(
+    "make, name",
+    [(lambda: png_header(60000, 60000), "bomb.png"), (lambda: _jpeg_claiming(60000, 60000), "bomb.jpg"), (lambda: png_header(20000, 10000), "big.png")],
+)
 def test_decompression_bombs_are_refused_without_allocating(tmp_path: Path, make, name: str) -> None:
     f = tmp_path / name
     f.write_bytes(make())
@@ -305,11 +308,37 @@ def test_study_completes_on_a_hostile_dataset_and_nothing_leaks(
     url = f"postgresql://tuner:{SECRET}@db.internal:5432/optuna?sslpassword={SECRET}"
     old_umask = os.umask(0o027)
     try:
-        rc = main([
-            "run", "--dataset", str(data), "--space", str(space), "--storage", url, "--study-name", "../../escape/../x",
-            "--out", "../out/autotune.yaml", "--n-trials", "3", "--window", "0.2", "--windows", "2", "--warmup-batches", "1",
-            "--confirm-top", "0", "--device", "cpu", "--json", "--seed", "0", *(["--no-baselines"] if backend == "dali" else []),
-        ])
+        rc = main(
+            [
+                "run",
+                "--dataset",
+                str(data),
+                "--space",
+                str(space),
+                "--storage",
+                url,
+                "--study-name",
+                "../../escape/../x",
+                "--out",
+                "../out/autotune.yaml",
+                "--n-trials",
+                "3",
+                "--window",
+                "0.2",
+                "--windows",
+                "2",
+                "--warmup-batches",
+                "1",
+                "--confirm-top",
+                "0",
+                "--device",
+                "cpu",
+                "--json",
+                "--seed",
+                "0",
+                *(["--no-baselines"] if backend == "dali" else []),
+            ]
+        )
     finally:
         os.umask(old_umask)
     out, err = capsys.readouterr()
@@ -353,8 +382,9 @@ def test_study_completes_on_a_hostile_dataset_and_nothing_leaks(
 
 
 @pytest.mark.slow
-def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(
+    tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from autotune import doctor
     from autotune.cli import main
 
@@ -370,8 +400,31 @@ def test_an_image_that_fails_to_decode_is_named_when_no_trial_completes(tmp_path
     for i in range(7):
         (root / "a" / f"{i}.jpg").write_bytes(data)
     (root / "a" / "7_truncated.jpg").write_bytes(data[: len(data) // 2])  # a valid header, half the pixels
-    rc = main(["run", "--dataset", str(root), "--space", "torch", "--batch-size", "4", "--n-trials", "1", "--window", "0.2", "--windows", "2",
-               "--confirm-top", "0", "--device", "cpu", "--pipeline", "imagenet-eval", "--no-report", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(root),
+            "--space",
+            "torch",
+            "--batch-size",
+            "4",
+            "--n-trials",
+            "1",
+            "--window",
+            "0.2",
+            "--windows",
+            "2",
+            "--confirm-top",
+            "0",
+            "--device",
+            "cpu",
+            "--pipeline",
+            "imagenet-eval",
+            "--no-report",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 1
     assert "7_truncated.jpg cannot be decoded: remove it from the dataset" in err
@@ -398,7 +451,10 @@ def test_a_removed_working_folder_is_one_line(tmp_path):
     gone.mkdir()
     script = f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); from autotune.cli import main; sys.exit(main(['show', 'x.yaml']))"
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
-    assert p.returncode == 2 and p.stderr.strip() == "autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does"
+    assert (
+        p.returncode == 2
+        and p.stderr.strip() == "autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does"
+    )
 
 
 def test_a_yaml_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys):
@@ -446,4 +502,5 @@ def test_32_bit_integer_and_float_tiffs_are_left_out_by_the_scan_and_named(tmp_p
     assert len(ds) == 2
     assert sorted((os.path.basename(f), why) for f, why in ds.skipped) == [
         ("deep.tif", "a 32-bit integer TIFF, which DALI cannot decode; convert it to 8 or 16 bits per channel"),
-        ("float.tif", "a floating-point TIFF, which DALI's GPU decoder reads as black; convert it to 8 or 16 bits per channel")]
+        ("float.tif", "a floating-point TIFF, which DALI's GPU decoder reads as black; convert it to 8 or 16 bits per channel"),
+    ]

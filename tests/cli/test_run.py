@@ -22,7 +22,26 @@ def _trials(storage: str) -> list[optuna.trial.FrozenTrial]:
 
 @pytest.mark.slow
 def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
-    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "4", "--batch-size", "8", "--confirm-top", "2", "--confirm-repeats", "1", "--seed", "1", *FAST])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(tiny_dataset),
+            "--space",
+            "cpu",
+            "--n-trials",
+            "4",
+            "--batch-size",
+            "8",
+            "--confirm-top",
+            "2",
+            "--confirm-repeats",
+            "1",
+            "--seed",
+            "1",
+            *FAST,
+        ]
+    )
     assert rc == 0
     cfg = autotune.load_config(workdir / "autotune.yaml")
     assert cfg.loader.batch_size == 8
@@ -82,15 +101,37 @@ def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path
 @pytest.mark.slow
 def test_resume_refuses_another_measurement(tiny_dataset, workdir, capsys):
     """--resume --cache cold --window 0.4 ranked cold 0.4 s trials against warm 0.3 s ones, and the YAML named the first."""
-    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "m1", "--batch-size", "8", "--confirm-top", "0",
-            "--n-trials", "1", "--device", "cpu", "--no-report", "--warmup-batches", "1", "--windows", "2"]
+    args = [
+        "run",
+        "--dataset",
+        str(tiny_dataset),
+        "--space",
+        "torch",
+        "--study-name",
+        "m1",
+        "--batch-size",
+        "8",
+        "--confirm-top",
+        "0",
+        "--n-trials",
+        "1",
+        "--device",
+        "cpu",
+        "--no-report",
+        "--warmup-batches",
+        "1",
+        "--windows",
+        "2",
+    ]
     assert main([*args, "--window", "0.3"]) == 0
     before = len(_trials("sqlite:///autotune.db"))
     capsys.readouterr()
     assert main([*args, "--window", "0.4", "--cache", "cold", "--resume"]) == 2
     err = capsys.readouterr().err
-    assert ("autotune: error: --resume: study 'm1' measured with --window 0.3, --cache warm, this run with --window 0.4, --cache cold; "
-            "pass --window 0.3 --cache warm to resume it") in err and err.count("error") == 1
+    assert (
+        "autotune: error: --resume: study 'm1' measured with --window 0.3, --cache warm, this run with --window 0.4, --cache cold; "
+        "pass --window 0.3 --cache warm to resume it"
+    ) in err and err.count("error") == 1
     assert len(_trials("sqlite:///autotune.db")) == before
     assert main([*args, "--window", "0.3", "--resume"]) == 0
 
@@ -110,8 +151,23 @@ def test_resume_with_another_budget_keeps_the_studys_windows(tiny_dataset, workd
         return s
 
     monkeypatch.setattr(tuner_mod.Tuner, "spec", spec)
-    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "b1", "--batch-size", "8", "--device", "cpu", "--no-report",
-            "--warmup-batches", "1", "--quiet"]
+    args = [
+        "run",
+        "--dataset",
+        str(tiny_dataset),
+        "--space",
+        "torch",
+        "--study-name",
+        "b1",
+        "--batch-size",
+        "8",
+        "--device",
+        "cpu",
+        "--no-report",
+        "--warmup-batches",
+        "1",
+        "--quiet",
+    ]
     assert main([*args, "--budget", "15"]) == 0
     first = len(seen)
     assert main([*args, "--budget", "150", "--resume", "--n-trials", "1"]) == 0  # --n-trials plans 1 s x 5 without a budget
@@ -224,15 +280,34 @@ def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdi
 @pytest.mark.slow
 def test_dali_cpu_study_writes_a_dali_yaml_that_build_loader_iterates(tiny_dataset, workdir):
     pytest.importorskip("nvidia.dali")
-    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "dali", "--device", "cpu", "--batch-size", "8", "--n-trials", "3",
-               "--no-baselines", "--confirm-top", "2", "--confirm-repeats", "1", *FAST])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(tiny_dataset),
+            "--space",
+            "dali",
+            "--device",
+            "cpu",
+            "--batch-size",
+            "8",
+            "--n-trials",
+            "3",
+            "--no-baselines",
+            "--confirm-top",
+            "2",
+            "--confirm-repeats",
+            "1",
+            *FAST,
+        ]
+    )
     assert rc == 0
     cfg = autotune.load_config(workdir / "autotune.yaml")
     assert cfg.loader.backend.value == "dali" and cfg.loader.dali.device == "cpu"
     assert "loader" in cfg.to_dict() and cfg.result["samples_per_s"] > 0
     loader = autotune.build_loader(tiny_dataset, cfg)
     n = 0
-    for epoch in range(2):  # resettable per epoch
+    for _epoch in range(2):  # resettable per epoch
         for images, labels in loader:
             assert tuple(images.shape) == (8, 3, 224, 224) and str(labels.dtype) == "torch.int64"
             n += 1
@@ -290,7 +365,22 @@ def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_
     def disk_full(cfg, path):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
 
-    args = ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--study-name", "full", "--batch-size", "8", "--n-trials", "2", "--confirm-top", "0", *FAST]
+    args = [
+        "run",
+        "--dataset",
+        str(tiny_dataset),
+        "--space",
+        "torch",
+        "--study-name",
+        "full",
+        "--batch-size",
+        "8",
+        "--n-trials",
+        "2",
+        "--confirm-top",
+        "0",
+        *FAST,
+    ]
     monkeypatch.setattr(tune_module, "save_config", disk_full)
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
@@ -311,7 +401,9 @@ def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_
 
 def test_a_reports_dir_that_cannot_be_a_folder_is_one_line_before_any_study(tiny_dataset, workdir, capsys):
     Path("afile").write_text("")
-    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", "--reports-dir", "afile", "--no-report", *FAST])
+    rc = main(
+        ["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", "--reports-dir", "afile", "--no-report", *FAST]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "--reports-dir 'afile'" in err and "Not a directory" in err and len(err.strip().splitlines()) == 1
     assert not Path("autotune.db").exists() or not optuna.get_all_study_summaries("sqlite:///autotune.db")
@@ -331,7 +423,6 @@ def test_resume_after_the_space_file_changed_its_choices_is_one_line(tiny_datase
     assert [t.state for t in _trials("sqlite:///autotune.db")][0] == optuna.trial.TrialState.COMPLETE  # the first trial is kept
 
 
-
 @pytest.mark.slow
 def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dataset, tmp_path, workdir, capsys):
     """The set-up (scan, torch imported by the probe and the measuring process) is said as it starts; a folder
@@ -339,8 +430,31 @@ def test_the_first_seconds_are_named_and_a_bad_folder_is_still_one_line(tiny_dat
     assert main(["run", "--dataset", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--n-trials", "1", "--batch-size", "8", "--confirm-top", "0",
-                 "--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report"]) == 0  # not --quiet
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(tiny_dataset),
+                "--space",
+                "torch",
+                "--n-trials",
+                "1",
+                "--batch-size",
+                "8",
+                "--confirm-top",
+                "0",
+                "--window",
+                "0.2",
+                "--windows",
+                "2",
+                "--warmup-batches",
+                "1",
+                "--no-report",
+            ]
+        )
+        == 0
+    )  # not --quiet
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith(f"setting up: 24 images in {tiny_dataset}, starting the measuring process")
 

@@ -161,7 +161,9 @@ def test_report_keeps_the_trial_logs_when_written_again(tmp_path):
     logs = tmp_path / "reports" / "logs" / "trials"
     logs.mkdir(parents=True)
     (logs / "0.log").write_text("trial output\n")
-    study.add_trial(optuna.trial.create_trial(value=100.0, user_attrs={"outcome": "complete", "config": "torch b=8", "samples_per_s": 100.0, "log": str(logs / "0.log")}))
+    study.add_trial(
+        optuna.trial.create_trial(value=100.0, user_attrs={"outcome": "complete", "config": "torch b=8", "samples_per_s": 100.0, "log": str(logs / "0.log")})
+    )
     with open(logs / "0.log", "a") as still_open:  # a trial process still writing while the report is replaced
         for _ in range(2):
             folder = write_report(study, f"sqlite:///{tmp_path}/r.db", tmp_path / "reports")
@@ -173,8 +175,11 @@ def test_report_keeps_the_trial_logs_when_written_again(tmp_path):
 # ------------------------------------------------------------------------------------------ the reporter
 def _trial(number: int, outcome: str, **attrs) -> optuna.trial.FrozenTrial:
     state = optuna.trial.TrialState.COMPLETE if outcome == "complete" else optuna.trial.TrialState.FAIL
-    t = optuna.trial.create_trial(state=state, value=100.0 * (number + 1) if outcome == "complete" else None,
-                                  user_attrs={"outcome": outcome, "config": f"torch b={number}", "samples_per_s": 100.0 * (number + 1), **attrs})
+    t = optuna.trial.create_trial(
+        state=state,
+        value=100.0 * (number + 1) if outcome == "complete" else None,
+        user_attrs={"outcome": outcome, "config": f"torch b={number}", "samples_per_s": 100.0 * (number + 1), **attrs},
+    )
     t.number = number
     return t
 
@@ -223,8 +228,9 @@ def test_a_trial_line_and_its_best_state_the_same_rate():
     stream = io.StringIO()
     r = Reporter(stream=stream)
     r.start(1, 0, TuneSettings(window_s=1.0, windows=2))
-    t = optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=246.5021,
-                                  user_attrs={"outcome": "complete", "config": "dali-cpu b=128", "samples_per_s": 246.5})
+    t = optuna.trial.create_trial(
+        state=optuna.trial.TrialState.COMPLETE, value=246.5021, user_attrs={"outcome": "complete", "config": "dali-cpu b=128", "samples_per_s": 246.5}
+    )
     r(None, t)
     r.stop()
     line = next(ln for ln in stream.getvalue().splitlines() if ln.startswith("trial"))
@@ -280,7 +286,6 @@ def test_the_preflight_does_not_name_skipped_files_again(messy_dataset, caplog):
     assert sum("zero.jpg" in r.getMessage() for r in caplog.records) == 1
 
 
-
 def test_main_in_process_leaves_the_logging_set_up_as_it_was(workdir):
     import logging
 
@@ -331,8 +336,9 @@ def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, wo
         with open("/dev/full", "w") as full:
             p = _autotune(workdir, *argv, stdout=full)
         assert p.returncode == 2, (argv, p.stderr)
-        assert p.stderr.strip().splitlines()[-1] == ("autotune: error: standard output could not be written (No space left on device); "
-                                                     "free space where it goes, or send it elsewhere"), argv
+        assert p.stderr.strip().splitlines()[-1] == (
+            "autotune: error: standard output could not be written (No space left on device); free space where it goes, or send it elsewhere"
+        ), argv
         assert "Traceback" not in p.stderr
 
 
@@ -340,9 +346,16 @@ def test_a_result_that_cannot_be_written_is_one_line_and_exit_2(tiny_dataset, wo
 def test_closed_standard_descriptors_are_reopened_on_dev_null(tiny_dataset, workdir):
     """2>&-: Python had no sys.stderr (print went to stdout), and the next file opened, the study's database among
     them, became descriptor 2."""
-    p = subprocess.run([sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml", "--json"],
-                       cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=300, check=False,
-                       preexec_fn=lambda: os.close(2))
+    p = subprocess.run(
+        [sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml", "--json"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=lambda: os.close(2),
+    )
     assert p.returncode == 0 and (workdir / "closed.yaml").is_file()
     assert json.loads(p.stdout)["config_path"] == "closed.yaml"  # stdout holds the JSON alone
 
@@ -352,13 +365,22 @@ def test_a_result_for_a_closed_standard_output_is_one_line_and_exit_2(tiny_datas
     """show and studies >&- exited 0, their result on /dev/null; run >&- without --json has no result there."""
     (workdir / "a.yaml").write_text((ROOT / "benchmarks" / "cpu-machine.yaml").read_text())
     for argv in (["show", "a.yaml"], ["check", "a.yaml", "--json"]):
-        p = subprocess.run([sys.executable, "-m", "autotune", *argv], cwd=workdir, stderr=subprocess.PIPE, text=True, timeout=120,
-                           check=False, preexec_fn=lambda: os.close(1))
+        p = subprocess.run(
+            [sys.executable, "-m", "autotune", *argv], cwd=workdir, stderr=subprocess.PIPE, text=True, timeout=120, check=False, preexec_fn=lambda: os.close(1)
+        )
         assert p.returncode == 2, (argv, p.stderr)
-        assert p.stderr.strip().splitlines()[-1] == ("autotune: error: standard output is closed (>&-), so the result cannot be written; "
-                                                     "send it to a file, or to /dev/null to drop it"), argv
-    p = subprocess.run([sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml"], cwd=workdir,
-                       stderr=subprocess.PIPE, text=True, timeout=300, check=False, preexec_fn=lambda: os.close(1))
+        assert p.stderr.strip().splitlines()[-1] == (
+            "autotune: error: standard output is closed (>&-), so the result cannot be written; send it to a file, or to /dev/null to drop it"
+        ), argv
+    p = subprocess.run(
+        [sys.executable, "-m", "autotune", *RUN_FAST, "--dataset", str(tiny_dataset), "--out", "closed.yaml"],
+        cwd=workdir,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
     assert p.returncode == 0 and (workdir / "closed.yaml").is_file(), p.stderr
 
 
@@ -366,8 +388,14 @@ def test_text_the_output_encoding_cannot_hold_is_escaped_not_a_lost_output(tiny_
     """PYTHONIOENCODING=ascii and a dataset path with an 'e' acute: check exited 2 saying to free space."""
     cfg = (ROOT / "benchmarks" / "cpu-machine.yaml").read_text().replace("/tmp/fpd", "/data/caf\u00e9")
     (workdir / "a.yaml").write_text(cfg, encoding="utf-8")
-    p = subprocess.run([sys.executable, "-m", "autotune", "show", "a.yaml"], cwd=workdir, capture_output=True, timeout=120, check=False,
-                       env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    p = subprocess.run(
+        [sys.executable, "-m", "autotune", "show", "a.yaml"],
+        cwd=workdir,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"},
+    )
     assert p.returncode == 0, p.stderr
     assert b"caf\\xe9" in p.stdout
 

@@ -75,13 +75,22 @@ def test_dali_config_has_no_dataloader_kwargs():
         ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {hw_decoder_load: 3}}\n", "between 0 and 1"),
         ("schema: 1\nloader: {backend: torch, batch_size: true}\n", "loader.batch_size must be an integer, but got True"),
         # no loader to build: refused here in one line, not later by build_loader's memory check
-        ("schema: 1\nloader: {backend: torch, batch_size: 100000000000000000000}\n", "loader.batch_size must be between 1 and 1048576, but got 100000000000000000000"),
-        ("schema: 1\nloader: {backend: dali, batch_size: 8}\ntorch_fallback: {batch_size: 2097152, torch: {}}\n", "torch_fallback.batch_size must be between 1 and 1048576"),
+        (
+            "schema: 1\nloader: {backend: torch, batch_size: 100000000000000000000}\n",
+            "loader.batch_size must be between 1 and 1048576, but got 100000000000000000000",
+        ),
+        (
+            "schema: 1\nloader: {backend: dali, batch_size: 8}\ntorch_fallback: {batch_size: 2097152, torch: {}}\n",
+            "torch_fallback.batch_size must be between 1 and 1048576",
+        ),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: '4'}}\n", "num_workers must be an integer, but got '4'"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {num_workers: true}}\n", "num_workers must be an integer, but got True"),
         ("schema: 1\nloader: {backend: torch, batch_size: 8, torch: {pin_memory: 'yes'}}\n", "pin_memory must be true or false"),
         ("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {num_threads: false}}\n", "num_threads must be an integer"),
-        ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {samples_per_s: fast}\n", "result.samples_per_s must be a number of at least 0, but got 'fast'"),
+        (
+            "schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {samples_per_s: fast}\n",
+            "result.samples_per_s must be a number of at least 0, but got 'fast'",
+        ),
         ("schema: 1\nloader: {backend: torch, batch_size: 8}\nresult: {spread: [1, x]}\n", "result.spread must be a list of numbers"),
     ],
 )
@@ -151,13 +160,31 @@ def _full_config(dataset) -> Config:
     from autotune.config import fingerprint
 
     result = {
-        "samples_per_s": 500.0, "spread": [480.0, 510.0], "scores": [500.0, 495.0], "startup_s": 1.5, "peak_gpu_mib": None,
-        "peak_host_mib": 900.0, "defaults_samples_per_s": 100.0, "heuristic_samples_per_s": 400.0, "speedup_vs_defaults": 5.0,
-        "speedup_vs_heuristic": 1.25, "ranks": 2, "per_rank_samples_per_s": [240.0, 260.0], "fraction_of_ceiling": 0.9, "model_ceiling_samples_per_s": 550.0,
+        "samples_per_s": 500.0,
+        "spread": [480.0, 510.0],
+        "scores": [500.0, 495.0],
+        "startup_s": 1.5,
+        "peak_gpu_mib": None,
+        "peak_host_mib": 900.0,
+        "defaults_samples_per_s": 100.0,
+        "heuristic_samples_per_s": 400.0,
+        "speedup_vs_defaults": 5.0,
+        "speedup_vs_heuristic": 1.25,
+        "ranks": 2,
+        "per_rank_samples_per_s": [240.0, 260.0],
+        "fraction_of_ceiling": 0.9,
+        "model_ceiling_samples_per_s": 550.0,
     }
     study = {"name": "s", "storage": "sqlite:///autotune.db", "trials": 5, "complete": 4, "failed": {"crash": 1}, "best_trial": 3}
-    return Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}), dataset=fingerprint.dataset_summary(dataset),
-                  hardware=fingerprint.collect(), result=result, study=study, budgets={"host_mib": 1000.0}, measurement={"windows": 2})
+    return Config(
+        loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}),
+        dataset=fingerprint.dataset_summary(dataset),
+        hardware=fingerprint.collect(),
+        result=result,
+        study=study,
+        budgets={"host_mib": 1000.0},
+        measurement={"windows": 2},
+    )
 
 
 def _leaves(data, path=()):
@@ -284,21 +311,28 @@ def test_hostile_yaml_is_a_one_line_config_error(tmp_path, kind):
     assert str(path) in str(e.value) and "\n" not in str(e.value)
 
 
-@pytest.mark.parametrize("field, value, rule", [
-    ("result.samples_per_s", float("nan"), "a number"),
-    ("result.samples_per_s", 10**400, "a number"),  # an int no float can hold
-    ("dataset.samples", "many", "a whole number"),
-    ("result.samples_per_s", -1, "a number of at least 0"),  # show printed -1.0 samples/s
-    ("dataset.excluded", "a/x.jpg", "a list of file names"),  # load_config took it; check refused it; build_loader raised
-    ("device", "tpu", "cpu, cuda or cuda:N"),
-])
+@pytest.mark.parametrize(
+    "field, value, rule",
+    [
+        ("result.samples_per_s", float("nan"), "a number"),
+        ("result.samples_per_s", 10**400, "a number"),  # an int no float can hold
+        ("dataset.samples", "many", "a whole number"),
+        ("result.samples_per_s", -1, "a number of at least 0"),  # show printed -1.0 samples/s
+        ("dataset.excluded", "a/x.jpg", "a list of file names"),  # load_config took it; check refused it; build_loader raised
+        ("device", "tpu", "cpu, cuda or cuda:N"),
+    ],
+)
 def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, rule):
     import yaml as _yaml
 
     from autotune.errors import ConfigError
 
-    cfg = Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}), device="cpu",
-                 dataset={"path": "/x", "samples": 24}, result={"samples_per_s": 100.0})
+    cfg = Config(
+        loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 0}),
+        device="cpu",
+        dataset={"path": "/x", "samples": 24},
+        result={"samples_per_s": 100.0},
+    )
     data = cfg.to_dict()
     section, _, key = field.rpartition(".")
     (data[section] if section else data)[key] = value
@@ -308,11 +342,14 @@ def test_yaml_fields_with_impossible_values_are_refused(tmp_path, field, value, 
         load_config(path)
 
 
-@pytest.mark.parametrize(("section", "needle"), [
-    ("torch: {num_workers: 1, prefetch_factor: 1000000000000}", "loader.torch.prefetch_factor must be between 1 and 1024, but got 1000000000000"),
-    ("torch: {num_workers: 1, prefetch_factor: -2}", "loader.torch.prefetch_factor must be between 1 and 1024, but got -2"),
-    ("torch: {num_workers: 100000}", "loader.torch.num_workers must be between 0 and 16384"),
-])
+@pytest.mark.parametrize(
+    ("section", "needle"),
+    [
+        ("torch: {num_workers: 1, prefetch_factor: 1000000000000}", "loader.torch.prefetch_factor must be between 1 and 1024, but got 1000000000000"),
+        ("torch: {num_workers: 1, prefetch_factor: -2}", "loader.torch.prefetch_factor must be between 1 and 1024, but got -2"),
+        ("torch: {num_workers: 100000}", "loader.torch.num_workers must be between 0 and 16384"),
+    ],
+)
 def test_a_knob_beyond_what_any_space_offers_is_refused_when_read(tmp_path, capsys, section, needle):
     """A prefetch of 10**12 batches passed `check` and hung the first batch; the YAML is held to the space's bounds."""
     from autotune.cli import main
@@ -373,10 +410,13 @@ def test_check_refuses_a_pipeline_build_loader_would_refuse(tmp_path, capsys, va
     assert f"a.yaml: pipeline: unknown pipeline {'None' if value == 'null' else repr(value)}; use one of: imagenet-train, imagenet-eval" in line
 
 
-@pytest.mark.parametrize(("params", "knob"), [
-    ({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1024}, "lower loader.dali.prefetch_queue_depth"),
-    ({"backend": "torch", "batch_size": 8, "num_workers": 16384, "prefetch_factor": 1024}, "lower loader.torch.prefetch_factor"),
-])
+@pytest.mark.parametrize(
+    ("params", "knob"),
+    [
+        ({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1024}, "lower loader.dali.prefetch_queue_depth"),
+        ({"backend": "torch", "batch_size": 8, "num_workers": 16384, "prefetch_factor": 1024}, "lower loader.torch.prefetch_factor"),
+    ],
+)
 def test_a_config_that_cannot_fit_this_machine_is_refused_by_build_loader_and_check(tiny_dataset, tmp_path, capsys, monkeypatch, params, knob):
     """A hand-edited prefetch_queue_depth: 1024 (within the schema's bounds) grew the training's memory until the
     kernel killed it; build_loader refuses it in one line, and check, load_config and --if-stale call it no match."""

@@ -6,7 +6,6 @@ import io
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,13 +51,13 @@ def test_classes_and_samples_equal_torchvision_imagefolder(tree: Path) -> None:
 
     ref = ImageFolder(str(tree))
     ds = scan(tree)
-    assert dict(zip(ds.classes, range(len(ds.classes)))) == ref.class_to_idx
-    assert list(zip(ds.files, ds.labels)) == [(str(p), y) for p, y in ref.samples]
+    assert dict(zip(ds.classes, range(len(ds.classes)), strict=False)) == ref.class_to_idx
+    assert list(zip(ds.files, ds.labels, strict=False)) == [(str(p), y) for p, y in ref.samples]
     assert ds.skipped == ()
 
 
 def test_scan_order_is_sorted_walk_not_depth_first(tree: Path) -> None:
-    cat = [os.path.relpath(f, tree) for f, y in zip(scan(tree).files, scan(tree).labels) if y == scan(tree).classes.index("cat")]
+    cat = [os.path.relpath(f, tree) for f, y in zip(scan(tree).files, scan(tree).labels, strict=False) if y == scan(tree).classes.index("cat")]
     # sorted(os.walk()) puts "cat/x-z" ('-' < '/') before "cat/x/y"
     assert cat == ["cat/1.jpg", "cat/2.JPG", "cat/x/a.bmp", "cat/x-z/side.jpeg", "cat/x/y/deep.png"]
 
@@ -189,22 +188,6 @@ def test_non_utf8_names_scan_sign_and_serialise(tree: Path, tmp_path: Path) -> N
     back = load_config(out)
     assert back.dataset["path"].endswith("/d\\xffata")  # shown with an escape, printable anywhere
     assert back.dataset["path"] == os.fsencode(ds2.root).decode("utf-8", "backslashreplace")
-
-
-@pytest.mark.slow
-def test_header_check_costs_well_under_a_millisecond_per_file(tmp_path: Path) -> None:
-    from autotune.dataset.synth import synthesize
-
-    root = synthesize(tmp_path / "train", images=200, classes=2, min_side=200, max_side=400, workers=1)
-    scan(root, check_headers=False)  # warm the page cache and the dentries
-    t0 = time.perf_counter()
-    scan(root, check_headers=False)
-    t1 = time.perf_counter()
-    scan(root, check_headers=True)
-    t2 = time.perf_counter()
-    per_file_ms = ((t2 - t1) - (t1 - t0)) / 200 * 1000
-    print(f"header check: {per_file_ms:.3f} ms per file")
-    assert per_file_ms < 2.0  # about 0.1 ms measured; generous for a busy machine
 
 
 def test_the_fast_header_reader_agrees_with_pil_and_leaves_the_odd_ones_to_it(tmp_path: Path) -> None:

@@ -27,15 +27,45 @@ T0 = _dt.datetime.now() - _dt.timedelta(minutes=4)  # the running trial (study.a
 # (params, state, rate, outcome, extra attrs)
 TRIALS = [
     ({"backend": "torch", "batch_size": 64, "num_workers": 0}, "COMPLETE", 40.0, "complete", {"role": "defaults"}),
-    ({"backend": "torch", "batch_size": 64, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": True}, "COMPLETE", 120.0, "complete", {"role": "heuristic"}),
+    (
+        {"backend": "torch", "batch_size": 64, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": True},
+        "COMPLETE",
+        120.0,
+        "complete",
+        {"role": "heuristic"},
+    ),
     ({"backend": "torch", "batch_size": 32, "num_workers": 1, "prefetch_factor": 4, "persistent_workers": False}, "COMPLETE", 80.0, "complete", {}),
-    ({"backend": "torch", "batch_size": 16, "num_workers": 2, "prefetch_factor": 4, "persistent_workers": True}, "COMPLETE", 150.0, "complete", {"fraction_of_ceiling": 0.71}),
+    (
+        {"backend": "torch", "batch_size": 16, "num_workers": 2, "prefetch_factor": 4, "persistent_workers": True},
+        "COMPLETE",
+        150.0,
+        "complete",
+        {"fraction_of_ceiling": 0.71},
+    ),
     ({"backend": "dali", "batch_size": 64, "num_threads": 1, "prefetch_queue_depth": 2}, "COMPLETE", 160.0, "complete", {}),
     ({"backend": "dali", "batch_size": 32, "num_threads": 2, "prefetch_queue_depth": 3}, "COMPLETE", 200.0, "complete", {"fraction_of_ceiling": 0.95}),
     ({"backend": "dali", "batch_size": 16, "num_threads": 2, "prefetch_queue_depth": 1}, "COMPLETE", 170.0, "complete", {}),
-    ({"backend": "dali", "batch_size": 64, "num_threads": 2, "prefetch_queue_depth": 1}, "PRUNED", None, "oom-host", {"message": "stopped: over the host memory budget", "peak_host_mib": 2600.0}),
-    ({"backend": "torch", "batch_size": 64, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": False}, "FAIL", None, "crash", {"message": "child exited with SIGSEGV"}),
-    ({"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False}, "PRUNED", 30.0, "pruned", {"message": "slower than the median"}),
+    (
+        {"backend": "dali", "batch_size": 64, "num_threads": 2, "prefetch_queue_depth": 1},
+        "PRUNED",
+        None,
+        "oom-host",
+        {"message": "stopped: over the host memory budget", "peak_host_mib": 2600.0},
+    ),
+    (
+        {"backend": "torch", "batch_size": 64, "num_workers": 2, "prefetch_factor": 2, "persistent_workers": False},
+        "FAIL",
+        None,
+        "crash",
+        {"message": "child exited with SIGSEGV"},
+    ),
+    (
+        {"backend": "torch", "batch_size": 16, "num_workers": 1, "prefetch_factor": 2, "persistent_workers": False},
+        "PRUNED",
+        30.0,
+        "pruned",
+        {"message": "slower than the median"},
+    ),
 ]
 
 
@@ -47,37 +77,69 @@ def _loader(params: dict) -> dict:
 
 def add_trial(study: optuna.Study, i: int, params: dict, state: str, rate: float | None, outcome: str, extra: dict) -> None:
     attrs = {
-        "loader": _loader(params), "config": " ".join(f"{k}={v}" for k, v in params.items()), "outcome": outcome,
-        "samples_per_s": rate, "spread": [rate * 0.9, rate * 1.1] if rate else None, "windows": [rate, rate] if rate else [],
-        "peak_host_mib": 500.0 + 100 * i, "peak_gpu_mib": None, "startup_s": 0.5, "duration_s": 4.0, **extra,
+        "loader": _loader(params),
+        "config": " ".join(f"{k}={v}" for k, v in params.items()),
+        "outcome": outcome,
+        "samples_per_s": rate,
+        "spread": [rate * 0.9, rate * 1.1] if rate else None,
+        "windows": [rate, rate] if rate else [],
+        "peak_host_mib": 500.0 + 100 * i,
+        "peak_gpu_mib": None,
+        "startup_s": 0.5,
+        "duration_s": 4.0,
+        **extra,
     }
     st = getattr(optuna.trial.TrialState, state)
-    study.add_trial(optuna.trial.FrozenTrial(
-        number=i, trial_id=i, state=st, value=rate if st == optuna.trial.TrialState.COMPLETE else None, values=None,
-        datetime_start=T0 + _dt.timedelta(seconds=20 * i), datetime_complete=T0 + _dt.timedelta(seconds=20 * i + 15),
-        params=params, distributions={k: DISTS[k] for k in params}, user_attrs=attrs, system_attrs={},
-        intermediate_values={0: rate, 1: rate} if rate else {},
-    ))
+    study.add_trial(
+        optuna.trial.FrozenTrial(
+            number=i,
+            trial_id=i,
+            state=st,
+            value=rate if st == optuna.trial.TrialState.COMPLETE else None,
+            values=None,
+            datetime_start=T0 + _dt.timedelta(seconds=20 * i),
+            datetime_complete=T0 + _dt.timedelta(seconds=20 * i + 15),
+            params=params,
+            distributions={k: DISTS[k] for k in params},
+            user_attrs=attrs,
+            system_attrs={},
+            intermediate_values={0: rate, 1: rate} if rate else {},
+        )
+    )
 
 
 def make_study(url: str, name: str = "tiny-abc123-20261129", trials: list = TRIALS, *, running: bool = True) -> optuna.Study:
     """A stored study shaped like one 'autotune run' leaves behind."""
     study = optuna.create_study(storage=url, study_name=name, direction="maximize")
     for k, v in {
-        "dataset": {"path": "/data/tiny", "samples": 24, "classes": 3, "mean_bytes": 4000}, "pipeline": "imagenet-train", "device": "cpu",
+        "dataset": {"path": "/data/tiny", "samples": 24, "classes": 3, "mean_bytes": 4000},
+        "pipeline": "imagenet-train",
+        "device": "cpu",
         "hardware": {"gpu": None, "gpus": 0, "cpus": 2, "ram_gib": 8, "torch": "2.6", "dali": None},
-        "budgets": {"host_mib": 2500.0, "gpu_mib": None, "shm_mib": None}, "measurement": {"window_s": 0.2, "windows": 2},
-        "space": "cpu", "sampler": "tpe", "pruner": "median", "created": "2026-11-29T12:00:00Z", "model": "resnet18 (simulated)",
+        "budgets": {"host_mib": 2500.0, "gpu_mib": None, "shm_mib": None},
+        "measurement": {"window_s": 0.2, "windows": 2},
+        "space": "cpu",
+        "sampler": "tpe",
+        "pruner": "median",
+        "created": "2026-11-29T12:00:00Z",
+        "model": "resnet18 (simulated)",
         "model_ceiling": {"samples_per_s": 210.0, "batch_size": 32, "per_batch_size": {"32": {"outcome": "complete", "samples_per_s": 210.0}}},
     }.items():
         study.set_user_attr(k, v)
     for i, t in enumerate(trials):
         add_trial(study, i, *t)
     if any(t[1] == "COMPLETE" and t[2] == 200.0 for t in trials):
-        study.set_user_attr("confirmation", {"method": "top 2 re-measured 2x each, interleaved; winner by median of all scores", "winner_trial": 5, "candidates": [
-            {"trial": 5, "config": "dali", "scores": [200.0, 190.0, 210.0], "median": 200.0},
-            {"trial": 6, "config": "dali", "scores": [170.0, 160.0, 165.0], "median": 165.0},
-        ]})
+        study.set_user_attr(
+            "confirmation",
+            {
+                "method": "top 2 re-measured 2x each, interleaved; winner by median of all scores",
+                "winner_trial": 5,
+                "candidates": [
+                    {"trial": 5, "config": "dali", "scores": [200.0, 190.0, 210.0], "median": 200.0},
+                    {"trial": 6, "config": "dali", "scores": [170.0, 160.0, 165.0], "median": 165.0},
+                ],
+            },
+        )
     if running:
         study.ask()  # a trial still running (another worker, or a run that was killed)
     return study
@@ -140,7 +202,17 @@ def test_report_has_every_section_and_image(stored, tmp_path):
         assert f"## {heading}" in md and heading in page
     assert assert_self_contained(folder / "report.html") == len(IMAGES)
     # failures by outcome, the running trial, the ceiling, the dashboard command
-    for text in ("oom-host", "crash", "pruned", "running", "child exited with SIGSEGV", "of ceiling", "95%", "ceiling 210 samples/s at batch 32", f"optuna-dashboard {url}"):
+    for text in (
+        "oom-host",
+        "crash",
+        "pruned",
+        "running",
+        "child exited with SIGSEGV",
+        "of ceiling",
+        "95%",
+        "ceiling 210 samples/s at batch 32",
+        f"optuna-dashboard {url}",
+    ):
         assert text in md, text
     assert "winner" in md and "trial #5" in md and "5.0x" in md  # 200 / 40
 
@@ -323,7 +395,9 @@ def test_a_repeat_is_not_drawn_as_a_failure(stored, tmp_path, monkeypatch):
 def test_a_queued_trial_shows_the_config_it_was_queued_with():
     """Rows `queued, not run` (a warm start's neighbours, the defaults) had an empty config column."""
     study = optuna.create_study(direction="maximize")
-    study.enqueue_trial({"backend": "torch", "batch_size": 64}, user_attrs={"role": "defaults", "loader_params": {"backend": "torch", "batch_size": 64, "num_workers": 0}})
+    study.enqueue_trial(
+        {"backend": "torch", "batch_size": 64}, user_attrs={"role": "defaults", "loader_params": {"backend": "torch", "batch_size": 64, "num_workers": 0}}
+    )
     (row,) = trial_rows(study)
     assert row["state"] == "waiting" and row["config"] == "torch b=64 workers=0"
 
@@ -332,8 +406,18 @@ def test_a_queued_trial_shows_the_config_it_was_queued_with():
 def test_top_candidates_measured_once_are_not_headed_a_re_measurement(stored, tmp_path):
     """A run whose budget left no room for a round showed its single scores under 'Re-measurement of the top candidates'."""
     study, url = stored
-    study.set_user_attr("confirmation", {"method": "best single trial (no re-measurement)", "attempted": 0, "winner_trial": 5, "candidates": [
-        {"trial": 5, "config": "dali", "scores": [200.0], "median": 200.0}, {"trial": 6, "config": "dali", "scores": [170.0], "median": 170.0}]})
+    study.set_user_attr(
+        "confirmation",
+        {
+            "method": "best single trial (no re-measurement)",
+            "attempted": 0,
+            "winner_trial": 5,
+            "candidates": [
+                {"trial": 5, "config": "dali", "scores": [200.0], "median": 200.0},
+                {"trial": 6, "config": "dali", "scores": [170.0], "median": 170.0},
+            ],
+        },
+    )
     folder = write_report(study, url, tmp_path / "reports")
     md, page = (folder / "report.md").read_text(), (folder / "report.html").read_text()
     assert "## The top candidates, each measured once" in md and ">The top candidates, each measured once</h2>" in page

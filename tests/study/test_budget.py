@@ -102,7 +102,11 @@ def test_the_slow_torch_defaults_do_not_price_the_next_trial():
     for seconds, value, role in ((4.0, None, "dali-heuristic"), (5.0, 170.0, "heuristic"), (22.0, 32.0, "defaults")):
         clock.now += seconds
         attrs = {"duration_s": seconds, "role": role, "outcome": "complete" if value else "bad-data"}
-        t = optuna.trial.create_trial(value=value, user_attrs=attrs) if value else optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs=attrs)
+        t = (
+            optuna.trial.create_trial(value=value, user_attrs=attrs)
+            if value
+            else optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs=attrs)
+        )
         study.add_trial(t)
         cb(study, study.trials[-1])
     assert b.elapsed() == 39.0 and not stopped, "a 4 to 5 s trial and the re-measurement still fit in the 21 s left"
@@ -250,8 +254,28 @@ def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, 
         return TrialResult(Outcome.COMPLETE, samples_per_s=float(100 + len(calls)), spread=(1.0, 1.0), duration_s=3.0)
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "40", "--n-trials", "6", "--confirm-top", "3",
-                 "--confirm-repeats", "2", "--no-report", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(tiny_dataset),
+                "--space",
+                "cpu",
+                "--budget",
+                "40",
+                "--n-trials",
+                "6",
+                "--confirm-top",
+                "3",
+                "--confirm-repeats",
+                "2",
+                "--no-report",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     elapsed = clock.now - 1000.0
     assert elapsed <= 40 * 1.10 + 20.0  # at most the one re-measurement that overran its plan
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
@@ -282,9 +306,29 @@ def test_a_resumed_study_keeps_the_time_of_its_earlier_runs(tiny_dataset, workdi
     from autotune.report._render import facts
 
     fake_trials(monkeypatch)
+
     def run(budget: str, *extra: str) -> dict:
-        assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", budget, "--seed", "1", "--no-report", "--quiet",
-                     "--study-name", "thrice", *extra]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "--dataset",
+                    str(tiny_dataset),
+                    "--space",
+                    "cpu",
+                    "--budget",
+                    budget,
+                    "--seed",
+                    "1",
+                    "--no-report",
+                    "--quiet",
+                    "--study-name",
+                    "thrice",
+                    *extra,
+                ]
+            )
+            == 0
+        )
         study = optuna.load_study(study_name="thrice", storage="sqlite:///autotune.db")
         assert len(study.trials) < 100  # a small space, exhausted: not hundreds of repeats up to the trial cap
         return study.user_attrs["time"]
@@ -308,18 +352,26 @@ def test_a_round_the_budget_cut_short_is_set_aside(tiny_dataset, workdir, monkey
     from autotune.study.space import load_space
     from autotune.study.tuner import Tuner, TuneSettings
 
-    tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///c.db", study_name="c")
+    tuner = Tuner(
+        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///c.db", study_name="c"
+    )
     for rate, workers in ((31088.0, 1), (26455.0, 2)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": workers})
-        tuner.study.add_trial(optuna.trial.create_trial(value=rate, user_attrs={"loader": loader.to_params(), "config": loader.describe(),
-                                                                                "outcome": "complete", "duration_s": 5.0}))
+        tuner.study.add_trial(
+            optuna.trial.create_trial(
+                value=rate, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 5.0}
+            )
+        )
     monkeypatch.setattr(Tuner, "measure", lambda self, loader, **kw: TrialResult(Outcome.COMPLETE, samples_per_s=17169.0, spread=(1.0, 1.0)))
     room = iter([True, True])  # the round seemed to fit, and its first re-measurement did (it took longer than its trial)
     record = tuner.confirm(fits=lambda s: next(room, False))
     assert record["winner_trial"] == 0 and record["set_aside"] == [{"trial": 0, "score": 17169.0}]
     assert [c["scores"] for c in record["candidates"]] == [[31088.0], [26455.0]]
-    assert confirmation_method(record) == record["method"] == (
-        "best single trial: the time budget ended the one re-measurement round part-way, its 1 score set aside (like for like)")
+    assert (
+        confirmation_method(record)
+        == record["method"]
+        == ("best single trial: the time budget ended the one re-measurement round part-way, its 1 score set aside (like for like)")
+    )
     failed_first = {**record, "repeats": 2, "attempted": 3}  # a whole round whose two re-measurements failed came first
     assert "failed" in confirmation_method(failed_first) and "the one re-measurement round" not in confirmation_method(failed_first)
 
@@ -331,11 +383,16 @@ def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypat
     from autotune.study.space import load_space
     from autotune.study.tuner import Tuner, TuneSettings
 
-    tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///r.db", study_name="r")
+    tuner = Tuner(
+        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///r.db", study_name="r"
+    )
     for rate, workers in ((310.0, 1), (264.0, 2)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": workers})
-        tuner.study.add_trial(optuna.trial.create_trial(value=rate, user_attrs={"loader": loader.to_params(), "config": loader.describe(),
-                                                                                "outcome": "complete", "duration_s": 5.0}))
+        tuner.study.add_trial(
+            optuna.trial.create_trial(
+                value=rate, user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 5.0}
+            )
+        )
     left = [7.0]
 
     def measure(self, loader, **kw):
@@ -372,15 +429,40 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
             seen.append(rate)
             verdict = on_intermediate(step, rate) if on_intermediate is not None else WindowVerdict.GO_ON
             if verdict is WindowVerdict.ENOUGH:
-                return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start,
-                                   message=f"measured {step + 1} window(s): the time budget ran out")
+                return TrialResult(
+                    Outcome.COMPLETE,
+                    samples_per_s=rate,
+                    spread=(rate, rate),
+                    windows=seen,
+                    duration_s=clock.now - start,
+                    message=f"measured {step + 1} window(s): the time budget ran out",
+                )
             if verdict is WindowVerdict.PRUNE:
                 return TrialResult(Outcome.PRUNED, samples_per_s=rate, duration_s=clock.now - start)
         return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=seen, duration_s=clock.now - start)
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-baselines", "--pruner", "none",
-                 "--no-report", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(tiny_dataset),
+                "--space",
+                "cpu",
+                "--budget",
+                "30",
+                "--seed",
+                "1",
+                "--no-baselines",
+                "--pruner",
+                "none",
+                "--no-report",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     (slow,) = [t for t in study.trials if t.user_attrs.get("duration_s") == 12.0]  # the fourth measured (a repeat is told, not run)
     assert slow.user_attrs["message"] == "measured 2 window(s): the time budget ran out", slow.user_attrs

@@ -51,13 +51,19 @@ def test_remeasurement_picks_true_best_among_near_ties(tiny_dataset, tmp_path, m
 def test_a_config_under_a_third_of_the_best_is_no_contender(tiny_dataset, tmp_path, monkeypatch):
     """The torch defaults at 32 samples/s against a heuristic at 170 (under a third): re-measuring them cannot change the winner."""
     space = parse_space(SPACE, cores=4)
-    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=3, confirm_repeats=2, baselines=False), storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
+    tuner = Tuner(
+        scan(tiny_dataset), space, TuneSettings(confirm_top=3, confirm_repeats=2, baselines=False), storage=f"sqlite:///{tmp_path}/s.db", study_name="s"
+    )
     for w, value in ((0, 32.0), (2, 170.0), (3, 150.0)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
-        tuner.study.add_trial(optuna.trial.create_trial(
-            params={"num_workers": w}, distributions={"num_workers": optuna.distributions.IntDistribution(0, 4)}, value=value,
-            user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 22.0 if w == 0 else 4.0},
-        ))
+        tuner.study.add_trial(
+            optuna.trial.create_trial(
+                params={"num_workers": w},
+                distributions={"num_workers": optuna.distributions.IntDistribution(0, 4)},
+                value=value,
+                user_attrs={"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 22.0 if w == 0 else 4.0},
+            )
+        )
     calls = []
     monkeypatch.setattr(tuner, "measure", lambda loader, *a, **k: calls.append(loader.torch.num_workers) or TrialResult(Outcome.COMPLETE, samples_per_s=160.0))
     tuner.confirm()

@@ -46,7 +46,9 @@ def _finished_study(storage: str, name: str, key: str, *, created: str | None = 
         study.set_user_attr(k, v)
     study.add_trial(optuna.trial.create_trial(value=rate, user_attrs={"loader": WINNER, "samples_per_s": rate, "outcome": "complete"}))
     if finished:
-        study.set_user_attr("confirmation", {"method": "best single trial", "winner_trial": 0, "candidates": [{"trial": 0, "config": "x", "scores": [rate], "median": rate}]})
+        study.set_user_attr(
+            "confirmation", {"method": "best single trial", "winner_trial": 0, "candidates": [{"trial": 0, "config": "x", "scores": [rate], "median": rate}]}
+        )
 
 
 def _storages(tmp_path):
@@ -131,7 +133,10 @@ def test_reuse_takes_the_best_fresh_study_not_the_newest(workdir, tiny_dataset, 
     documented = (ROOT / "docs" / "reports.md").read_text()
     assert [k for k in summary if f"`{k}`" not in documented] == []
     capsys.readouterr()
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--reuse", "--batch-size", "4", "--no-report", "--max-age", "30"]) == 0
+    assert (
+        main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--reuse", "--batch-size", "4", "--no-report", "--max-age", "30"])
+        == 0
+    )
     assert "reused study tie (the best of 3 finished studies for this machine and dataset within --max-age): 512 samples/s" in capsys.readouterr().err
 
 
@@ -156,8 +161,29 @@ def test_reuse_falls_back_to_tuning(workdir, tiny_dataset, monkeypatch):
 @pytest.mark.slow
 def test_study_is_named_and_tagged_by_fingerprint(workdir, tiny_dataset):
     storage = f"sqlite:///{workdir}/fleet.db"
-    rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", storage, "--n-trials", "1", "--batch-size", "4",
-               "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--quiet", "--no-report"])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(tiny_dataset),
+            "--space",
+            "cpu",
+            "--storage",
+            storage,
+            "--n-trials",
+            "1",
+            "--batch-size",
+            "4",
+            "--window",
+            "0.2",
+            "--windows",
+            "2",
+            "--confirm-top",
+            "0",
+            "--quiet",
+            "--no-report",
+        ]
+    )
     assert rc == 0
     key = _key(tiny_dataset)
     (s,) = optuna.get_all_study_summaries(open_storage(storage), include_best_trial=False)
@@ -207,12 +233,42 @@ def test_two_autotune_runs_share_one_postgres_study(tmp_path, tiny_dataset):
     for i in range(2):
         d = tmp_path / f"node{i}"
         d.mkdir()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "autotune", "run", "--dataset", str(tiny_dataset), "--space", "cpu", "--storage", PG_URL,
-             "--study-name", name, "--resume", "--n-trials", "2", "--batch-size", "4", "--no-baselines", "--seed", str(i),
-             "--window", "0.2", "--windows", "2", "--confirm-top", "0", "--quiet", "--no-report"],
-            cwd=d, env=env,
-        ))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "autotune",
+                    "run",
+                    "--dataset",
+                    str(tiny_dataset),
+                    "--space",
+                    "cpu",
+                    "--storage",
+                    PG_URL,
+                    "--study-name",
+                    name,
+                    "--resume",
+                    "--n-trials",
+                    "2",
+                    "--batch-size",
+                    "4",
+                    "--no-baselines",
+                    "--seed",
+                    str(i),
+                    "--window",
+                    "0.2",
+                    "--windows",
+                    "2",
+                    "--confirm-top",
+                    "0",
+                    "--quiet",
+                    "--no-report",
+                ],
+                cwd=d,
+                env=env,
+            )
+        )
     assert [p.wait(timeout=400) for p in procs] == [0, 0]
     study = optuna.load_study(study_name=name, storage=open_storage(PG_URL))
     finished = [t for t in study.trials if t.state.is_finished()]

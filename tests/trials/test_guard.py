@@ -145,7 +145,10 @@ def test_bad_image_path_through_a_dataloader_worker_traceback(tmp_path):
     [
         (MemoryError(), Outcome.OOM_HOST),
         (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), Outcome.OOM_GPU),
-        (RuntimeError("DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory."), Outcome.SHM),
+        (
+            RuntimeError("DataLoader worker (pid 7) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory."),
+            Outcome.SHM,
+        ),
         (RuntimeError("DataLoader worker (pid(s) 7) exited unexpectedly"), Outcome.CRASH),
     ],
 )
@@ -250,7 +253,12 @@ def _toy_study(monkeypatch, seed: int, oom_outcome: Outcome, n_trials: int = 40)
 
     monkeypatch.setattr(study, "open_storage", lambda url: optuna.storages.InMemoryStorage())
 
-    space = parse_space({"name": "toy", "params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [16, 32, 64, 128, 256, 512, 1024]}, "num_workers": {"int": [0, 4]}}})
+    space = parse_space(
+        {
+            "name": "toy",
+            "params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [16, 32, 64, 128, 256, 512, 1024]}, "num_workers": {"int": [0, 4]}},
+        }
+    )
     settings = TuneSettings(n_trials=n_trials, seed=seed, baselines=False, cache="none", pruner="none")
     tuner = Tuner(_dataset(), space, settings, storage="memory", study_name="toy")
 
@@ -294,8 +302,10 @@ def test_tpe_moves_away_from_an_oom_region(monkeypatch):
 
 def test_dali_device_allocation_failure_is_oom_gpu():
     # seen on an H200 with the GPU almost full: DALI's resize could not allocate its output
-    err = RuntimeError("Critical error in pipeline: Error in GPU operator `nvidia.dali.fn.resize` ... encountered:  "
-                       "Can't allocate 38535168 bytes on device 0. Current pipeline object is no longer valid.")
+    err = RuntimeError(
+        "Critical error in pipeline: Error in GPU operator `nvidia.dali.fn.resize` ... encountered:  "
+        "Can't allocate 38535168 bytes on device 0. Current pipeline object is no longer valid."
+    )
     assert classify_exception(err)[0] is Outcome.OOM_GPU
 
 
@@ -335,8 +345,13 @@ def test_the_gpu_watched_is_the_one_cuda_visible_devices_names(monkeypatch, visi
     import types
 
     uuids = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2", "GPU-dddd-3"]
-    fake = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: 4,
-                                 nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetUUID=lambda h: uuids[h])
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlDeviceGetCount=lambda: 4,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetUUID=lambda h: uuids[h],
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
     assert _budgets._gpu_index(device) == index

@@ -82,7 +82,7 @@ def test_on_window_gets_the_lowest_and_highest_window_not_running_medians():
 
     class Uneven(SleepLoader):  # windows alternate between 800 and 400 samples/s
         def __iter__(self):
-            for i in range(self.n):
+            for _i in range(self.n):
                 self.clock.sleep(self.period * (2 if (self.clock.now // 0.2) % 2 else 1))
                 yield self.images, self.labels
 

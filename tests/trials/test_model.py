@@ -207,10 +207,23 @@ def test_a_study_from_before_the_ceiling_counted_its_ranks_reads_right():
 
     study = optuna.create_study(direction="maximize")
     study.set_user_attr("ranks", 2)
-    study.set_user_attr("model_ceiling", {"model": "resnet50", "per_batch_size": {"128": {"samples_per_s": 1280.0}}, "samples_per_s": 1280.0, "batch_size": 128})
+    ceiling = {"model": "resnet50", "per_batch_size": {"128": {"samples_per_s": 1280.0}}, "samples_per_s": 1280.0, "batch_size": 128}
+    study.set_user_attr("model_ceiling", ceiling)
     loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 128, "num_workers": 4})
-    study.add_trial(optuna.trial.create_trial(value=2480.0, params={}, distributions={}, user_attrs={
-        "loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "samples_per_s": 2480.0, "fraction_of_ceiling": 1.938}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=2480.0,
+            params={},
+            distributions={},
+            user_attrs={
+                "loader": loader.to_params(),
+                "config": loader.describe(),
+                "outcome": "complete",
+                "samples_per_s": 2480.0,
+                "fraction_of_ceiling": 1.938,
+            },
+        )
+    )
     assert selection.study_ceiling(study.user_attrs)["samples_per_s"] == 2560.0
     assert trial_rows(study)[0]["fraction_of_ceiling"] == 0.969
     ov = overview(study, "sqlite:///x.db")
@@ -230,17 +243,25 @@ def test_enough_rule_prefers_the_cheapest_config_within_tolerance():
     study = optuna.create_study(direction="maximize")
     study.set_user_attr("hardware", {"cpus": 16})
     study.set_user_attr("model_ceiling", {"model": "resnet50 bf16", "per_batch_size": {"128": {"samples_per_s": 3000.0}}})
-    _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 0}, 400.0, 900.0, role="defaults")       # 0
+    _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 0}, 400.0, 900.0, role="defaults")  # 0
     _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 16}, 2990.0, 9000.0, role="heuristic")  # 1
-    _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 8}, 2950.0, 5000.0)                     # 2
+    _add(study, {"backend": "torch", "batch_size": 128, "num_workers": 8}, 2950.0, 5000.0)  # 2
     _add(study, {"backend": "dali", "batch_size": 128, "dali_device": "gpu", "num_threads": 4}, 3100.0, 2500.0)  # 3: lucky once
     _add(study, {"backend": "dali", "batch_size": 128, "dali_device": "gpu", "num_threads": 2}, 2900.0, 2400.0)  # 4: 3.3 % off
     _add(study, {"backend": "dali", "batch_size": 128, "dali_device": "cpu", "num_threads": 4}, 2960.0, 2300.0)  # 5
     # re-measured: trial 3 is really 2980/s
-    study.set_user_attr("confirmation", {"method": "top 3 re-measured", "winner_trial": 3, "candidates": [
-        {"trial": 3, "config": "", "scores": [3100.0, 2980.0, 2970.0], "median": 2980.0},
-        {"trial": 1, "config": "", "scores": [2990.0, 2990.0, 2995.0], "median": 2990.0},
-        {"trial": 5, "config": "", "scores": [2960.0, 2950.0, 2955.0], "median": 2955.0}]})
+    study.set_user_attr(
+        "confirmation",
+        {
+            "method": "top 3 re-measured",
+            "winner_trial": 3,
+            "candidates": [
+                {"trial": 3, "config": "", "scores": [3100.0, 2980.0, 2970.0], "median": 2980.0},
+                {"trial": 1, "config": "", "scores": [2990.0, 2990.0, 2995.0], "median": 2990.0},
+                {"trial": 5, "config": "", "scores": [2960.0, 2950.0, 2955.0], "median": 2955.0},
+            ],
+        },
+    )
 
     sel = choose_enough(study, 0.02)
     # within 2 % of 2990: trials 1 (16 workers), 2 (8), 3 (4 threads, 2500 MiB), 5 (4 threads, 2300 MiB)
@@ -285,17 +306,44 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
 
     images = synthesize(tmp_path / "train", images=96, classes=4, min_side=64, max_side=96, workers=1)  # 12 batches an epoch
     persistent = {"persistent_workers": True, "prefetch_factor": 2}
-    monkeypatch.setattr("autotune.study.tuner.baseline_configs", lambda space, settings: {
-        "defaults": {"backend": "torch", "batch_size": 8, "num_workers": 0},
-        "heuristic": {"backend": "torch", "batch_size": 8, "num_workers": 2, **persistent},
-        "one-worker": {"backend": "torch", "batch_size": 8, "num_workers": 1, **persistent},
-    })
+    monkeypatch.setattr(
+        "autotune.study.tuner.baseline_configs",
+        lambda space, settings: {
+            "defaults": {"backend": "torch", "batch_size": 8, "num_workers": 0},
+            "heuristic": {"backend": "torch", "batch_size": 8, "num_workers": 2, **persistent},
+            "one-worker": {"backend": "torch", "batch_size": 8, "num_workers": 1, **persistent},
+        },
+    )
     settings_for = prepare.settings_for
     monkeypatch.setattr(prepare, "settings_for", lambda *a, **k: dataclasses.replace(settings_for(*a, **k), inject=dict.fromkeys(range(3), "sample-sleep:25")))
     (workdir / "space.yaml").write_text("params:\n  backend: {choices: [torch]}\n  batch_size: {choices: [8]}\n  num_workers: {choices: [0, 1, 2]}\n")
-    rc = main(["run", "--dataset", str(images), "--space", "space.yaml", "--device", "cpu", "--n-trials", "3", "--step-ms", "400",
-               "--tolerance", "0.10", "--window", "2.0", "--windows", "2", "--warmup-batches", "2", "--confirm-repeats", "0",
-               "--no-report", "--quiet"])
+    rc = main(
+        [
+            "run",
+            "--dataset",
+            str(images),
+            "--space",
+            "space.yaml",
+            "--device",
+            "cpu",
+            "--n-trials",
+            "3",
+            "--step-ms",
+            "400",
+            "--tolerance",
+            "0.10",
+            "--window",
+            "2.0",
+            "--windows",
+            "2",
+            "--warmup-batches",
+            "2",
+            "--confirm-repeats",
+            "0",
+            "--no-report",
+            "--quiet",
+        ]
+    )
     assert rc == 0
     cfg = autotune.load_config(workdir / "autotune.yaml")
     sel = cfg.result["selection"]

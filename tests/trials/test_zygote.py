@@ -19,7 +19,9 @@ pytestmark = pytest.mark.slow  # each test forks trials from a pre-imported proc
 
 
 def _spec(dataset, **kw):
-    return TrialSpec(scan(dataset), LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2}), window_s=0.1, windows=2, **kw)
+    return TrialSpec(
+        scan(dataset), LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 2}), window_s=0.1, windows=2, **kw
+    )
 
 
 def test_forked_trial_completes_in_a_fresh_process(tiny_dataset, zygote):
@@ -60,8 +62,32 @@ def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset,
     launched = []
     real_launch = Zygote.launch
     monkeypatch.setattr(Zygote, "launch", classmethod(lambda cls, *a, **k: launched.append(1) or real_launch(*a, **k)))
-    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "2", "--batch-size", "4", "--window", "0.2",
-                 "--windows", "2", "--confirm-top", "2", "--confirm-repeats", "1", "--quiet", "--no-report"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--dataset",
+                str(tiny_dataset),
+                "--space",
+                "cpu",
+                "--n-trials",
+                "2",
+                "--batch-size",
+                "4",
+                "--window",
+                "0.2",
+                "--windows",
+                "2",
+                "--confirm-top",
+                "2",
+                "--confirm-repeats",
+                "1",
+                "--quiet",
+                "--no-report",
+            ]
+        )
+        == 0
+    )
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     assert study.user_attrs["confirmation"]["attempted"] == 2  # re-measured, from the same process as the trials
     assert launched == [1]

@@ -72,7 +72,7 @@ def test_batches_shape_dtype_device_range(backend: str, preset: str, dataset: Da
     assert images
     mean = torch.tensor(p.mean).view(1, 3, 1, 1)
     std = torch.tensor(p.std).view(1, 3, 1, 1)
-    for x, y in zip(images, labels):
+    for x, y in zip(images, labels, strict=False):
         assert x.dtype == torch.float32 and y.dtype == torch.int64
         assert x.device.type == "cpu" and y.device.type == "cpu"
         assert x.shape[1:] == (3, p.crop, p.crop) and y.shape == (x.shape[0],)
@@ -223,5 +223,6 @@ def test_a_closed_loader_says_so_when_iterated(backend, dataset):
     next(iter(loader))
     loader.close()
     loader.close()  # twice is harmless
-    with pytest.raises(UserError, match=f"^this {backend.upper() if backend == 'dali' else backend} loader was closed; build a new one with autotune.build_loader$"):
+    shown = backend.upper() if backend == "dali" else backend
+    with pytest.raises(UserError, match=f"^this {shown} loader was closed; build a new one with autotune.build_loader$"):
         next(iter(loader))
