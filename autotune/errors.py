@@ -57,7 +57,7 @@ class HungUp(Terminated):
 
 def with_detail(e: KeyboardInterrupt, detail: str) -> KeyboardInterrupt:
     """``e`` carrying what the stop left behind, for the CLI's last line (``autotune: interrupted: DETAIL``)."""
-    e.autotune_detail = detail  # type: ignore[attr-defined]
+    e.autotune_detail = detail  # type: ignore[attr-defined]  # set on this one exception; interrupt_detail() reads it back
     return e
 
 

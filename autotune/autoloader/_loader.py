@@ -160,7 +160,13 @@ class AutoLoader:
         self._apply(agreed(self.comm, start), None)
         # training that ends without close() (the three-line loop, Ctrl-C) still keeps what was measured
         ref = weakref.ref(self)
-        self._at_exit = lambda: ref() is not None and ref().close()  # type: ignore[union-attr]
+
+        def close_at_exit() -> None:
+            loader = ref()
+            if loader is not None:
+                loader.close()
+
+        self._at_exit = close_at_exit
         atexit.register(self._at_exit)
 
     # -- the batch contract ----------------------------------------------------------------------------------
@@ -287,7 +293,8 @@ class AutoLoader:
                     ended = True
                     break
                 images, positions, wait, once = self._fetch(plan)
-                act = self._active
+                act = self._active  # _fetch may have replaced a failed candidate: the batch is the active one's
+                assert act is not None
                 act.tally.since_build += 1
                 short = self.exploring and self._short_epoch(plan, b)
                 measured = short or (self.exploring and act.tally.since_build > self.rules.warmup_batches)
@@ -390,6 +397,7 @@ class AutoLoader:
                     once = time.perf_counter() - t0
                     if not persistent:
                         act.it = iter(act.loader)
+                assert act.it is not None  # built above, or kept from an earlier batch
                 images, positions = next(act.it)
                 wait = time.perf_counter() - t0
                 if built:

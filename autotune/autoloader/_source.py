@@ -162,7 +162,7 @@ class CandidateSource:
             return
         rate = loop_rate(per_sample)
         desc = cand.loader.describe()
-        attrs = {"measured_batches": measured, "loop_wait_fraction": round(wait_fraction, 4) if math.isfinite(wait_fraction) else None}
+        attrs: dict[str, Any] = {"measured_batches": measured, "loop_wait_fraction": round(wait_fraction, 4) if math.isfinite(wait_fraction) else None}
         if rate is not None:
             attrs["samples_per_s"] = round(rate, 1)
         if message:

@@ -179,7 +179,7 @@ class _PlainLoader(yaml.SafeLoader):
     one mapping is refused too: PyYAML keeps the last silently, so a space with ``batch_size`` twice would tune
     a range the user did not read as the one in force."""
 
-    def construct_mapping(self, node, deep=False):  # noqa: ANN001, ANN201 - PyYAML's signature
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key_node, _ in node.value:
@@ -194,7 +194,7 @@ class _PlainLoader(yaml.SafeLoader):
                     seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
-    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's signature
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise _AliasFound(event.anchor, event.start_mark.line + 1)

@@ -56,10 +56,10 @@ def cgroup_cpu_limit() -> float | None:
     except (OSError, ValueError):
         pass
     try:
-        quota = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
-        if quota > 0 and period > 0:
-            return quota / period
+        quota_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
+        period_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        if quota_us > 0 and period_us > 0:
+            return quota_us / period_us
     except (OSError, ValueError):
         pass
     return None
@@ -152,12 +152,12 @@ def nvml_index(ordinal: int) -> int:
     try:
         indices = _visible_nvml(pynvml)
         return indices[ordinal] if ordinal < len(indices) else ordinal
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - NVML cannot say: the ordinal as given
         return ordinal
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - shutting NVML down is best effort
             pass
 
 
@@ -183,12 +183,12 @@ def gpu_info() -> dict[str, Any]:
         out["driver"] = drv.decode() if isinstance(drv, bytes) else drv
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         out["cuda"] = f"{cuda // 1000}.{(cuda % 1000) // 10}"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - NVML failing part-way: what it answered before stands
         logger.debug("NVML query failed: %s", e)
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - shutting NVML down is best effort
             pass
     return out
 

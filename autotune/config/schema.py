@@ -206,8 +206,9 @@ class LoaderConfig:
         return getattr(self, _field(self.backend.value))
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> LoaderConfig:
-        """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...)."""
+    def from_params(cls, params: object) -> LoaderConfig:
+        """From a trial's flat parameters (``backend``, ``batch_size``, ``num_workers``, ``num_threads``, ...); anything
+        else, a trial attribute written by another program included, is a :class:`ConfigError`."""
         if not isinstance(params, Mapping):
             raise ConfigError(f"loader parameters must be a mapping such as {{'backend': 'torch', 'batch_size': 64}}, but got {type(params).__name__}")
         k = kind(params.get("backend", DEFAULT_BACKEND), "backend")
@@ -416,9 +417,8 @@ class Config:
         world_size = whole_number(world, "world_size", "the number of ranks; WORLD_SIZE under torchrun")
         if not 0 <= rank < world_size:
             raise ConfigError(f"rank must be between 0 and world_size - 1, but got rank={rank}, world_size={world_size}")
-        if local_world_size is None:
-            local_world_size = env.get("LOCAL_WORLD_SIZE", world_size)
-        local_world_size = whole_number(local_world_size, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
+        local = env.get("LOCAL_WORLD_SIZE", world_size) if local_world_size is None else local_world_size
+        local_world_size = whole_number(local, "local_world_size", "the ranks on this node; LOCAL_WORLD_SIZE under torchrun")
         local_rank = whole_number(env.get("LOCAL_RANK", rank % local_world_size), "local_rank", "this process's rank on its node; LOCAL_RANK under torchrun",
                                   least=0)
         if local_world_size > world_size or local_rank >= local_world_size:  # cuda:LOCAL_RANK must be one of this node's ranks

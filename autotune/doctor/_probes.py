@@ -31,7 +31,7 @@ def nvml_error() -> str | None:
         return str(e) or type(e).__name__
     try:
         pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - shutting NVML down is best effort
         pass
     return None
 

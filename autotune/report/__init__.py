@@ -80,7 +80,7 @@ def _draw(study: optuna.Study, ov: dict, rows: list[dict], folder: Path) -> tupl
         try:
             caption = draw[key](folder / file)
             figures.append(Figure(key, title, file, caption))
-        except Exception as e:  # noqa: BLE001 - a plot must never cost the run its report
+        except Exception as e:  # a plot must never cost the run its report
             logger.warning("report: the %s plot failed: %s", key, e, exc_info=logger.isEnabledFor(logging.DEBUG))
             (folder / file).unlink(missing_ok=True)
             figures.append(Figure(key, title, None, f"Not drawn: {type(e).__name__}: {e}"))

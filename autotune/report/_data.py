@@ -365,7 +365,7 @@ def list_studies(url: str) -> list[dict[str, Any]]:
     for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
         try:
             out.append(_study_row(storage, s, url))
-        except Exception as e:  # noqa: BLE001 - one bad study must not break the listing of the others
+        except Exception as e:  # one bad study must not break the listing of the others
             logger.info("study %r cannot be read", s.study_name, exc_info=True)
             first = str(e).splitlines()[0] if str(e) else ""
             created = _stamp(s.datetime_start) if s.datetime_start else None

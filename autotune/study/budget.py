@@ -106,9 +106,9 @@ class TimeBudget:
     def follow(self, before: Any) -> None:
         """Count the earlier runs of a resumed study, from its ``time`` attr as the last run left it."""
         if isinstance(before, dict) and isinstance(before.get("elapsed_s"), (int, float)):
-            runs = before.get("runs") if isinstance(before.get("runs"), int) else 1
-            earlier = before.get("earlier_s") if isinstance(before.get("earlier_s"), (int, float)) else 0.0
-            self.earlier = (runs, float(earlier) + float(before["elapsed_s"]))
+            runs, earlier = before.get("runs"), before.get("earlier_s")
+            self.earlier = (runs if isinstance(runs, int) else 1,
+                            (float(earlier) if isinstance(earlier, (int, float)) else 0.0) + float(before["elapsed_s"]))
 
     def elapsed(self) -> float:
         return self.clock() - self.start
@@ -238,7 +238,7 @@ class TimeBudget:
             "elapsed_s": round(self.elapsed(), 1),
             "spent_s": {k: round(v, 1) for k, v in self.spent.items()},
             "trials_measured": self.trials_measured,
-            "median_trial_s": round(self.trial_cost(), 2) if self.trial_s else None,
+            "median_trial_s": None if (median_s := self.trial_cost()) is None else round(median_s, 2),
         }
         if self.stopped_sampling_at is not None:
             out["stopped_sampling_after_trial"] = self.stopped_sampling_at

@@ -67,7 +67,7 @@ def measure_ceiling(tuner: Tuner) -> dict[str, Any]:
             raise UserError(f"the model {model.describe()!r} could not be trained: {earliest.get('message', '')}")
     if measured:
         tuner.settings.model = dataclasses.replace(s.model, gpu_mib=tuple(measured))
-    best_b = max(done, key=done.get) if done else None  # type: ignore[arg-type]
+    best_b = max(done, key=done.__getitem__) if done else None
     ranks = max(1, int(s.ranks))
     one = done.get(best_b) if best_b else None
     return {

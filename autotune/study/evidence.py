@@ -37,6 +37,13 @@ def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and not is_repeat(t)]
 
 
+def trial_value(t: optuna.trial.FrozenTrial) -> float:
+    """A complete trial's score: Optuna gives every complete trial of a single-objective study one."""
+    if t.value is None:
+        raise ValueError(f"trial {t.number} has no value; only a complete trial has a score")
+    return float(t.value)
+
+
 def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The measured complete trials that may win: those of the space (a baseline outside it, the torch defaults in
     a DALI-only space, is a ``reference`` the YAML states, never the config it hands over)."""
@@ -46,7 +53,8 @@ def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 def confirmation_method(record: dict[str, Any]) -> str:
     """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
     cands = record.get("candidates") or []
-    aside = record.get("set_aside") if isinstance(record.get("set_aside"), list) else []
+    set_aside = record.get("set_aside")
+    aside: list[Any] = set_aside if isinstance(set_aside, list) else []
     done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside)
     attempted = record.get("attempted")
     if attempted is None:  # a record written before the counts were stored: trust its words unless nothing was re-measured
@@ -93,7 +101,7 @@ def tell_repeat(trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> float
     trial.set_user_attr("message", f"same config as trial #{earlier.number}: not measured again")
     logger.info("trial %d %s: same config as trial %d, not measured again", trial.number, trial.user_attrs.get("config"), earlier.number)
     if earlier.state == optuna.trial.TrialState.COMPLETE:
-        return float(earlier.value)  # type: ignore[arg-type]
+        return trial_value(earlier)
     for step, value in sorted(earlier.intermediate_values.items()):
         trial.report(value, step)
     for key, value in earlier.system_attrs.items():

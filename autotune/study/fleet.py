@@ -56,7 +56,7 @@ def best_of(storage_url: str, studies: list[optuna.study.StudySummary]) -> optun
     def rate(study: optuna.Study) -> float:
         try:
             return float(figures(study)["samples_per_s"] or 0.0)
-        except Exception:  # noqa: BLE001 - a study that cannot state a winner is never the best
+        except Exception:  # a study that cannot state a winner is never the best
             logger.info("study %s states no winner: not reused", study.study_name, exc_info=True)
             return 0.0
 

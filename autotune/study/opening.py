@@ -66,7 +66,7 @@ def open_study(storage: optuna.storages.BaseStorage, url: str, study_name: str, 
                 load_if_exists=resume,
             )
             return study, exists
-        except Exception as e:  # noqa: BLE001 - Optuna's DuplicatedStudyError, or the database's unique-name error
+        except Exception as e:  # Optuna's DuplicatedStudyError, or the database's unique-name error
             if not (isinstance(e, optuna.exceptions.DuplicatedStudyError) or "unique constraint failed: studies.study_name" in str(e).lower()):
                 raise
             if not made_up_name or resume or attempt >= 100:  # another run created it between the look and the create

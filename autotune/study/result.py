@@ -11,7 +11,7 @@ from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backe
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete
+from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete, trial_value
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
 
@@ -47,8 +47,8 @@ def winner(study: optuna.Study) -> tuple[optuna.trial.FrozenTrial, list[float]]:
     complete = contenders(study)
     if not complete:
         raise UserError(f"study {study.study_name!r} has no completed trial yet; run 'autotune run' (or --resume it) first")
-    best = max(complete, key=lambda t: t.value)
-    return best, [float(best.value)]
+    best = max(complete, key=trial_value)
+    return best, [trial_value(best)]
 
 
 def _rate(t: optuna.trial.FrozenTrial) -> float | None:
@@ -175,7 +175,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
         params = t.user_attrs.get("loader") or {}
         if backend_of(params) != FALLBACK_BACKEND:
             continue
-        rate = remeasured[t.number][0] if t.number in remeasured else float(t.value)
+        rate = remeasured[t.number][0] if t.number in remeasured else trial_value(t)
         if rate > best_rate:
             best, best_rate = t, rate
     if best is None:
@@ -289,6 +289,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         **({"retune_flags": list(a["retune_flags"])} if isinstance(a.get("retune_flags"), list) else {}),
     }
     loader = LoaderConfig.from_params(best.user_attrs["loader"])
+    created: dict[str, Any] = {"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}
     try:
         return Config(
             loader=loader,
@@ -301,7 +302,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
             study=study_section,
             budgets=a.get("budgets", {}),
             measurement=a.get("measurement", {}),
-            **({"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}),
+            **created,
         )
     except ConfigError as e:  # not "no config": an attribute edited by hand, which show and report name as such
         raise TypeError(f"the study's attributes: {e}") from None

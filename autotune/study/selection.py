@@ -176,7 +176,7 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
 
     best_of = {name: best(of_kind(name)) for name in BACKENDS}
     conf = study.user_attrs.get("confirmation") or {}
-    chosen = conf.get("winner_trial", max(rates, key=rates.get) if rates else None)
+    chosen = conf.get("winner_trial", max(rates, key=rates.__getitem__) if rates else None)
     rows = [row("defaults", defaults), *(row(f"best {b.label}", best_of[name]) for name, b in BACKENDS.items()), row("chosen (enough rule)", chosen)]
     torch_n, dali_n = best_of.get("torch"), best_of.get("dali")
     ratio = rates[dali_n] / rates[torch_n] if dali_n is not None and torch_n is not None else None

@@ -12,7 +12,7 @@ import optuna
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 from autotune.errors import UserError  # noqa: E402 - after the filter: TPE's multivariate and group are experimental
-from autotune.trials.guard import Budgets  # noqa: E402
+from autotune.trials.guard import Budgets  # noqa: E402 - after the filter, as the line above
 
 SAMPLERS = ("tpe", "random", "qmc")
 PRUNERS = ("median", "percentile", "none")

@@ -140,10 +140,11 @@ def absolute_url(url: str) -> str:
 def _chain(e: BaseException) -> list[BaseException]:
     """``e`` and the exceptions it was raised from or while handling, innermost last."""
     out: list[BaseException] = []
-    while e is not None and e not in out and len(out) < 20:
-        out.append(e)
+    cur: BaseException | None = e
+    while cur is not None and cur not in out and len(out) < 20:
+        out.append(cur)
         # `raise X from None` says that X is not about what was being handled: the chain ends there
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)  # type: ignore[assignment]
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
     return out
 
 
@@ -213,7 +214,7 @@ def close_storage(storage: optuna.storages.BaseStorage) -> None:
     if engine is not None:
         try:
             inner.remove_session()
-        except Exception:  # noqa: BLE001 - closing must not fail
+        except Exception:  # closing must not fail
             logger.debug("removing the storage session failed", exc_info=True)
         engine.dispose()
 

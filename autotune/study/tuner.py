@@ -148,7 +148,7 @@ class Tuner:
             storage.set_trial_user_attr(trial._trial_id, "owner", owner)
             type(sampler).before_trial(sampler, study, trial)
 
-        sampler.before_trial = before_trial  # type: ignore[method-assign]
+        sampler.before_trial = before_trial  # type: ignore[method-assign]  # wraps this sampler's own hook, on this instance only
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         """Queue a fixed config (a baseline, a warm start). One of a backend the space does not tune (the torch
@@ -323,7 +323,9 @@ class Tuner:
         logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value,
                     f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
-            return float(result.samples_per_s)  # type: ignore[arg-type]
+            if result.samples_per_s is None:
+                raise RuntimeError(f"trial {trial.number} is complete but has no samples/s; a measure's complete result carries its rate")
+            return float(result.samples_per_s)
         if result.outcome is Outcome.BAD_DATA and result.bad_file:
             self.exclude_file(result.bad_file)
             role = trial.user_attrs.get("role")

@@ -67,7 +67,7 @@ def inject(fault: str | None) -> None:
         delay = float(fault.split(":", 1)[1]) / 1000.0
         getitem = FileListDataset.__getitem__
 
-        def slow(self, index):  # noqa: ANN001
+        def slow(self: FileListDataset, index: int) -> Any:
             time.sleep(delay)  # like a slow disk: costs time, not CPU, whatever else runs on the machine
             return getitem(self, index)
 
@@ -79,7 +79,7 @@ def inject(fault: str | None) -> None:
 
         getitem = FileListDataset.__getitem__
 
-        def faulty(self, index):  # noqa: ANN001
+        def faulty(self: FileListDataset, index: int) -> Any:
             if get_worker_info() is not None:  # forked workers inherit this patch; the trial process does not run it
                 import multiprocessing.util
 

@@ -164,7 +164,7 @@ class ResidentBatch:
         self.device = device
         images = torch.randn(batch_size, 3, preset.crop, preset.crop, generator=g)
         labels = torch.randint(0, max(1, num_classes), (batch_size,), generator=g)
-        self.batch = (images.to(device), labels.to(device))
+        self.batch: tuple[Any, Any] | None = (images.to(device), labels.to(device))
 
     def __iter__(self) -> Iterator[Any]:
         while True:
@@ -174,7 +174,7 @@ class ResidentBatch:
         return 1
 
     def close(self) -> None:
-        self.batch = None  # type: ignore[assignment]
+        self.batch = None
 
 
 def resident_loader(spec: Any) -> ResidentBatch:
@@ -224,7 +224,7 @@ def estimate_gpu_mib(spec: ModelSpec | None, batch_size: int, *, crop: int = 224
     ceiling measured (a fixed ``--batch-size``), that measurement, with no trace: tracing imports torch (about
     6 s in the tuner's process, of a 60 s budget), which only a ceiling measured at one batch size of several needs.
     """
-    if spec is None or spec.step_ms is not None:
+    if spec is None or spec.name is None:  # a simulated model: ModelSpec has either a name or a step_ms
         return 0.0
     points = sorted(spec.gpu_mib)
     if len(points) >= 2:
@@ -233,8 +233,8 @@ def estimate_gpu_mib(spec: ModelSpec | None, batch_size: int, *, crop: int = 224
         return max(0.0, m0 + (m1 - m0) / (b1 - b0) * (batch_size - b0))
     if len(points) == 1 and batch_size == points[0][0]:
         return points[0][1]
-    traced = _traced_mib(spec.name, spec.amp, batch_size, crop, num_classes)  # type: ignore[arg-type]
+    traced = _traced_mib(spec.name, spec.amp, batch_size, crop, num_classes)
     if points:
         b0, m0 = points[0]
-        return traced * m0 / _traced_mib(spec.name, spec.amp, b0, crop, num_classes)  # type: ignore[arg-type]
+        return traced * m0 / _traced_mib(spec.name, spec.amp, b0, crop, num_classes)
     return traced

@@ -27,7 +27,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 
@@ -249,7 +249,7 @@ def _conduct(ranks: list[_Rank], on_window: OnWindow) -> dict[str, Any]:
     while len(results) < n:
         if waiting and time.monotonic() - started > START_TIMEOUT_S:
             raise RankFailed(min(waiting), Outcome.TIMEOUT, f"not ready within {START_TIMEOUT_S:.0f} s")
-        for conn in wait(list(live), timeout=1.0):
+        for conn in cast("list[Connection]", wait(list(live), timeout=1.0)):  # wait returns those of the connections given that are ready
             rk = live[conn]
             try:
                 msg = conn.recv()
@@ -384,7 +384,7 @@ def _rank_main(
         return 0
     except _Stopped:
         return 0
-    except BaseException as e:  # noqa: BLE001 - everything is reported to the trial's child
+    except BaseException as e:  # everything is reported to the trial's child
         if sent:  # after its windows, while keeping the others company: the measurement stands
             logger.debug("rank %d's loader failed after its windows: %s", r, e)
             return 0

@@ -56,15 +56,15 @@ class ForkedTrial:
 
     def wait(self, timeout: float | None = None) -> int:
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        while (code := self.poll()) is None:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise subprocess.TimeoutExpired(f"trial {self.pid}", timeout or 0)
             if not self.zygote.alive():
-                self.returncode = -signal.SIGKILL  # its children die with it
+                self.returncode = code = -signal.SIGKILL  # its children die with it
                 break
             self.zygote._pump(min(0.05, left) if left is not None else 0.05)
-        return self.returncode  # type: ignore[return-value]
+        return code
 
 
 class Zygote:
@@ -232,7 +232,7 @@ def serve(fd: int, tuner: int) -> None:
                 if len(fds) > 1:
                     logs.redirect_output(fds[1])  # before anything else: every line goes to the trial's log
                 child_main(fds[0], parent=os.getppid())
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - the forked child must reach os._exit below, whatever it raised
                 code = 1
             finally:
                 logs.flush_output()

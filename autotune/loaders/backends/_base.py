@@ -35,7 +35,7 @@ class BatchLoader(Iterable["tuple[torch.Tensor, torch.Tensor]"], abc.ABC):
     @abc.abstractmethod
     def __len__(self) -> int: ...
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:  # an optional hook
         """Release worker processes, threads and device memory."""
 
 

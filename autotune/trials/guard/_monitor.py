@@ -152,21 +152,21 @@ class _Nvml:
             return None
         try:
             procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - NVML cannot list them: the device's growth below
             procs = []
         ours = [p.usedGpuMemory or 0 for p in procs if p.pid in pids]
         if ours:
             return sum(ours) / MiB
         try:  # a PID namespace (containers) hides our PIDs from NVML: the device's growth since the start
             return max(0.0, self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used / MiB - self.baseline)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - NVML failing: no GPU reading this time
             return None
 
     def close(self) -> None:
         if self.nvml is not None:
             try:
                 self.nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - shutting NVML down is best effort
                 pass
 
 
