@@ -25,6 +25,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from autotune.study.evidence import trial_attrs
+
 if TYPE_CHECKING:
     import optuna
 
@@ -219,7 +221,7 @@ class TerminalReporter:
         """Optuna's callback after each trial."""
         import optuna
 
-        a = trial.user_attrs
+        a = trial_attrs(trial)
         outcome = a.get("outcome") or trial.state.name.lower()
         rate = a.get("samples_per_s")
         if trial.state == optuna.trial.TrialState.COMPLETE and trial.value is not None and not a.get("reference"):  # a reference never wins
@@ -244,11 +246,11 @@ class TerminalReporter:
         """A sampled config an earlier trial measured: not measured, not counted; a line says so (the trial numbers
         went 3, 5 without a word until the summary)."""
         if self.mode == "lines":
-            self._print(f"trial {trial.number} {trial.user_attrs.get('config', '')}: {trial.user_attrs.get('message', 'a repeat, not measured')}")
+            self._print(f"trial {trial.number} {trial_attrs(trial).get('config', '')}: {trial_attrs(trial).get('message', 'a repeat, not measured')}")
 
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: TrialResult | None) -> None:
         """Re-measurement ``k`` of ``n`` of ``trial``'s config starts (``result`` None) or has ended."""
-        config = trial.user_attrs.get("config", "")
+        config = trial_attrs(trial).get("config", "")
         self.remeasurements = n
         if result is not None:
             self.remeasured = k

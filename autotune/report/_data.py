@@ -15,6 +15,7 @@ import optuna
 
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
+from autotune.study.evidence import trial_attrs
 from autotune.study.selection import ceiling_attrs, study_ceiling
 from autotune.study.storage import absolute_url, mask_url, not_ours, open_storage
 
@@ -63,7 +64,7 @@ def latest_study_name(url: str) -> str:
 
 
 def _outcome(t: optuna.trial.FrozenTrial) -> str:
-    return t.user_attrs.get("outcome") or ("complete" if t.state == _TS.COMPLETE else t.state.name.lower())
+    return trial_attrs(t).get("outcome") or ("complete" if t.state == _TS.COMPLETE else t.state.name.lower())
 
 
 def _described(params: Any) -> str:
@@ -81,7 +82,7 @@ def trial_rows(study: optuna.Study) -> list[dict[str, Any]]:
     ceiling = study_ceiling(study.user_attrs)
     rows = []
     for t in study.get_trials(deepcopy=False):
-        a = t.user_attrs
+        a = trial_attrs(t)
         loader = a.get("loader") or a.get("loader_params") or dict(t.params)
         rate = a.get("samples_per_s")
         if rate is None and t.state == _TS.COMPLETE and t.value is not None and a.get("outcome") != "repeat":  # a repeat measured nothing
@@ -227,7 +228,7 @@ MIN_FOR_IMPORTANCE = 5
 
 def _importance_trials(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
     # a trial without params (AutoLoader records its starting points so) would leave no knob shared by all
-    return [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and t.user_attrs.get("outcome") != "repeat" and t.params]
+    return [t for t in trials if t.state == _TS.COMPLETE and t.value is not None and trial_attrs(t).get("outcome") != "repeat" and t.params]
 
 
 def _importance_of(trials: list[optuna.trial.FrozenTrial]) -> tuple[dict[str, float] | None, str]:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from autotune.study.evidence import trial_attrs
+
 #: seconds kept back for writing the YAML and the report after the last measurement
 WRITE_RESERVE_S = 3.0
 #: trials whose time says nothing of the next one's: the torch defaults (one process decodes, so a trial of them can
@@ -146,7 +148,10 @@ class TimeBudget:
         done = [
             t
             for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-            if t.value is not None and t.user_attrs.get("duration_s") and t.user_attrs.get("role") not in UNPRICED_ROLES and not t.user_attrs.get("reference")
+            if t.value is not None
+            and trial_attrs(t).get("duration_s")
+            and trial_attrs(t).get("role") not in UNPRICED_ROLES
+            and not trial_attrs(t).get("reference")
         ]  # a reference is never re-measured
         from autotune.study.evidence import CONTENDER_FLOOR
 
@@ -154,7 +159,7 @@ class TimeBudget:
         best = [t for t in best if t.value >= CONTENDER_FLOOR * best[0].value]  # the contenders Tuner.candidates re-measures
         if not best:
             return self.trial_cost()
-        return max(statistics.fmean(float(t.user_attrs["duration_s"]) for t in best), self.trial_cost() or 0.0)
+        return max(statistics.fmean(float(trial_attrs(t)["duration_s"]) for t in best), self.trial_cost() or 0.0)
 
     def fits(self, seconds: float) -> bool:
         """Whether ``seconds`` more work and writing the YAML still end inside the budget."""
@@ -217,9 +222,9 @@ class TimeBudget:
         from autotune.study.evidence import CONTENDER_FLOOR, contenders
 
         def callback(study: Any, trial: Any) -> None:
-            d = trial.user_attrs.get("duration_s")
+            d = trial_attrs(trial).get("duration_s")
             if d:
-                self.record_trial(d, priced=trial.user_attrs.get("role") not in UNPRICED_ROLES)
+                self.record_trial(d, priced=trial_attrs(trial).get("role") not in UNPRICED_ROLES)
             done = [t.value for t in contenders(study) if t.value is not None]
             n_contenders = sum(v >= CONTENDER_FLOOR * max(done) for v in done) if done else 0  # what the re-measurement would take
             contender_s = self.contender_cost(study, top)
@@ -254,4 +259,4 @@ def _next_role(study: Any) -> str | None:
     import optuna
 
     waiting = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))
-    return min(waiting, key=lambda t: t.number).user_attrs.get("role") if waiting else None
+    return trial_attrs(min(waiting, key=lambda t: t.number)).get("role") if waiting else None

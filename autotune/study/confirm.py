@@ -16,7 +16,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import CLOSE_CALL, CONTENDER_FLOOR, TIEBREAK_ROUNDS, confirmation_method, contenders
+from autotune.study.evidence import CLOSE_CALL, CONTENDER_FLOOR, TIEBREAK_ROUNDS, confirmation_method, contenders, trial_attrs
 from autotune.trials.spec import TrialResult
 
 #: ``on_step(k, n, trial, result)``: re-measurement k of n (from 1) of ``trial`` starts (``result`` None) or ended
@@ -26,7 +26,7 @@ Remeasure = Callable[[optuna.trial.FrozenTrial, int], TrialResult]
 
 
 def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
-    params = t.user_attrs.get("loader")
+    params = trial_attrs(t).get("loader")
     return LoaderConfig.from_params(params) if params else None
 
 
@@ -41,7 +41,7 @@ def candidates(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     out: list[optuna.trial.FrozenTrial] = []
     seen = set()
     for t in sorted(contenders(study), key=_value, reverse=True):
-        key = t.user_attrs.get("config")
+        key = trial_attrs(t).get("config")
         if key in seen:
             continue
         if out and _value(t) < CONTENDER_FLOOR * _value(out[0]):
@@ -67,7 +67,7 @@ class _Rounds:
 
     def again(self, t: optuna.trial.FrozenTrial) -> bool:
         """Re-measure ``t`` once; False (nothing measured) when the time budget has no room for it."""
-        if self.fits is not None and not self.fits(float(t.user_attrs.get("duration_s") or 0.0)):
+        if self.fits is not None and not self.fits(float(trial_attrs(t).get("duration_s") or 0.0)):
             return False
         self.repeats[t.number] += 1
         self.k += 1
@@ -86,7 +86,7 @@ class _Rounds:
     def round_fits(self, ts: list[optuna.trial.FrozenTrial]) -> bool:
         """Whether a whole round of ``ts`` fits the time left: one that does not is not begun (it would be cut
         short, and its scores set aside)."""
-        return self.fits is None or self.fits(sum(float(t.user_attrs.get("duration_s") or 0.0) for t in ts))
+        return self.fits is None or self.fits(sum(float(trial_attrs(t).get("duration_s") or 0.0) for t in ts))
 
     def run(self, repeats: int) -> tuple[int, int]:
         """``repeats`` interleaved rounds, then a tie-break while the two leaders stay within CLOSE_CALL of each
@@ -159,7 +159,7 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
         "repeats": repeats,
         "attempted": rounds.k,
         "tiebreak": tiebreak,
-        "candidates": [{"trial": t.number, "config": t.user_attrs.get("config"), "scores": [round(x, 1) for x in scores[t.number]],
+        "candidates": [{"trial": t.number, "config": trial_attrs(t).get("config"), "scores": [round(x, 1) for x in scores[t.number]],
                         "median": round(medians[t.number], 1)} for t in cands],
     }
     if set_aside:

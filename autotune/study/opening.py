@@ -14,6 +14,7 @@ import optuna
 
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.settings import TuneSettings, make_pruner, make_sampler
 from autotune.study.storage import mask_url, not_ours
 
@@ -146,7 +147,7 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     host = socket.gethostname()
     stale = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        owner_host, _, pid = str(t.user_attrs.get("owner", "")).rpartition(":")
+        owner_host, _, pid = str(trial_attrs(t).get("owner", "")).rpartition(":")
         if owner_host != host or not pid.isdigit():
             continue
         try:  # the same PID started after the trial is another process

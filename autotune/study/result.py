@@ -11,7 +11,7 @@ from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backe
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete, trial_value
+from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete, trial_attrs, trial_value
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
 
@@ -28,7 +28,7 @@ def baseline_key(role: str) -> str:
 def outcome_counts(study: optuna.Study) -> dict[str, int]:
     counts: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
-        o = t.user_attrs.get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
+        o = trial_attrs(t).get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
         counts[o] = counts.get(o, 0) + 1
     return counts
 
@@ -59,7 +59,7 @@ def _rate(t: optuna.trial.FrozenTrial) -> float | None:
 
 def _config_of(t: optuna.trial.FrozenTrial) -> str | None:
     """The loader a trial ran (or is queued to run), in one form whichever way it was stored; None if unknown."""
-    params = t.user_attrs.get("loader") or t.user_attrs.get("loader_params")
+    params = trial_attrs(t).get("loader") or trial_attrs(t).get("loader_params")
     if not isinstance(params, dict):
         return None
     try:
@@ -76,14 +76,14 @@ def baseline_trials(study: optuna.Study) -> dict[str, optuna.trial.FrozenTrial]:
     trials = study.get_trials(deepcopy=False)
     out: dict[str, optuna.trial.FrozenTrial] = {}
     for t in trials:
-        role = t.user_attrs.get("role")
+        role = trial_attrs(t).get("role")
         if role and (_rate(t) is not None or role not in out or _rate(out[role]) is None):
             out[role] = t
     by_number = {t.number: t for t in trials}
     measured = {_config_of(o): o for o in measured_complete(study)}  # the last complete trial of each config
     for role, t in list(out.items()):
-        if is_repeat(t) and t.user_attrs.get("repeat_of") in by_number:  # its figures are the measuring trial's
-            out[role] = t = by_number[t.user_attrs["repeat_of"]]
+        if is_repeat(t) and trial_attrs(t).get("repeat_of") in by_number:  # its figures are the measuring trial's
+            out[role] = t = by_number[trial_attrs(t)["repeat_of"]]
         if _rate(t) is None and (config := _config_of(t)) in measured:
             out[role] = measured[config]
     return out
@@ -94,7 +94,7 @@ def _remeasured(study: optuna.Study) -> dict[int, tuple[float, list[float]]]:
     candidates = (study.user_attrs.get("confirmation") or {}).get("candidates", [])
     if not candidates:
         return {}
-    windows = {t.number: t.user_attrs.get("spread") for t in study.get_trials(deepcopy=False)}
+    windows = {t.number: trial_attrs(t).get("spread") for t in study.get_trials(deepcopy=False)}
     out = {}
     for c in candidates:
         scores = [float(x) for x in c.get("scores") or () if isinstance(x, (int, float))]
@@ -145,7 +145,7 @@ def speedup(rate: float | None, base: float | None) -> float | None:
 def figures(study: optuna.Study) -> dict[str, Any]:
     """The winner's figures as the YAML, the report and ``autotune show`` all state them (one definition)."""
     best, scores = winner(study)
-    rate, spread = headline(scores, best.user_attrs.get("spread"))
+    rate, spread = headline(scores, trial_attrs(best).get("spread"))
     base = baseline_rates(study)
     out: dict[str, Any] = {
         "trial": best.number,
@@ -172,7 +172,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
     remeasured = _remeasured(study)
     best, best_rate = None, 0.0
     for t in contenders(study):
-        params = t.user_attrs.get("loader") or {}
+        params = trial_attrs(t).get("loader") or {}
         if backend_of(params) != FALLBACK_BACKEND:
             continue
         rate = remeasured[t.number][0] if t.number in remeasured else trial_value(t)
@@ -180,7 +180,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
             best, best_rate = t, rate
     if best is None:
         return {}
-    loader = LoaderConfig.from_params(best.user_attrs["loader"]).to_dict()
+    loader = LoaderConfig.from_params(trial_attrs(best)["loader"]).to_dict()
     return {"batch_size": loader["batch_size"], "torch": loader["torch"], "samples_per_s": round(best_rate, 1), "trial": best.number}
 
 
@@ -189,8 +189,8 @@ def no_completion_message(study: optuna.Study) -> str:
     trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not is_repeat(t)]  # not the queued ones
     counts: dict[str, int] = {}
     for t in trials:
-        o = t.user_attrs.get("outcome") or t.state.name.lower()
-        if t.user_attrs.get("reference") and o == Outcome.COMPLETE.value:
+        o = trial_attrs(t).get("outcome") or t.state.name.lower()
+        if trial_attrs(t).get("reference") and o == Outcome.COMPLETE.value:
             o = "complete outside the space (a reference)"
         counts[o] = counts.get(o, 0) + 1
     groups = {
@@ -210,7 +210,7 @@ def no_completion_message(study: optuna.Study) -> str:
         flag = "--shm-budget" if shm * 2 > n else ("--gpu-budget" if gpu * 2 > n else "--host-budget / --gpu-budget")
         return head + f"{n} of {total} went over the memory budget: raise {flag}, or tune a space with smaller batch sizes and fewer workers"
     if cause == "bad-data":
-        bad = list(dict.fromkeys(t.user_attrs["bad_file"] for t in trials if t.user_attrs.get("bad_file")))
+        bad = list(dict.fromkeys(trial_attrs(t)["bad_file"] for t in trials if trial_attrs(t).get("bad_file")))
         if not bad:
             return head + "images that cannot be decoded: remove them from the dataset"
         if len(bad) == 1:
@@ -235,7 +235,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
             "autotune's maximize samples/s); pick an autotune study with 'autotune studies'"
         )
     best, _ = winner(study)
-    if not isinstance(best.user_attrs.get("loader"), dict):
+    if not isinstance(trial_attrs(best).get("loader"), dict):
         raise UserError(
             f"study {study.study_name!r} was not written by 'autotune run' (its best trial has no loader config); "
             "pick an autotune study with 'autotune studies'"
@@ -246,9 +246,9 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "samples_per_s": fig["samples_per_s"],
         "spread": fig["spread"],
         "scores": fig["scores"],
-        "startup_s": best.user_attrs.get("startup_s"),
-        "peak_gpu_mib": best.user_attrs.get("peak_gpu_mib"),
-        "peak_host_mib": best.user_attrs.get("peak_host_mib"),
+        "startup_s": trial_attrs(best).get("startup_s"),
+        "peak_gpu_mib": trial_attrs(best).get("peak_gpu_mib"),
+        "peak_host_mib": trial_attrs(best).get("peak_host_mib"),
         **{
             k: fig[k]
             for k in (
@@ -264,8 +264,8 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "ranks": a.get("ranks", 1),
     }
     for k in ("per_rank_samples_per_s", "model_ceiling_samples_per_s", "fraction_of_ceiling", "headroom"):
-        if k in best.user_attrs:
-            result[k] = best.user_attrs[k]
+        if k in trial_attrs(best):
+            result[k] = trial_attrs(best)[k]
     if "confirmed" in fig:
         result["confirmed"] = fig["confirmed"]
     for k, v in (a.get("result_extra") or {}).items():
@@ -288,7 +288,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "space": a.get("space"),
         **({"retune_flags": list(a["retune_flags"])} if isinstance(a.get("retune_flags"), list) else {}),
     }
-    loader = LoaderConfig.from_params(best.user_attrs["loader"])
+    loader = LoaderConfig.from_params(trial_attrs(best)["loader"])
     created: dict[str, Any] = {"created": str(a[CONFIG_CREATED])} if as_written and a.get(CONFIG_CREATED) else {}
     try:
         return Config(

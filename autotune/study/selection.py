@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.config.schema import backend_of
 from autotune.errors import UserError
 from autotune.loaders.backends import BACKENDS, backend_for
+from autotune.study.evidence import trial_attrs
 
 if TYPE_CHECKING:
     import optuna
@@ -75,12 +76,12 @@ def trial_rates(study: optuna.Study) -> dict[int, float]:
     return {
         t.number: medians.get(t.number, float(t.value))
         for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        if t.value is not None and t.user_attrs.get("loader") and t.user_attrs.get("outcome") != "repeat"
+        if t.value is not None and trial_attrs(t).get("loader") and trial_attrs(t).get("outcome") != "repeat"
     }
 
 
 def _cost(t: optuna.trial.FrozenTrial, rate: float) -> tuple[float, float, float, float]:
-    a = t.user_attrs
+    a = trial_attrs(t)
     return (loader_threads(a["loader"]), a.get("peak_host_mib") or float("inf"), a.get("peak_gpu_mib") or 0.0, -rate)
 
 
@@ -108,7 +109,7 @@ def choose_enough(study: optuna.Study, tolerance: float) -> dict[str, Any]:
     floor = rates[fastest] * (1 - tolerance)
     within = sorted(n for n, r in rates.items() if r >= floor)
     chosen = min(within, key=lambda n: (*_cost(trials[n], rates[n]), n))
-    f, c = trials[fastest].user_attrs, trials[chosen].user_attrs
+    f, c = trial_attrs(trials[fastest]), trial_attrs(trials[chosen])
     cpus = (study.user_attrs.get("hardware") or {}).get("cpus")
 
     def saved(key: str) -> float | None:
@@ -160,7 +161,7 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
     def row(label: str, n: int | None) -> dict[str, Any]:
         if n is None:
             return {"label": label, "config": None, "samples_per_s": None}
-        a = trials[n].user_attrs
+        a = trial_attrs(trials[n])
         out = {"label": label, "trial": n, "config": a.get("config"), "samples_per_s": round(rates[n], 1),
                "cpu_threads": loader_threads(a["loader"]), "peak_host_mib": a.get("peak_host_mib"), "peak_gpu_mib": a.get("peak_gpu_mib")}
         out.update(ceiling_attrs(ceiling, int(a["loader"]["batch_size"]), rates[n]))
@@ -170,9 +171,9 @@ def training_summary(study: optuna.Study) -> dict[str, Any]:
         ns = [n for n, t in trials.items() if pred(t)]
         return max(ns, key=lambda n: rates[n]) if ns else None
 
-    defaults = best(lambda t: t.user_attrs.get("role") == "defaults")
+    defaults = best(lambda t: trial_attrs(t).get("role") == "defaults")
     def of_kind(name: str) -> Callable[[Any], bool]:
-        return lambda t: backend_of(t.user_attrs["loader"]) == name
+        return lambda t: backend_of(trial_attrs(t)["loader"]) == name
 
     best_of = {name: best(of_kind(name)) for name in BACKENDS}
     conf = study.user_attrs.get("confirmation") or {}

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 
 from autotune.errors import UserError
+from autotune.study.evidence import trial_attrs
 
 logger = logging.getLogger(__name__)
 
@@ -321,7 +322,7 @@ def not_ours(study: optuna.Study) -> str | None:
     if study.direction != optuna.study.StudyDirection.MAXIMIZE:
         return "it minimizes its objective; autotune's maximize samples/s"
     trials = study.get_trials(deepcopy=False)
-    if trials and "fingerprint_key" not in study.user_attrs and not any(t.user_attrs.get("outcome") or t.user_attrs.get("role") for t in trials):
+    if trials and "fingerprint_key" not in study.user_attrs and not any(trial_attrs(t).get("outcome") or trial_attrs(t).get("role") for t in trials):
         return "neither it nor its trials carry autotune's record"
     return None
 

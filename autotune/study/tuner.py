@@ -26,7 +26,7 @@ from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.confirm import OnStep, candidates, trial_loader
 from autotune.study.confirm import confirm as confirm_candidates
-from autotune.study.evidence import MeasuredTrials, contenders, measured_before, tell_repeat, unless_repeat
+from autotune.study.evidence import MeasuredTrials, contenders, measured_before, record_result, tell_repeat, trial_attrs, unless_repeat
 from autotune.study.opening import check_resumable, fail_stale_trials, open_study
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
@@ -169,7 +169,7 @@ class Tuner:
         speed (killed mid-run, a crash, a bad file since left out). Measured ones (complete, or pruned for memory or
         time) and queued or running ones are not queued again."""
         have = {
-            t.user_attrs.get("role") for t in self.study.get_trials(deepcopy=False)
+            trial_attrs(t).get("role") for t in self.study.get_trials(deepcopy=False)
             if t.state != optuna.trial.TrialState.FAIL
         }
         # the likeliest winner first, the defaults (the reference of the speedup, rarely a contender) last:
@@ -261,12 +261,12 @@ class Tuner:
         try:
             return self._objective(trial)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM anywhere in the trial, the sampler's work too
-            trial.set_user_attr("outcome", Outcome.INTERRUPTED.value)
+            record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
             raise
 
     def _objective(self, trial: optuna.Trial) -> float:
-        if trial.user_attrs.get("outside_space"):
-            params = trial.user_attrs["loader_params"]
+        if trial_attrs(trial).get("outside_space"):
+            params = trial_attrs(trial)["loader_params"]
         else:
             try:
                 params = self.space.suggest(trial, self.context)  # enqueued values are taken as they are
@@ -278,7 +278,7 @@ class Tuner:
                                 "or tune under another --study-name") from None
             # a queued config as it was queued; a knob it does not name (a warm start from another backend), as sampled:
             # what is measured is what the trial's params say
-            params = {**params, **trial.user_attrs["loader_params"]} if "loader_params" in trial.user_attrs else params
+            params = {**params, **trial_attrs(trial)["loader_params"]} if "loader_params" in trial_attrs(trial) else params
         loader = LoaderConfig.from_params(params)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
@@ -286,7 +286,7 @@ class Tuner:
         # that was DALI's usual start is that baseline too; its queued trial states the same result, in no time).
         # A queued config pruned before is measured as asked (a memory budget or a fault may be gone)
         earlier = measured_before(self.study, loader, trial.number)
-        if earlier is not None and (trial.user_attrs.get("role") is None or earlier.state == optuna.trial.TrialState.COMPLETE):
+        if earlier is not None and (trial_attrs(trial).get("role") is None or earlier.state == optuna.trial.TrialState.COMPLETE):
             return tell_repeat(trial, earlier)
 
         reported: list[float] = []
@@ -299,7 +299,7 @@ class Tuner:
             if left is not None and left() <= 0:
                 stopped.append(True)
                 return WindowVerdict.ENOUGH  # the budget is spent (a slow trial such as the torch defaults): keep what was measured
-            prune = trial.user_attrs.get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
+            prune = trial_attrs(trial).get("role") is None and judged(step, reported, self.settings.windows) and trial.should_prune()
             return WindowVerdict.PRUNE if prune else WindowVerdict.GO_ON
 
         log = trial_log(self.settings.log_dir, trial.number)
@@ -310,16 +310,15 @@ class Tuner:
         result = self.measure(loader, trial.number, intermediate, **limit)
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
-        for k, v in result.to_attrs().items():
-            trial.set_user_attr(k, v)
-        if stopped and log is not None and result.outcome is Outcome.COMPLETE:  # the log ends with its rate, as every other
-            # not twice, if it wrote its own as it was stopped
-            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})", unless=": complete: ")
+        record = result.to_attrs()
         if self.settings.model is not None and result.outcome is Outcome.COMPLETE:
             from autotune.study.selection import ceiling_attrs, study_ceiling  # no torch on this side
 
-            for k, v in ceiling_attrs(study_ceiling(self.study.user_attrs), loader.batch_size, result.samples_per_s).items():
-                trial.set_user_attr(k, v)
+            record.update(ceiling_attrs(study_ceiling(self.study.user_attrs), loader.batch_size, result.samples_per_s))
+        record_result(trial, record)
+        if stopped and log is not None and result.outcome is Outcome.COMPLETE:  # the log ends with its rate, as every other
+            # not twice, if it wrote its own as it was stopped
+            append_line(log, f"complete: {result.samples_per_s:.1f} samples/s ({result.message})", unless=": complete: ")
         logger.info("trial %d %s: %s %s", trial.number, loader.describe(), result.outcome.value,
                     f"{result.samples_per_s:.1f} samples/s" if result.samples_per_s else result.message)
         if result.outcome is Outcome.COMPLETE:
@@ -328,9 +327,9 @@ class Tuner:
             return float(result.samples_per_s)
         if result.outcome is Outcome.BAD_DATA and result.bad_file:
             self.exclude_file(result.bad_file)
-            role = trial.user_attrs.get("role")
+            role = trial_attrs(trial).get("role")
             if role in baseline_configs(self.space, self.settings):  # measure the baseline again without the file
-                self._enqueue(trial.user_attrs.get("loader_params") or loader.to_params(), role)
+                self._enqueue(trial_attrs(trial).get("loader_params") or loader.to_params(), role)
         if result.outcome.steers_sampler:
             if not reported and result.outcome is not Outcome.PRUNED:
                 trial.report(0.0, 0)  # no rate at all: the worst value, so the sampler avoids the region
@@ -389,7 +388,7 @@ class Tuner:
         """
         left = []
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t._trial_id in running_before or t.user_attrs.get("owner") != self._owner:
+            if t._trial_id in running_before or trial_attrs(t).get("owner") != self._owner:
                 continue
             self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
             self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)

@@ -10,6 +10,7 @@ import optuna
 from autotune.config.schema import Config
 from autotune.outcomes import Outcome
 from autotune.study.budget import TimeBudget
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import SearchSpace
 from autotune.trials.guard import cores_taken, too_busy
 
@@ -33,8 +34,8 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
         out.append(f"the run took {elapsed:.0f} s, over its {budget.total_s:.0f} s budget (setting up alone took "
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
     if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
-        ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (t.user_attrs.get("loader") or {}).get("backend") == "torch"
-               and t.user_attrs.get("outcome") != Outcome.INTERRUPTED.value] if study else []  # one cut by the budget's end did not run
+        ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (trial_attrs(t).get("loader") or {}).get("backend") == "torch"
+               and trial_attrs(t).get("outcome") != Outcome.INTERRUPTED.value] if study else []  # one cut by the budget's end did not run
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")
@@ -52,17 +53,17 @@ def _unmeasured_baselines(cfg: Config, study: optuna.Study | None) -> list[tuple
     """The baselines the run queued but never measured: (role, name, what is missing without it)."""
     unmeasured: list[tuple[str, str, str]] = []
     every = study.get_trials(deepcopy=False) if study is not None else []
-    dali_measured = any(t.state == optuna.trial.TrialState.COMPLETE and (t.user_attrs.get("loader") or {}).get("backend") == "dali" for t in every)
+    dali_measured = any(t.state == optuna.trial.TrialState.COMPLETE and (trial_attrs(t).get("loader") or {}).get("backend") == "dali" for t in every)
     for role, figure, name, lost in BASELINE_WARNINGS:
         if study is None or (cfg.result or {}).get(figure):
             continue
         if role == "dali-heuristic" and dali_measured:
             continue  # DALI was measured in another config: the choice saw it
-        trials = [t for t in every if t.user_attrs.get("role") == role]
+        trials = [t for t in every if trial_attrs(t).get("role") == role]
         # queued and never run, or cut by the budget's end (one that failed otherwise says why in the report); a
         # first trial that met an undecodable file is measured again without it, if the budget leaves the time
-        unrun = [t for t in trials if not t.state.is_finished() or t.user_attrs.get("outcome") == Outcome.INTERRUPTED.value]
-        bad = [t for t in trials if t.user_attrs.get("outcome") == Outcome.BAD_DATA.value]
+        unrun = [t for t in trials if not t.state.is_finished() or trial_attrs(t).get("outcome") == Outcome.INTERRUPTED.value]
+        bad = [t for t in trials if trial_attrs(t).get("outcome") == Outcome.BAD_DATA.value]
         if unrun and len(unrun) + len(bad) == len(trials):
             unmeasured.append((role, name + (" again without the undecodable file its first trial met" if bad else ""), lost))
     return unmeasured

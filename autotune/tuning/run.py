@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from autotune.errors import UserError, interrupt_detail, with_detail
-from autotune.study.evidence import contenders
+from autotune.study.evidence import contenders, trial_attrs
 from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, storage_failure
 from autotune.tuning.caveats import keep_busier
 from autotune.tuning.confirm import confirm, remeasurements
@@ -63,7 +63,7 @@ def _measure(request: RunRequest, prep: Prepared, opened: OpenStudy, reporter: R
     tuner, budget = opened.tuner, prep.budget
     if not opened.unwritten:
         # a resumed study's best so far: the progress line's "best" starts there
-        rates = [float(t.user_attrs.get("samples_per_s") or t.value or 0.0) for t in contenders(tuner.study)]
+        rates = [float(trial_attrs(t).get("samples_per_s") or t.value or 0.0) for t in contenders(tuner.study)]
         reporter.start(request.n_trials, remeasurements(opened, request.n_trials), tuner.settings, done=opened.done_before,
                        budget_s=budget.remaining() if budget is not None else None, best=max(rates) if rates else None,
                        since=budget.start if budget is not None and budget.clock is time.monotonic else None)

@@ -29,6 +29,7 @@ from autotune.autoloader._plan import EpochPlan
 from autotune.config.files import load_config
 from autotune.config.staleness import is_stale
 from autotune.dataset.scan import scan
+from autotune.study.evidence import trial_attrs
 from tests.helpers import ROOT, run_ranks
 
 SPACE = """\
@@ -155,7 +156,7 @@ def test_on_a_gpu_the_first_candidate_decodes_every_jpeg_on_the_hardware_decoder
     space = load_space("default", cores=16, device="cuda", dali=True).fix("batch_size", 256)
     source = CandidateSource(space, storage=None, study_name="order", attrs={}, seed=0, device="cuda", cores=16, first=[])
     asked = [source.ask() for _ in range(3)]
-    assert [c.trial.user_attrs["role"] for c in asked] == ["dali-hw", "dali-heuristic", "heuristic"]
+    assert [trial_attrs(c.trial)["role"] for c in asked] == ["dali-hw", "dali-heuristic", "heuristic"]
     assert asked[0].loader.describe() == "dali-gpu b=256 threads=4 queue=2 hw_load=1"
     for c in asked:  # in the default space: each with its params, which are its config
         assert c.trial.params and LoaderConfig.from_params({**c.trial.params}).describe() == c.loader.describe()
@@ -172,7 +173,7 @@ def test_a_candidate_of_the_users_off_the_grid_is_what_the_yaml_hands_over_when_
     source = CandidateSource(space, storage=None, study_name="users", attrs={"dataset": {"root": "/d"}}, seed=0, device="cpu", cores=4,
                              first=[{"num_workers": 3, "batch_size": 64}])
     mine = source.ask()
-    assert mine.trial.user_attrs.get("outside_space")
+    assert trial_attrs(mine.trial).get("outside_space")
     source.tell(mine, DONE, per_sample=1 / 1000, wait_fraction=0.0, measured=30)
     other = source.ask()
     source.tell(other, DONE, per_sample=1 / 500, wait_fraction=0.0, measured=30)
@@ -218,8 +219,8 @@ def test_a_repeated_proposal_names_the_trial_that_measured_it():
         source.tell(cand, DONE, per_sample=0.01, wait_fraction=0.5, measured=10)
         told[cand.loader.describe()] = cand.number
         assert len(told) < 10
-    repeats = [t for t in source.study.trials if t.user_attrs.get("outcome") == "repeat"]
-    assert repeats and all(t.user_attrs["repeat_of"] == told[t.user_attrs["config"]] for t in repeats)
+    repeats = [t for t in source.study.trials if trial_attrs(t).get("outcome") == "repeat"]
+    assert repeats and all(trial_attrs(t)["repeat_of"] == told[trial_attrs(t)["config"]] for t in repeats)
 
 
 def test_bad_arguments_are_one_line_errors(tiny_dataset, space):
@@ -292,8 +293,8 @@ def test_a_failing_candidate_is_replaced_without_an_error_or_a_lost_batch(tiny_d
              CANDIDATES[1]]
     al = make(tiny_dataset, space, candidates=cands)
     epochs_exactly_once(al, tiny_dataset, 2)  # no exception reached the loop
-    failed = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.FAIL and "injected" in t.user_attrs.get("message", "")]
-    assert {t.user_attrs["config"] for t in failed} == {"torch b=4 workers=1 prefetch=3", "torch b=4 workers=1 prefetch=5"}
+    failed = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.FAIL and "injected" in trial_attrs(t).get("message", "")]
+    assert {trial_attrs(t)["config"] for t in failed} == {"torch b=4 workers=1 prefetch=3", "torch b=4 workers=1 prefetch=5"}
     assert [h["reason"] for h in al.history].count("failed") == 2
 
 
@@ -309,14 +310,14 @@ def test_exploration_writes_the_yaml_and_the_study_shows_in_studies(tiny_dataset
     assert not al.exploring and al.history[-1]["action"] == "settle"
     cfg = load_config("autotune.yaml", strict=True)
     best = max((t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value)
-    assert cfg.loader.describe() == best.user_attrs["config"] == al.settled.describe()
+    assert cfg.loader.describe() == trial_attrs(best)["config"] == al.settled.describe()
     assert cfg.result["tuned_by"].startswith("AutoLoader") and cfg.study["name"] == al.source.study.study_name
     # the starting points carry their params as sampled trials do (they had none: importance, the sampler and
     # optuna-dashboard did not count them)
-    firsts = [t for t in al.source.study.trials if t.user_attrs.get("role") in ("user", "defaults") and t.user_attrs.get("outcome") == "complete"]
+    firsts = [t for t in al.source.study.trials if trial_attrs(t).get("role") in ("user", "defaults") and trial_attrs(t).get("outcome") == "complete"]
     assert len(firsts) == 3
     # the first candidate is the torch defaults: the YAML's defaults figure (it was null though they were measured)
-    assert firsts[0].user_attrs["role"] == "defaults" and cfg.result["defaults_samples_per_s"] == firsts[0].user_attrs["samples_per_s"]
+    assert trial_attrs(firsts[0])["role"] == "defaults" and cfg.result["defaults_samples_per_s"] == trial_attrs(firsts[0])["samples_per_s"]
     assert cfg.result["speedup_vs_defaults"] is not None
     assert [t.params for t in firsts] == [
         {"backend": "torch", "batch_size": 4, "num_workers": 0},
@@ -443,7 +444,7 @@ def test_training_that_ends_without_close_still_writes_the_yaml(tiny_dataset, sp
     assert cfg.result["settled_because"] == "training ended while exploring"
     study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///autotune.db")
     cut = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
-    assert [t.user_attrs.get("outcome") for t in cut] == ["interrupted"]  # the candidate still running: not a failure of its own
+    assert [trial_attrs(t).get("outcome") for t in cut] == ["interrupted"]  # the candidate still running: not a failure of its own
     assert cfg.study["failed"] == {"interrupted": 1}
 
 
@@ -475,7 +476,7 @@ def test_epochs_too_short_for_a_warm_up_score_each_candidate_over_a_whole_epoch(
     """6 batches an epoch, a warm-up of 5 and checks every 10: each candidate runs a whole epoch, all of it measured,
     so candidates finish (instead of none completing), scored by what the loop got over the whole epoch."""
     al, done = short_epochs(tiny_dataset, space)
-    assert [t.number for t in done] == [0, 1, 2] and [t.user_attrs["measured_batches"] for t in done] == [6, 6, 6]
+    assert [t.number for t in done] == [0, 1, 2] and [trial_attrs(t)["measured_batches"] for t in done] == [6, 6, 6]
     assert [(h["epoch"], h["batch"]) for h in al.history] == [(0, 0), (0, 6), (1, 6), (2, 6)], "switches at the ends of epochs only"
     assert al.history[-1]["action"] == "settle" and al.short_epochs
     cfg = load_config("autotune.yaml")
@@ -539,7 +540,7 @@ def test_short_epochs_left_early_by_a_steps_per_epoch_loop_still_finish_candidat
     finally:
         al.close()
     done = [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(done) == 3 and all(t.user_attrs["measured_batches"] >= 6 for t in done)
+    assert len(done) == 3 and all(trial_attrs(t)["measured_batches"] >= 6 for t in done)
     assert al.history[-1]["action"] == "settle" and al.history[-1]["reason"] != "training ended while exploring"
 
 
@@ -627,9 +628,9 @@ def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, s
             run_epoch(al)
     finally:
         al.close()
-    by_config = {t.user_attrs["config"]: t for t in al.source.study.trials if "config" in t.user_attrs}
+    by_config = {trial_attrs(t)["config"]: t for t in al.source.study.trials if "config" in trial_attrs(t)}
     slow = by_config["torch b=4 workers=1 prefetch=4"]
-    assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
+    assert slow.state == optuna.trial.TrialState.PRUNED and trial_attrs(slow)["measured_batches"] == 1  # not its 3
     assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
 
 
@@ -716,7 +717,7 @@ def test_a_candidate_measured_across_an_epoch_end_is_built_once(tiny_dataset, sp
     epochs_exactly_once(al, tiny_dataset, 4)  # each epoch still its own order, every sample once
     explored = [b for b in builds if b[1] is not None]
     assert explored == [("torch b=4 workers=0", 48), ("torch b=4 workers=1 prefetch=2", 36)], builds  # 24 + 24; 12 + 24
-    measured = {t.user_attrs["config"]: t.user_attrs["measured_batches"] for t in al.source.study.trials if "measured_batches" in t.user_attrs}
+    measured = {trial_attrs(t)["config"]: trial_attrs(t)["measured_batches"] for t in al.source.study.trials if "measured_batches" in trial_attrs(t)}
     assert measured == {"torch b=4 workers=0": 8, "torch b=4 workers=1 prefetch=2": 8}  # judged at a check point
 
 
@@ -1031,9 +1032,9 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
         for b in e0 + e1:
             assert b[1] == [dataset.labels[i] for i in b[0]]
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
-    failed = [t.user_attrs["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    failed = [trial_attrs(t)["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
     assert failed == ["torch b=2 workers=1 prefetch=3"]  # rank 1's failure, reported to rank 0 at the check point
-    rates = [t.user_attrs["samples_per_s"] for t in study.trials if t.user_attrs.get("outcome") == "complete"]
+    rates = [trial_attrs(t)["samples_per_s"] for t in study.trials if trial_attrs(t).get("outcome") == "complete"]
     assert rates and all(r <= 2 / 0.05 for r in rates)  # rank 1 sleeps 50 ms a batch of 2: at most 40 samples/s
     assert math.isfinite(max(rates))
 

@@ -21,6 +21,7 @@ from autotune.outcomes import Outcome
 from autotune.report._data import importances
 from autotune.report._render import headline
 from autotune.study.budget import TimeBudget
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import OtherLoad, too_busy
@@ -300,9 +301,9 @@ def test_a_slow_trial_is_cut_where_the_time_budget_ends(workdir, tiny_dataset, m
     tuner = Tuner(scan(tiny_dataset), load_space("cpu", cores=2), settings, storage="sqlite:///cut.db", study_name="cut")
     tuner.optimize()
     assert limits == [None, 9.0]  # the first trial runs to its own limit (the YAML needs one); the next to the budget's end
-    cut = [t for t in tuner.study.trials if t.user_attrs.get("outcome") != "repeat"][1]  # the sampler may propose trial 0's config again
-    assert cut.state is optuna.trial.TrialState.FAIL and cut.user_attrs["outcome"] == "interrupted"
-    assert "the time budget ran out 9 s into the trial" in cut.user_attrs["message"]
+    cut = [t for t in tuner.study.trials if trial_attrs(t).get("outcome") != "repeat"][1]  # the sampler may propose trial 0's config again
+    assert cut.state is optuna.trial.TrialState.FAIL and trial_attrs(cut)["outcome"] == "interrupted"
+    assert "the time budget ran out 9 s into the trial" in trial_attrs(cut)["message"]
 
 
 def test_busy_warnings():

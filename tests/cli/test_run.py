@@ -11,6 +11,7 @@ import pytest
 
 import autotune
 from autotune.cli import main
+from autotune.study.evidence import trial_attrs
 
 FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet"]
 
@@ -50,9 +51,9 @@ def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
     assert cfg.dataset["samples"] == 24 and cfg.hardware["cpus"] >= 1
     assert cfg.study["trials"] == 4 and "re-measured" in cfg.result["confirmed"]["method"]
     trials = _trials("sqlite:///autotune.db")
-    roles = [t.user_attrs.get("role") for t in trials[:3]]
+    roles = [trial_attrs(t).get("role") for t in trials[:3]]
     assert roles == ["dali-heuristic", "heuristic", "defaults"]  # the baselines run first, the likeliest winner first
-    assert trials[2].user_attrs["loader"]["num_workers"] == 0
+    assert trial_attrs(trials[2])["loader"]["num_workers"] == 0
     # the loader training gets is the one that was measured
     loader = autotune.build_loader(tiny_dataset, cfg)
     images, labels = next(iter(loader))
@@ -71,9 +72,9 @@ def test_resume_keeps_earlier_trials(tiny_dataset, workdir):
     assert main([*args, "--n-trials", "1"]) == 2
     assert main([*args, "--n-trials", "1", "--resume"]) == 0
     after = _trials("sqlite:///autotune.db")
-    assert len([t for t in after if t.user_attrs.get("outcome") != "repeat"]) == 3  # --n-trials counts measured trials
+    assert len([t for t in after if trial_attrs(t).get("outcome") != "repeat"]) == 3  # --n-trials counts measured trials
     assert [t.value for t in after[:2]] == [t.value for t in first]
-    assert [t.user_attrs.get("role") for t in after].count("defaults") == 1  # baselines not run twice
+    assert [trial_attrs(t).get("role") for t in after].count("defaults") == 1  # baselines not run twice
 
 
 @pytest.mark.slow
@@ -272,8 +273,8 @@ def test_dali_only_space_still_measures_the_torch_baselines(tiny_dataset, workdi
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", str(space), "--n-trials", "3", "--confirm-top", "0", *FAST])
     assert rc == 0
     trials = _trials("sqlite:///autotune.db")
-    assert [t.user_attrs["loader"]["backend"] for t in trials] == ["dali", "torch", "torch"]  # DALI's usual start first
-    assert trials[2].params == {} and trials[2].user_attrs["outcome"] == "complete"  # measured, nothing sampled
+    assert [trial_attrs(t)["loader"]["backend"] for t in trials] == ["dali", "torch", "torch"]  # DALI's usual start first
+    assert trials[2].params == {} and trial_attrs(trials[2])["outcome"] == "complete"  # measured, nothing sampled
     assert autotune.load_config(workdir / "autotune.yaml").result["defaults_samples_per_s"] > 0
 
 
@@ -395,7 +396,7 @@ def test_write_error_at_the_end_keeps_the_study_and_resume_writes_the_yaml(tiny_
     assert cfg.study["name"] == "full" and cfg.result["samples_per_s"] > 0
     assert len(_trials("sqlite:///autotune.db")) == 2  # written from the study, without tuning again
     assert main([*args, "--resume", "--n-trials", "1"]) == 0  # the next --resume tunes as usual
-    measured = [t for t in _trials("sqlite:///autotune.db") if t.user_attrs.get("outcome") != "repeat"]  # a repeat is not measured
+    measured = [t for t in _trials("sqlite:///autotune.db") if trial_attrs(t).get("outcome") != "repeat"]  # a repeat is not measured
     assert len(measured) == 3
 
 

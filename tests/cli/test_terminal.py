@@ -18,6 +18,7 @@ import pytest
 from autotune.cli._output import TerminalReporter as Reporter
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.spec import TrialResult
@@ -92,11 +93,11 @@ def test_run_through_a_pipe_prints_one_line_per_event_and_trial_output_goes_to_l
     # each trial process's output went to its own log, named in the trial's attributes and the report
     folder = workdir / "reports" / "pipe"
     for t in study.trials:
-        if t.user_attrs.get("outcome") == "repeat" or not t.state.is_finished():  # told, not measured; or queued (a baseline to measure again)
-            assert "log" not in t.user_attrs
+        if trial_attrs(t).get("outcome") == "repeat" or not t.state.is_finished():  # told, not measured; or queued (a baseline to measure again)
+            assert "log" not in trial_attrs(t)
             continue
-        assert Path(t.user_attrs["log"]) == (folder / "trials" / f"{t.number}.log").resolve()
-        assert "trial process" in Path(t.user_attrs["log"]).read_text()
+        assert Path(trial_attrs(t)["log"]) == (folder / "trials" / f"{t.number}.log").resolve()
+        assert "trial process" in Path(trial_attrs(t)["log"]).read_text()
     log1 = (folder / "trials" / "1.log").read_text()
     assert "native stdout line" in log1 and "native stderr line" in log1 and "library warning" in log1
     assert "Traceback" in (folder / "trials" / "0.log").read_text()  # the bad-data trial's details
@@ -148,7 +149,7 @@ def test_native_output_of_a_trial_lands_in_its_log_not_on_the_terminal(tiny_data
     out, err = capfd.readouterr()  # file descriptors 1 and 2 of this process, which the trial's would inherit
     assert "native stdout line" not in out + err and "native stderr line" not in out + err and "library warning" not in out + err
     (t,) = tuner.study.trials
-    log = Path(t.user_attrs["log"])
+    log = Path(trial_attrs(t)["log"])
     assert log == tmp_path / "logs" / "0.log"
     text = log.read_text()
     assert "native stdout line" in text and "native stderr line" in text and "library warning" in text

@@ -13,6 +13,7 @@ from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
 from autotune.study import budget as budget_mod
 from autotune.study.budget import WRITE_RESERVE_S, Plan, TimeBudget, plan
+from autotune.study.evidence import trial_attrs
 from autotune.trials.spec import TrialResult
 from tests.helpers import FakeClock
 
@@ -125,14 +126,14 @@ def test_the_queued_torch_defaults_are_measured_when_a_trial_fits(setup_s, measu
     clock.now += setup_s
     for seconds, value, role in queue:
         trial = study.ask()  # the oldest queued trial first, as Optuna runs them
-        assert trial.user_attrs.get("role") == role
+        assert trial_attrs(trial).get("role") == role
         clock.now += seconds
         trial.set_user_attr("duration_s", seconds)
         study.tell(trial, value)
         cb(study, study.trials[trial.number])
         if stopped:
             break
-    ran = [t.user_attrs.get("role") for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
+    ran = [trial_attrs(t).get("role") for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
     # the heuristic ran (the YAML's torch fallback), then the defaults only where they fit before the re-measurement
     assert ran == ["dali-hw", "dali-heuristic", "heuristic", *(["defaults"] if measured else [])]
     assert b.confirm_fit(2, 1, cost=b.contender_cost(study, 2)) == (2, 1)  # the top two re-measured once, as planned
@@ -178,7 +179,7 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     assert len(study.trials) < 500  # the budget, not the trial cap, stopped the study
     assert t["stopped_sampling_after_trial"] == len(study.trials) - 1
     top, repeats = t["remeasured"]["top"], t["remeasured"]["repeats"]
-    measured = [tr for tr in study.trials if tr.user_attrs.get("outcome") != "repeat"]  # a repeat is told, not measured
+    measured = [tr for tr in study.trials if trial_attrs(tr).get("outcome") != "repeat"]  # a repeat is told, not measured
     conf = study.user_attrs["confirmation"]
     assert conf["attempted"] - conf["tiebreak"] == (top * repeats if top > 1 else 0)  # as planned, then close calls
     assert len(seen) == len(measured) + conf["attempted"]
@@ -464,8 +465,8 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
         == 0
     )
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
-    (slow,) = [t for t in study.trials if t.user_attrs.get("duration_s") == 12.0]  # the fourth measured (a repeat is told, not run)
-    assert slow.user_attrs["message"] == "measured 2 window(s): the time budget ran out", slow.user_attrs
+    (slow,) = [t for t in study.trials if trial_attrs(t).get("duration_s") == 12.0]  # the fourth measured (a repeat is told, not run)
+    assert trial_attrs(slow)["message"] == "measured 2 window(s): the time budget ran out", trial_attrs(slow)
     assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
     assert study.user_attrs["confirmation"]["attempted"] == 2
     assert clock.now - 1000.0 <= 30.0

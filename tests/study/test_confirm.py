@@ -9,6 +9,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.spec import TrialResult
@@ -44,7 +45,7 @@ def test_remeasurement_picks_true_best_among_near_ties(tiny_dataset, tmp_path, m
     assert sorted(set(calls)) == [1, 2, 3]  # the top 3 by first score were re-measured
     assert calls[:3] == calls[3:6]  # interleaved: one round over all candidates, then the next
     winner = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
-    assert winner.user_attrs["loader"]["num_workers"] == 2
+    assert trial_attrs(winner)["loader"]["num_workers"] == 2
     assert "interleaved" in record["method"]
 
 

@@ -18,6 +18,7 @@ from autotune.config import fingerprint
 from autotune.config.files import load_config
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
+from autotune.study.evidence import trial_attrs
 from autotune.study.fleet import best_of, fresh_studies, reuse
 from autotune.study.storage import mask_url, open_storage
 from autotune.trials.zygote import Zygote
@@ -221,7 +222,7 @@ def test_two_processes_share_one_postgres_study_and_lose_no_trial(tmp_path):
     trials = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert len(trials) == 2 * n
     assert sorted(t.number for t in trials) == list(range(2 * n))
-    assert {t.user_attrs["writer"] for t in trials} == {"0", "1"}
+    assert {trial_attrs(t)["writer"] for t in trials} == {"0", "1"}
 
 
 @pytest.mark.postgres

@@ -25,6 +25,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
 from autotune.study import budget as budget_mod
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.measure import measure
@@ -155,7 +156,7 @@ def _tuner(dataset, monkeypatch, **kw) -> Tuner:
 
 def _winner(tuner: Tuner, record: dict) -> LoaderConfig:
     t = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
-    return LoaderConfig.from_params(t.user_attrs["loader"])
+    return LoaderConfig.from_params(trial_attrs(t)["loader"])
 
 
 # --------------------------------------------------------------------------------------- landscapes
@@ -196,13 +197,13 @@ def test_no_config_is_measured_twice_during_the_search(tiny_dataset, monkeypatch
     trials = tuner.study.trials
     twice = {k: n for k, n in replay.searched.items() if n > 1}
     assert not twice, f"measured more than once during the search: {twice}"
-    repeats = [t for t in trials if t.user_attrs.get("outcome") == Outcome.REPEAT.value]
+    repeats = [t for t in trials if trial_attrs(t).get("outcome") == Outcome.REPEAT.value]
     assert len(repeats) >= 5, "the sampler hardly proposed a config again: the space is too large to test this"
-    measured = [t for t in trials if t.user_attrs.get("outcome") not in (None, Outcome.REPEAT.value)]
+    measured = [t for t in trials if trial_attrs(t).get("outcome") not in (None, Outcome.REPEAT.value)]
     assert sum(replay.searched.values()) == len(measured)
     for t in repeats:  # told the earlier trial's result
-        earlier = trials[t.user_attrs["repeat_of"]]
-        assert earlier.user_attrs["config"] == t.user_attrs["config"] and t.state == earlier.state
+        earlier = trials[trial_attrs(t)["repeat_of"]]
+        assert trial_attrs(earlier)["config"] == trial_attrs(t)["config"] and t.state == earlier.state
         assert t.state != optuna.trial.TrialState.COMPLETE or t.value == earlier.value
     record = tuner.confirm()
     again = {c["config"] for c in record["candidates"]}
@@ -224,8 +225,8 @@ def test_a_baseline_outside_the_space_is_a_reference_never_the_winner(tiny_datas
     settings = TuneSettings(cache="none", cores=4, window_s=0.5, windows=3, n_trials=5, pruner="none", confirm_top=2, confirm_repeats=1)
     tuner = Tuner(scan(tiny_dataset), parse_space({"params": space}, cores=4), settings, storage="memory", study_name="s")
     tuner.optimize()
-    heuristic = next(t for t in tuner.study.trials if t.user_attrs.get("role") == "heuristic")
-    assert heuristic.value == pytest.approx(5000.0, rel=0.05) and heuristic.user_attrs["reference"]  # measured, as a reference
+    heuristic = next(t for t in tuner.study.trials if trial_attrs(t).get("role") == "heuristic")
+    assert heuristic.value == pytest.approx(5000.0, rel=0.05) and trial_attrs(heuristic)["reference"]  # measured, as a reference
     record = tuner.confirm()
     cfg = config_from_study(tuner.study, "memory")
     assert cfg.loader.backend.value == space["backend"]["choices"][0]
@@ -262,7 +263,7 @@ def test_a_slow_starter_is_judged_on_its_steady_windows_against_every_trial(tiny
     for threads in rates:
         tuner.study.enqueue_trial({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": threads})
     tuner.optimize()
-    outcome = {t.user_attrs["loader"]["num_threads"]: t for t in tuner.study.trials}
+    outcome = {trial_attrs(t)["loader"]["num_threads"]: t for t in tuner.study.trials}
     best = outcome[6]
     assert best.state == optuna.trial.TrialState.COMPLETE, f"the best config was pruned: {best.intermediate_values}"
     assert best.value == pytest.approx(1000.0, rel=0.03)
@@ -286,7 +287,7 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
     study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
     t, conf = study.user_attrs["time"], study.user_attrs["confirmation"]
     contenders = [tr for tr in study.trials if tr.number in {c["trial"] for c in conf["candidates"]}]
-    assert max(tr.user_attrs["duration_s"] for tr in contenders) > 1.5 * t["median_trial_s"], t  # slow starters among quick trials
+    assert max(trial_attrs(tr)["duration_s"] for tr in contenders) > 1.5 * t["median_trial_s"], t  # slow starters among quick trials
     elapsed = clock.now - 1000.0
     assert budget_s * 0.6 <= elapsed <= budget_s * 1.10, (elapsed, t)
     top, repeats = t["remeasured"]["top"], t["remeasured"]["repeats"]
@@ -308,18 +309,18 @@ def test_a_slow_trial_at_the_end_of_the_budget_is_cut_at_its_next_window(tiny_da
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "space.yaml", "--budget", "15", "--seed", "1", "--batch-size", "8",
                  "--storage", "journal:study.log", "--no-report"]) == 0
     study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
-    (defaults,) = [t for t in study.trials if t.user_attrs.get("role") == "defaults"]
+    (defaults,) = [t for t in study.trials if trial_attrs(t).get("role") == "defaults"]
     err = capsys.readouterr().err
     elapsed = clock.now - 1000.0
     assert elapsed <= 15 * 1.10, (elapsed, study.user_attrs["time"])
     assert defaults.state is optuna.trial.TrialState.COMPLETE and defaults.value == pytest.approx(4.0, rel=0.1)
-    cut = [t for t in study.trials if "the time budget ran out" in str(t.user_attrs.get("message", ""))]
+    cut = [t for t in study.trials if "the time budget ran out" in str(trial_attrs(t).get("message", ""))]
     assert cut, "some trial ran into the end of the budget and was cut"
     # its line says it was measured in fewer windows (it read as a whole trial), and its log ends with its rate
     line = next(ln for ln in err.splitlines() if ln.startswith(f"trial {cut[0].number} "))
-    assert f"complete {cut[0].user_attrs['samples_per_s']:,.0f} samples/s (measured " in line and " window(s): the time budget ran out)" in line, line
-    log = Path(cut[0].user_attrs["log"]).read_text().splitlines()
-    assert log[-1].endswith(f"complete: {cut[0].user_attrs['samples_per_s']:.1f} samples/s ({cut[0].user_attrs['message']})"), log
+    assert f"complete {trial_attrs(cut[0])['samples_per_s']:,.0f} samples/s (measured " in line and " window(s): the time budget ran out)" in line, line
+    log = Path(trial_attrs(cut[0])["log"]).read_text().splitlines()
+    assert log[-1].endswith(f"complete: {trial_attrs(cut[0])['samples_per_s']:.1f} samples/s ({trial_attrs(cut[0])['message']})"), log
 
 
 @pytest.mark.parametrize("second,extra", [(990.0, 4), (800.0, 0)], ids=["close-call", "decisive"])

@@ -10,6 +10,7 @@ import pytest
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.result import config_from_study, no_completion_message
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
@@ -29,7 +30,7 @@ def _rate(loader: LoaderConfig) -> float:
 
 
 def _measured(tuner: Tuner) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in tuner.study.get_trials(deepcopy=False) if t.user_attrs.get("outcome") not in (None, Outcome.REPEAT.value)]
+    return [t for t in tuner.study.get_trials(deepcopy=False) if trial_attrs(t).get("outcome") not in (None, Outcome.REPEAT.value)]
 
 
 @pytest.mark.parametrize("sampler", ["tpe", "random"])
@@ -48,12 +49,12 @@ def test_no_sampled_config_is_measured_twice(tiny_dataset, tmp_path, monkeypatch
     keys = [tuple(sorted(c.items())) for c in calls]
     assert len(keys) == len(set(keys)), f"{sampler}: a config was measured twice: {keys}"
     measured = _measured(tuner)
-    assert len({tuple(sorted(t.user_attrs["loader"].items())) for t in measured}) == len(measured) == len(calls)
-    repeats = [t for t in tuner.study.trials if t.user_attrs.get("outcome") == Outcome.REPEAT.value]
+    assert len({tuple(sorted(trial_attrs(t)["loader"].items())) for t in measured}) == len(measured) == len(calls)
+    repeats = [t for t in tuner.study.trials if trial_attrs(t).get("outcome") == Outcome.REPEAT.value]
     assert repeats, "a 6-config space asked for 12 trials proposes some config again"
     for t in repeats:  # told the earlier result, not measured
-        earlier = tuner.study.trials[t.user_attrs["repeat_of"]]
-        assert t.user_attrs["loader"] == earlier.user_attrs["loader"] and t.value == earlier.value
+        earlier = tuner.study.trials[trial_attrs(t)["repeat_of"]]
+        assert trial_attrs(t)["loader"] == trial_attrs(earlier)["loader"] and t.value == earlier.value
     assert sorted(shown) == sorted(t.number for t in measured)  # progress counts measured trials only
     assert len(measured) <= 6
     cfg = config_from_study(tuner.study, tuner.storage_url)
@@ -75,7 +76,7 @@ def test_a_repeat_of_a_pruned_config_is_pruned_again_without_measuring(tiny_data
     tuner.optimize()
     keys = [tuple(sorted(c.items())) for c in calls]
     assert len(keys) == len(set(keys))
-    pruned_again = [t for t in tuner.study.trials if t.user_attrs.get("outcome") == Outcome.REPEAT.value and t.user_attrs["loader"]["batch_size"] == 16]
+    pruned_again = [t for t in tuner.study.trials if trial_attrs(t).get("outcome") == Outcome.REPEAT.value and trial_attrs(t)["loader"]["batch_size"] == 16]
     assert pruned_again, "the sampler proposed an over-budget config again"
     assert all(t.state == optuna.trial.TrialState.PRUNED and t.system_attrs.get("constraints:memory", 0) > 0 for t in pruned_again)
 
@@ -94,10 +95,10 @@ def test_a_baseline_that_hit_a_bad_file_is_measured_again_without_it(tiny_datase
 
     monkeypatch.setattr(tuner, "measure", fake)
     tuner.optimize()
-    defaults = [t for t in tuner.study.trials if t.user_attrs.get("role") == "defaults"]
-    assert [t.user_attrs["outcome"] for t in defaults] == ["bad-data", "complete"]
+    defaults = [t for t in tuner.study.trials if trial_attrs(t).get("role") == "defaults"]
+    assert [trial_attrs(t)["outcome"] for t in defaults] == ["bad-data", "complete"]
     r = config_from_study(tuner.study, tuner.storage_url).result
-    assert r["defaults_samples_per_s"] == _rate(LoaderConfig.from_params(defaults[1].user_attrs["loader"]))
+    assert r["defaults_samples_per_s"] == _rate(LoaderConfig.from_params(trial_attrs(defaults[1])["loader"]))
     assert r["speedup_vs_defaults"] is not None
 
 
@@ -118,14 +119,14 @@ def test_a_baseline_killed_mid_run_is_queued_again_on_resume(tiny_dataset, tmp_p
         trial = tuner.study.ask()
         trial.set_user_attr("owner", f"{socket.gethostname()}:{2**22 + 12345}")
     first = tuner.study.trials[0]
-    killed = first.user_attrs["role"]
+    killed = trial_attrs(first)["role"]
     assert killed in ("dali-heuristic", "heuristic") and first.state != optuna.trial.TrialState.COMPLETE  # the likeliest winner first
 
     again = _tuner(tiny_dataset, tmp_path, name="k", resume=True, n_trials=4, baselines=True)
     assert again.study.trials[0].state == optuna.trial.TrialState.FAIL
     monkeypatch.setattr(again, "measure", lambda loader, number=None, on_intermediate=None: TrialResult(Outcome.COMPLETE, samples_per_s=_rate(loader)))
     again.optimize()
-    roles = [(t.user_attrs.get("role"), t.user_attrs.get("outcome")) for t in again.study.trials]
+    roles = [(trial_attrs(t).get("role"), trial_attrs(t).get("outcome")) for t in again.study.trials]
     assert roles.count((killed, "complete")) == 1  # the killed baseline, measured once on resume
     assert roles.count(("defaults", "complete")) == 1 and roles.count(("heuristic", "complete")) == 1
     assert config_from_study(again.study, again.storage_url).result["speedup_vs_defaults"] is not None

@@ -10,6 +10,7 @@ from autotune.config.files import save_config
 from autotune.config.schema import Config, LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.errors import UserError
+from autotune.study.evidence import trial_attrs
 from autotune.study.fleet import previous_best
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
@@ -33,12 +34,12 @@ def test_warm_start_enqueues_the_old_winner_first_then_neighbours(workdir, tiny_
     tuner.enqueue_warm_start(params)
     tuner.enqueue_baselines()
     waiting = tuner.study.get_trials(states=(optuna.trial.TrialState.WAITING,))
-    roles = [t.user_attrs["role"] for t in waiting]
+    roles = [trial_attrs(t)["role"] for t in waiting]
     assert roles[0] == "warm-start"
-    assert waiting[0].user_attrs["loader_params"] == LoaderConfig.from_params(OLD).to_params()
+    assert trial_attrs(waiting[0])["loader_params"] == LoaderConfig.from_params(OLD).to_params()
     assert roles[1:] == ["warm-start-neighbour"] * (len(roles) - 4) + ["dali-heuristic", "heuristic", "defaults"]
-    neighbours = [t.user_attrs["loader_params"] for t in waiting[1:-3]]
-    assert neighbours and all(n != waiting[0].user_attrs["loader_params"] for n in neighbours)
+    neighbours = [trial_attrs(t)["loader_params"] for t in waiting[1:-3]]
+    assert neighbours and all(n != trial_attrs(waiting[0])["loader_params"] for n in neighbours)
 
 
 def test_a_dali_warm_start_measures_a_torch_dataloader_second(workdir, tiny_dataset):
@@ -47,7 +48,7 @@ def test_a_dali_warm_start_measures_a_torch_dataloader_second(workdir, tiny_data
     tuner = Tuner(scan(tiny_dataset), space, TuneSettings(cores=2), storage="sqlite:///w.db", study_name="w")
     tuner.enqueue_warm_start({"backend": "dali", "batch_size": 32, "dali_device": "cpu", "num_threads": 2, "prefetch_queue_depth": 2})
     tuner.enqueue_baselines()
-    roles = [t.user_attrs["role"] for t in tuner.study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
+    roles = [trial_attrs(t)["role"] for t in tuner.study.get_trials(states=(optuna.trial.TrialState.WAITING,))]
     assert roles[:2] == ["warm-start", "heuristic"] and roles.count("heuristic") == 1
     assert roles[-2:] == ["dali-heuristic", "defaults"]
 
@@ -64,8 +65,8 @@ def test_run_warm_start_measures_the_old_winner_first(workdir, tiny_dataset):
     assert rc == 0
     study = optuna.load_study(study_name="ws", storage="sqlite:///autotune.db")
     first = min(study.trials, key=lambda t: t.number)
-    assert first.user_attrs["role"] == "warm-start"
-    assert first.user_attrs["loader"] == {**LoaderConfig.from_params(OLD).to_params(), "batch_size": 4}
+    assert trial_attrs(first)["role"] == "warm-start"
+    assert trial_attrs(first)["loader"] == {**LoaderConfig.from_params(OLD).to_params(), "batch_size": 4}
     assert first.state == optuna.trial.TrialState.COMPLETE
 
 
@@ -103,8 +104,8 @@ def test_a_baseline_the_warm_start_measured_is_not_measured_again(workdir, tiny_
     tuner.enqueue_baselines()
     tuner.optimize()
     assert measured.count(LoaderConfig.from_params(usual).describe()) == 1 and len(measured) == len(set(measured))  # DALI's usual once
-    by_role = {t.user_attrs["role"]: t for t in tuner.study.trials}
-    assert by_role["dali-heuristic"].user_attrs["outcome"] == "repeat" and by_role["dali-heuristic"].user_attrs["repeat_of"] == by_role["warm-start"].number
+    by_role = {trial_attrs(t)["role"]: t for t in tuner.study.trials}
+    assert trial_attrs(by_role["dali-heuristic"])["outcome"] == "repeat" and trial_attrs(by_role["dali-heuristic"])["repeat_of"] == by_role["warm-start"].number
     assert baseline_rates(tuner.study)["dali-heuristic"] == by_role["warm-start"].value
 
 
@@ -128,10 +129,10 @@ def test_a_queued_config_that_leaves_knobs_open_measures_what_its_params_say(wor
                         {"backend": "torch", "batch_size": 16, "num_threads": 2}):
         tuner._enqueue(seed_params, "warm-start")
     tuner.optimize()
-    done = [t for t in tuner.study.trials if t.user_attrs.get("role") == "warm-start"]
+    done = [t for t in tuner.study.trials if trial_attrs(t).get("role") == "warm-start"]
     assert len(done) == 2
     for t in done:
-        ran = t.user_attrs["loader"]
+        ran = trial_attrs(t)["loader"]
         assert ran in measured
         assert {k: v for k, v in t.params.items()} == {k: ran[k] for k in t.params}  # every param the sampler holds was measured
 

@@ -18,6 +18,7 @@ from autotune.config.files import load_config
 from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import load_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials.guard import Budgets
@@ -68,7 +69,7 @@ def _tuner(dataset: Path, workdir: Path, name: str, **settings) -> Tuner:
 
 
 def _outcomes(tuner: Tuner) -> dict[int, str]:
-    return {t.number: t.user_attrs.get("outcome") for t in tuner.study.get_trials(deepcopy=False)}
+    return {t.number: trial_attrs(t).get("outcome") for t in tuner.study.get_trials(deepcopy=False)}
 
 
 # ---------------------------------------------------------------------------------------- in one study
@@ -86,11 +87,11 @@ def test_study_goes_on_through_faults(small_dataset, workdir):
     trials = tuner.study.get_trials(deepcopy=False)
     assert len(trials) == 4, "the study ran every trial"
     assert _outcomes(tuner) == {0: "crash", 1: "oom-host", 2: "shm", 3: "complete"}
-    assert "DataLoader worker" in trials[0].user_attrs["message"] and trials[0].state is optuna.trial.TrialState.FAIL
+    assert "DataLoader worker" in trial_attrs(trials[0])["message"] and trials[0].state is optuna.trial.TrialState.FAIL
     assert trials[1].state is optuna.trial.TrialState.PRUNED and trials[1].constraints["memory"] > 0
     assert trials[1].intermediate_values == {0: 0.0}
-    assert "host memory" in trials[1].user_attrs["message"] and trials[1].user_attrs["peak_host_mib"] < 1500 * 1.2
-    assert trials[2].user_attrs["predicted"] and trials[2].user_attrs["estimate"]["shm_mib"] > 200
+    assert "host memory" in trial_attrs(trials[1])["message"] and trial_attrs(trials[1])["peak_host_mib"] < 1500 * 1.2
+    assert trial_attrs(trials[2])["predicted"] and trial_attrs(trials[2])["estimate"]["shm_mib"] > 200
     assert trials[3].state is optuna.trial.TrialState.COMPLETE and trials[3].value > 0
     assert not _runners(), "a trial process or worker outlived its trial"
 
@@ -109,7 +110,7 @@ def test_hung_worker_times_out(small_dataset, workdir, tmp_path, monkeypatch):
     t0 = time.monotonic()
     tuner.optimize()
     (trial,) = tuner.study.get_trials(deepcopy=False)
-    assert trial.user_attrs["outcome"] == "timeout" and trial.state is optuna.trial.TrialState.PRUNED
+    assert trial_attrs(trial)["outcome"] == "timeout" and trial.state is optuna.trial.TrialState.PRUNED
     assert time.monotonic() - t0 < 30
     assert not _runners(), "the hung worker outlived its trial"
     assert [p.name for p in tmp.iterdir() if not p.name.startswith("torchinductor")] == []  # torch's import-time cache may stay
@@ -119,9 +120,9 @@ def test_tiny_host_budget_is_predicted(small_dataset, workdir):
     tuner = _tuner(small_dataset, workdir, "tiny-host", n_trials=2, budgets=Budgets(host_mib=50))
     tuner.optimize()
     # a sampled config that repeats one already predicted is told the same again, not measured (outcome "repeat")
-    trials = [t for t in tuner.study.get_trials(deepcopy=False) if t.state.is_finished() and t.user_attrs.get("outcome") != "repeat"]
-    assert len(trials) == 2 and {t.user_attrs.get("outcome") for t in trials} == {"predicted-oom"}
-    assert all(t.state is optuna.trial.TrialState.PRUNED and t.user_attrs["estimate"]["host_mib"] > 50 for t in trials)
+    trials = [t for t in tuner.study.get_trials(deepcopy=False) if t.state.is_finished() and trial_attrs(t).get("outcome") != "repeat"]
+    assert len(trials) == 2 and {trial_attrs(t).get("outcome") for t in trials} == {"predicted-oom"}
+    assert all(t.state is optuna.trial.TrialState.PRUNED and trial_attrs(t)["estimate"]["host_mib"] > 50 for t in trials)
     assert not _runners()
 
 
@@ -153,9 +154,9 @@ def test_bad_data_names_the_file_and_the_study_goes_on(bad_dataset, workdir):
         tuner._enqueue({**SMALL, "num_workers": 2}, "test")
     tuner.optimize()
     trials = tuner.study.get_trials(deepcopy=False)
-    bad = {t.user_attrs.get("bad_file") for t in trials if t.user_attrs.get("outcome") == "bad-data"}
+    bad = {trial_attrs(t).get("bad_file") for t in trials if trial_attrs(t).get("outcome") == "bad-data"}
     assert bad == {str(corrupt), str(truncated)}, _outcomes(tuner)
-    assert all(str(t.user_attrs["bad_file"]) in t.user_attrs["message"] for t in trials if t.user_attrs.get("bad_file"))
+    assert all(str(trial_attrs(t)["bad_file"]) in trial_attrs(t)["message"] for t in trials if trial_attrs(t).get("bad_file"))
     assert _outcomes(tuner)[2] == "complete", "both files were left out of the following trials"
     assert sorted(tuner.study.user_attrs["bad_files"]) == sorted(map(str, bad))
     assert not _runners()
@@ -314,7 +315,7 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
     s = optuna.load_study(study_name=name, storage=f"sqlite:///{workdir}/stop.db")
     assert not [t for t in s.trials if t.state is optuna.trial.TrialState.RUNNING]
     finished = [t for t in s.trials if t.state.is_finished()]  # enqueued baselines not yet run stay WAITING
-    assert finished[-1].user_attrs.get("outcome") in ("interrupted", "complete", "pruned")
+    assert trial_attrs(finished[-1]).get("outcome") in ("interrupted", "complete", "pruned")
 
 
 @pytest.mark.parametrize("where", ["creating the trial", "storing its result"])
@@ -352,7 +353,7 @@ def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, wor
     trials = tuner.study.get_trials(deepcopy=False)
     assert not [t.number for t in trials if t.state is optuna.trial.TrialState.RUNNING]
     assert trials[0].state is optuna.trial.TrialState.COMPLETE
-    assert (trials[1].state, trials[1].user_attrs["outcome"]) == (optuna.trial.TrialState.FAIL, "interrupted")
+    assert (trials[1].state, trial_attrs(trials[1])["outcome"]) == (optuna.trial.TrialState.FAIL, "interrupted")
     assert not _runners()
 
 

@@ -19,6 +19,7 @@ from autotune.loaders import memory
 from autotune.loaders.backends._dali import DALI_GPU_BASE_MIB
 from autotune.loaders.memory import estimate
 from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
 from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner, TuneSettings
 from autotune.trials import guard
@@ -289,7 +290,7 @@ def test_tpe_moves_away_from_an_oom_region(monkeypatch):
         for t in trials:
             if t.params["batch_size"] >= 256:
                 # a config proposed again is not measured again: told the same as the trial that measured it
-                outcome = trials[t.user_attrs["repeat_of"]].user_attrs["outcome"] if t.user_attrs["outcome"] == "repeat" else t.user_attrs["outcome"]
+                outcome = trial_attrs(trials[trial_attrs(t)["repeat_of"]])["outcome"] if trial_attrs(t)["outcome"] == "repeat" else trial_attrs(t)["outcome"]
                 assert t.state is optuna.trial.TrialState.PRUNED and outcome == "oom-gpu"
                 assert t.intermediate_values == {0: 0.0} and t.constraints == {"memory": 1.0}
         assert max((t for t in trials if t.value is not None), key=lambda t: t.value).params["batch_size"] == 128

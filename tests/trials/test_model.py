@@ -19,6 +19,7 @@ from autotune.loaders.presets import Preset
 from autotune.outcomes import Outcome
 from autotune.study import selection
 from autotune.study.ceiling import measure_ceiling
+from autotune.study.evidence import trial_attrs
 from autotune.study.result import config_from_study
 from autotune.study.selection import choose_enough
 from autotune.study.space import parse_space
@@ -351,7 +352,7 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
     ceiling = study.user_attrs["model_ceiling"]
     assert ceiling["per_batch_size"]["8"]["samples_per_s"] == pytest.approx(8 / 0.400, rel=0.05)
     rates = selection.trial_rates(study)
-    workers = {t.number: t.user_attrs["loader"]["num_workers"] for t in study.trials}
+    workers = {t.number: trial_attrs(t)["loader"]["num_workers"] for t in study.trials}
     floor = max(rates.values()) * 0.90
     within = [n for n in rates if rates[n] >= floor]
     assert sorted(within) == sel["within_tolerance"]
@@ -360,4 +361,4 @@ def test_slow_model_picks_the_cheapest_loader_within_tolerance(workdir, tmp_path
     assert rates[no_workers] < floor  # no workers: loading and the step run in turn, clearly slower
     assert cfg.loader.torch.num_workers == 1  # the cheapest that keeps up, not the 2-worker loader
     assert cfg.result["fraction_of_ceiling"] >= 0.8
-    assert all("fraction_of_ceiling" in t.user_attrs for t in study.trials)
+    assert all("fraction_of_ceiling" in trial_attrs(t) for t in study.trials)

@@ -12,6 +12,7 @@ import pytest
 
 import autotune
 from autotune.errors import UserError
+from autotune.study.evidence import trial_attrs
 
 #: a short run on the CPU: one fixed batch size, tiny windows, no re-measurement, no report
 SHORT = {"space": "cpu", "batch_size": 8, "device": "cpu", "window_s": 0.2, "windows": 2, "warmup_batches": 1, "confirm_top": 0, "report": False}
@@ -24,7 +25,7 @@ def test_tune_writes_the_yaml_and_returns_its_config_without_printing(tiny_datas
     assert cfg == autotune.load_config(workdir / "tuned.yaml")
     assert cfg.loader.batch_size == 8 and cfg.result["samples_per_s"] > 0 and cfg.dataset["samples"] == 24
     study = optuna.load_study(study_name=cfg.study["name"], storage="sqlite:///api.db")
-    assert len([t for t in study.trials if t.state.is_finished() and t.user_attrs.get("outcome") != "repeat"]) == 2
+    assert len([t for t in study.trials if t.state.is_finished() and trial_attrs(t).get("outcome") != "repeat"]) == 2
     assert not (workdir / "reports" / cfg.study["name"] / "report.html").exists()  # report=False
     assert capsys.readouterr().err == ""  # the run's lines are log records, not prints
     said = [r.getMessage() for r in caplog.records if r.name == "autotune.tuning"]
