@@ -11,8 +11,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from autotune.study.evidence import trial_attrs
-
 if TYPE_CHECKING:
     import optuna
 
@@ -77,11 +75,13 @@ class LoggingReporter:
             self.log.info("%d trials, up to %d re-measurements", trials, remeasurements)
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        from autotune.study.evidence import trial_attrs  # optuna's: not at `import autotune`
+
         a = trial_attrs(trial)
         self.log.debug("trial %d %s: %s %s", trial.number, a.get("config", ""), a.get("outcome") or trial.state.name.lower(), a.get("samples_per_s") or "")
 
     def repeat(self, trial: optuna.trial.FrozenTrial) -> None:
-        self.log.debug("trial %d %s: a repeat, not measured", trial.number, trial_attrs(trial).get("config", ""))
+        self.log.debug("trial %d %s: a repeat, not measured", trial.number, trial.user_attrs.get("config", ""))  # set before it is told
 
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: TrialResult | None) -> None:
         if result is not None:
