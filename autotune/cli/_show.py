@@ -181,7 +181,7 @@ def _is_local_study(name: str) -> bool:
         return False
     try:
         return name in optuna.study.get_all_study_names(storage=storage)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a storage that cannot list its studies holds none to show
         return False
     finally:
         close_storage(storage)

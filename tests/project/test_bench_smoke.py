@@ -14,8 +14,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 harness = pytest.importorskip("harness")
 tuner_bench = pytest.importorskip("tuner_bench")
 
-from autotune.config.schema import LoaderConfig  # noqa: E402
-from autotune.study.space import load_space  # noqa: E402
+from autotune.config.schema import LoaderConfig  # noqa: E402 - after the benchmarks folder is on sys.path
+from autotune.study.space import load_space  # noqa: E402 - after the benchmarks folder is on sys.path
 
 
 def kinds(grid):

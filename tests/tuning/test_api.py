@@ -74,7 +74,7 @@ def test_tune_refuses_bad_arguments_in_one_line_before_any_work(workdir, kwargs,
 
 def test_tune_takes_its_arguments_by_keyword_after_the_dataset():
     with pytest.raises(TypeError):
-        autotune.tune("/data/train", 60)  # type: ignore[misc]
+        autotune.tune("/data/train", 60)  # type: ignore[misc]  # the misuse under test
 
 
 def test_the_request_is_frozen_and_resolved_from_the_settings_given(tmp_path):
@@ -87,7 +87,7 @@ def test_the_request_is_frozen_and_resolved_from_the_settings_given(tmp_path):
     assert resolve_request({"dataset": "d", "n_trials": 3}).budget is None  # trials counted, no budget
     assert resolve_request({"dataset": "d", "step_ms": 5.0}).budget == 120.0  # a model in the loop takes longer
     with pytest.raises(dataclasses.FrozenInstanceError):
-        r.out = "other.yaml"  # type: ignore[misc]
+        r.out = "other.yaml"  # type: ignore[misc]  # frozen: the assignment under test
     with pytest.raises(UserError, match="^n_trailz is no setting of 'autotune run'$"):
         resolve_request({"n_trailz": 3})
     assert dataclasses.replace(r, out="b.yaml").out == "b.yaml" and r.out == "autotune.yaml"
