@@ -131,7 +131,7 @@ def open_standard_descriptors() -> None:
     if sys.stdout is None:
         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process, as sys.stderr does - the process's own stream, for its lifetime
     if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process, as sys.stderr does
 
 
 def guarded() -> Callable[[], None]:
