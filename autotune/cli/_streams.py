@@ -129,9 +129,9 @@ def open_standard_descriptors() -> None:
                 os.dup2(null, fd)
                 os.close(null)
     if sys.stdout is None:
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives as long as the process, as sys.stderr does - the process's own stream, for its lifetime
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's own stream, for its lifetime
     if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives as long as the process, as sys.stderr does
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's own stream, for its lifetime
 
 
 def guarded() -> Callable[[], None]:
