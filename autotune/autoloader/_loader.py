@@ -37,6 +37,10 @@ SAFE = {"backend": DEFAULT_BACKEND, "num_workers": 0}
 #: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
 _READ_AHEAD_EPOCHS = 4
 
+#: what a candidate's batches are timed by, read at each call (a test gives it made-up step times, so that a score
+#: does not move with the machine's load)
+_clock = time.perf_counter
+
 
 @dataclasses.dataclass
 class _Active:
@@ -261,7 +265,7 @@ class AutoLoader:
             act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
         act.resume = None
         token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
-        clock = time.perf_counter
+        clock = _clock
         t_prev: float | None = None
         last: tuple[int, float, float] | None = None  # (samples, wait, once: seconds left out) of the last batch when it is measured
         ended = False  # the epoch was delivered in full (not left early by the loop)
@@ -326,14 +330,14 @@ class AutoLoader:
         """
         if act.it is None:
             return 0.0
-        t0 = time.perf_counter()
+        t0 = _clock()
         try:
             next(act.it)  # the epoch's batches are all delivered: this ends it (a batch here would only be dropped)
         except StopIteration:
             pass
         except Exception as e:  # noqa: BLE001 - a failure past the last batch: the epoch was delivered; the close reports nothing either
             logger.debug("the end of the epoch failed: %s", one_line(e))
-        return time.perf_counter() - t0
+        return _clock() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
         """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, first batch and
@@ -381,7 +385,7 @@ class AutoLoader:
         while True:
             act = self._active
             assert act is not None
-            t0 = time.perf_counter()
+            t0 = _clock()
             try:
                 built = act.it is None
                 once = 0.0
@@ -394,12 +398,12 @@ class AutoLoader:
                     persistent = get_backend(cfg.backend).starts_once(cfg)
                     if persistent:  # its workers start once; without persistent workers, every epoch
                         act.it = iter(act.loader)
-                    once = time.perf_counter() - t0
+                    once = _clock() - t0
                     if not persistent:
                         act.it = iter(act.loader)
                 assert act.it is not None  # built above, or kept from an earlier batch
                 images, positions = next(act.it)
-                wait = time.perf_counter() - t0
+                wait = _clock() - t0
                 if built:
                     act.tally.start_s = wait  # the build and its first batch: what switching to it costs
                 return images, positions, wait, once

@@ -29,7 +29,7 @@ from autotune.autoloader._plan import EpochPlan
 from autotune.config.files import load_config
 from autotune.config.staleness import is_stale
 from autotune.dataset.scan import scan
-from tests.helpers import ROOT, run_ranks
+from tests.helpers import ROOT, FakeClock, run_ranks
 
 SPACE = """\
 name: tiny
@@ -509,20 +509,44 @@ def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, 
     assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
 
 
+class _Timed:
+    """A loader whose every batch takes ``step`` seconds of a :class:`FakeClock` (the loop's own step takes none):
+    what a candidate scores is then fixed by the test, whatever else the machine runs."""
+
+    def __init__(self, inner, clock: FakeClock, step: float):
+        self.inner, self.clock, self.step = inner, clock, step
+
+    def __iter__(self):
+        for batch in self.inner:
+            self.clock.now += self.step
+            yield batch
+
+    def close(self):
+        self.inner.close()
+
+
+def _timed_builds(monkeypatch, step_of, build_s: float = 0.0) -> FakeClock:
+    """Candidates' batches timed by a fake clock: ``step_of(loader config)`` seconds a batch, ``build_s`` a build."""
+    real = loader_module.build_from_dataset
+    clock = FakeClock()
+    monkeypatch.setattr(loader_module, "_clock", clock)
+
+    def build(ds, loader, **kw):
+        clock.now += build_s
+        return _Timed(real(ds, loader, **kw), clock, step_of(loader))
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", build)
+    return clock
+
+
 @pytest.mark.slow
 def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space, monkeypatch):
     """Candidates are rebuilt every short epoch, the loader training keeps is built once: a build that takes
-    seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count."""
-    real = loader_module.build_from_dataset
-    BUILD_S = 1.5  # far above reading 24 images, even with the cores shared: the test tells build from no build
-
-    def slow_build(*a, **k):
-        time.sleep(BUILD_S)
-        return real(*a, **k)
-
-    monkeypatch.setattr(loader_module, "build_from_dataset", slow_build)
+    seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count.
+    Timed by a fake clock (each batch 0.01 s, each build 100 s), the score is exact whatever the machine's load."""
+    _timed_builds(monkeypatch, lambda loader: 0.01, build_s=100.0)
     al, done = short_epochs(tiny_dataset, space)
-    assert len(done) == 3 and all(t.value > len(al.dataset) / BUILD_S for t in done)  # 24 samples: over 16/s once the build is out
+    assert len(done) == 3 and [t.value for t in done] == [pytest.approx(len(al.dataset) / (6 * 0.01))] * 3  # 6 batches, no build
 
 
 @pytest.mark.slow
@@ -597,6 +621,23 @@ def test_exploration_budget_and_slowdown_count_unless_given_twice():
         rules_of(Exploration(budget_s=60.0), budget_s="x", max_slowdown=None)
 
 
+@pytest.mark.slow
+def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
+    """Timed by a fake clock (a batch 0.01 s, the slow candidate's 0.8 s), the verdict does not move with the load."""
+    _timed_builds(monkeypatch, lambda loader: 0.8 if loader.torch.prefetch_factor == 4 else 0.01)
+    rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
+    try:
+        for _ in range(3):
+            run_epoch(al)
+    finally:
+        al.close()
+    by_config = {t.user_attrs["config"]: t for t in al.source.study.trials if "config" in t.user_attrs}
+    slow = by_config["torch b=4 workers=1 prefetch=4"]
+    assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
+    assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
+
+
 class _Slow:
     """A loader that takes ``delay`` seconds a batch."""
 
@@ -610,27 +651,6 @@ class _Slow:
 
     def close(self):
         self.inner.close()
-
-
-@pytest.mark.slow
-def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
-    real = loader_module.build_from_dataset
-    monkeypatch.setattr(
-        loader_module,
-        "build_from_dataset",
-        lambda ds, loader, **kw: _Slow(real(ds, loader, **kw), 0.8) if loader.torch.prefetch_factor == 4 else real(ds, loader, **kw),
-    )
-    rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
-    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
-    try:
-        for _ in range(3):
-            run_epoch(al)
-    finally:
-        al.close()
-    by_config = {t.user_attrs["config"]: t for t in al.source.study.trials if "config" in t.user_attrs}
-    slow = by_config["torch b=4 workers=1 prefetch=4"]
-    assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
-    assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
 
 
 class _Hiccup:
