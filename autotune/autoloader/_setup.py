@@ -228,6 +228,9 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     settled, recorded = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices,
                                                                         current=current, per_rank=per_rank), config_path))
     if settled is not None:
+        dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if preset.train else None
+        if dropped is not None and comm.rank == 0:  # what build_loader says of the same YAML
+            logger.warning("%s; pass a batch_size that divides them more closely (the YAML is then explored again at that size)", dropped)
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
         choices = (min(recorded or DEFAULT_BATCH, per_rank) if preset.train else recorded or DEFAULT_BATCH,)

@@ -377,6 +377,24 @@ def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):
     assert len(optuna.get_all_study_summaries("sqlite:///autotune.db")) == studies
 
 
+def test_a_matching_yaml_that_drops_much_of_each_epoch_is_warned_of_as_build_loader_does(tiny_dataset, space, caplog):
+    """Batch 10 over 24 images drops the last 4 (17 %) of each epoch: build_loader warned of it for that YAML, the
+    AutoLoader that built the same loader from it said nothing."""
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 10, "num_workers": 0})
+    save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=scan(tiny_dataset).summary(), device="cpu"), "autotune.yaml")
+    with pytest.warns(UserWarning, match="drops the last 4") as built:
+        autotune.build_loader(tiny_dataset, "autotune.yaml", device="cpu").close()
+    al = make(tiny_dataset, space, batch_size=None, candidates=CANDIDATES[:1])
+    al.close()
+    assert not al.exploring and al.settled == loader
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "drops" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(str(built[0].message).split(";")[0])  # once, the same words
+
+
 def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
     from autotune.config.files import save_config
     from autotune.config.schema import Config, LoaderConfig
