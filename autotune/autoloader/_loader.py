@@ -14,6 +14,7 @@ import atexit
 import dataclasses
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +31,9 @@ from autotune.loaders.backends import backend_for, get_backend
 from autotune.loaders.factory import build_from_dataset
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
+
+#: why exploration settled when training ended before it did (close(), the loader dropped, the interpreter's exit)
+CUT_SHORT = "training ended while exploring"
 
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
 SAFE = {"backend": DEFAULT_BACKEND, "num_workers": 0}
@@ -125,7 +129,6 @@ class AutoLoader:
         self.config_path = None if config is None else str(config)
         self.with_indices = with_indices
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
-        self._told_unwritten = False
         self._epoch_batches = 0  # batches in an epoch too short to measure in, when candidates were scored over whole ones
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         if s.settled is None:
@@ -139,6 +142,7 @@ class AutoLoader:
         self._candidates: dict[int, Any] = {}
         self._epoch_token: object | None = None
         self.written: Any = None  # the Config written after exploring (rank 0; once close() returned)
+        self._writing: Future | None = None  # the YAML's write, on the worker thread: its Config once done
         self._study_worker: ThreadPoolExecutor | None = None  # rank 0's study and YAML writes, off the loop
         self._at_exit: Callable[[], Any] | None = None  # close() at interpreter exit, while exploring
         self.source: Any = None
@@ -222,17 +226,27 @@ class AutoLoader:
         if self._plain is not None:
             self._plain.close()
             self._plain = None
-        if self.exploring and self.comm.leader and self.explorer is not None and self.explorer.best is not None:
+        if self.exploring and self.comm.leader and self.explorer is not None:
             best = self.explorer.best
-            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": "training ended while exploring"}, None)
+            if best is None and self.config_path is not None:
+                logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
+            # settled, the study's open trials are closed: the running candidate is interrupted, the queued ones taken off the queue
+            safe = {"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": f"{CUT_SHORT}; no candidate completed"}
+            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": CUT_SHORT} if best is not None else safe, None)
             self._active = None
-        elif self.exploring and self.comm.leader and self.explorer is not None and self.config_path is not None and not self._told_unwritten:
-            self._told_unwritten = True
-            logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
         self._drain()  # the study's last results and the YAML are written when close() returns
         if self._at_exit is not None and not self.exploring:
             atexit.unregister(self._at_exit)
             self._at_exit = None
+
+    def __del__(self) -> None:
+        """A loader dropped while exploring (a loop left early, in a function that returned) ends its exploration as
+        close() would: the candidate it ran is marked interrupted in the study, not left running."""
+        try:
+            if getattr(self, "settled", True) is None and getattr(self, "source", None) is not None:
+                self.close()
+        except Exception as e:  # noqa: BLE001 - nothing may escape a finalizer; the study then keeps the trial open
+            logger.warning("ending exploration as the loader was dropped failed: %s", one_line(e))
 
     def __enter__(self) -> AutoLoader:
         return self
@@ -569,8 +583,11 @@ class AutoLoader:
     def _drain(self) -> None:
         """Wait for rank 0's pending study and YAML writes (close() does)."""
         if self._study_worker is not None:
-            self._study_worker.shutdown(wait=True)
+            # not on the worker's own thread (a loader finalised there): it cannot wait for itself
+            self._study_worker.shutdown(wait=not threading.current_thread().name.startswith("autotune-study"))
             self._study_worker = None
+        if self._writing is not None and self._writing.done():
+            self.written = self._writing.result()
 
     def _finish(self, decision: dict[str, Any]) -> None:
         """Rank 0, once settled: close the study's open trials and write the YAML (on the worker thread)."""
@@ -586,7 +603,9 @@ class AutoLoader:
         source = self.source
         whole_epochs, slowest = self._epoch_batches, self.comm.slowest
 
-        def write() -> None:
+        path = self.config_path
+
+        def write() -> Any:  # refers to no AutoLoader: one dropped while its writes run is finalised on this thread
             if whole_epochs:  # the YAML's measurement says how the candidates were really scored
                 m = dict(source.study.user_attrs.get("measurement") or {})
                 m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
@@ -594,10 +613,10 @@ class AutoLoader:
                                        + slowest})
                 source.study.set_user_attr("measurement", m)
             try:
-                self.written = source.write_config(self.config_path, extra)
+                return source.write_config(path, extra)
             except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
-                logger.warning("could not write %s: %s", self.config_path, e)
-                self.written = None
+                logger.warning("could not write %s: %s", path, e)
+                return None
 
         self._in_background("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
-        self._in_background("writing the YAML", write)
+        self._writing = self._in_background("writing the YAML", write)

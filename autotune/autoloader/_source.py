@@ -30,6 +30,9 @@ from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
+#: the outcome of a trial queued and never run, as the study's counts name a WAITING one
+QUEUED_NOT_RUN = "waiting"
+
 #: proposals in a row that repeat a measured config before the space counts as exhausted
 _MAX_REPEATS = 5
 
@@ -201,8 +204,16 @@ class CandidateSource:
         return cfg
 
     def abandon_open_trials(self) -> None:
-        """Trials asked but not told (exploration cut short) are marked failed (``outcome: interrupted``), so none stays RUNNING."""
+        """Once exploration has settled no trial stays open. One asked but not told (the candidate running when training
+        ended) is marked failed, ``outcome: interrupted``. One queued and never asked (a starting point exploration did
+        not reach) is taken off the queue: failed in Optuna (so no later ``ask`` runs it), ``outcome: waiting`` as a
+        trial an ``autotune run`` queued and never ran is counted (``queued_not_run``; "queued, not run" in reports)."""
+        storage = self.study._storage
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            self.study._storage.set_trial_user_attr(t._trial_id, "message", "training ended, or exploration stopped, before it was measured")
+            storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            storage.set_trial_user_attr(t._trial_id, "message", "training ended, or exploration stopped, before it was measured")
             self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            storage.set_trial_user_attr(t._trial_id, "outcome", QUEUED_NOT_RUN)
+            storage.set_trial_user_attr(t._trial_id, "message", "queued, not run: exploration settled first")
+            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)

@@ -594,6 +594,73 @@ def test_training_that_ends_before_any_candidate_finished_says_nothing_was_writt
     assert len(said) == 1 and "autotune.yaml" in said[0] and not Path("autotune.yaml").exists()
 
 
+def _open_trials_left(name: str) -> dict[int, tuple[str, str | None]]:
+    """Each trial of study ``name`` as the storage holds it: number -> (state, outcome)."""
+    study = optuna.load_study(study_name=name, storage="sqlite:///autotune.db")
+    return {t.number: (t.state.name, t.user_attrs.get("outcome")) for t in study.trials}
+
+
+#: no candidate finishes before the loop leaves: 50 measured batches a candidate, 6 batches an epoch
+UNFINISHED = Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0)
+
+
+@pytest.mark.parametrize("how", ["close", "exception", "dropped"])
+def test_a_loop_left_before_any_candidate_finished_leaves_no_trial_running_or_queued(tiny_dataset, space, how):
+    """A break after 5 batches then close(), an exception out of a with block, or the loader dropped (garbage
+    collected) without close(): the study kept trial 0 RUNNING and the rest WAITING, for ever. The candidate running
+    is interrupted; the queued ones are taken off the queue, counted as queued and not run."""
+    import gc
+
+    from autotune.study.result import outcome_counts
+
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=UNFINISHED)
+    name = al.source.study.study_name
+    if how == "exception":
+        with pytest.raises(ZeroDivisionError), al:
+            for step, _batch in enumerate(al):
+                if step == 4:
+                    raise ZeroDivisionError("the training step failed")
+    else:
+        for step, _batch in enumerate(al):
+            if step == 4:
+                break
+        if how == "close":
+            al.close()
+        else:
+            del al
+            gc.collect()
+    trials = _open_trials_left(name)
+    assert trials[0] == ("FAIL", "interrupted")
+    assert len(trials) >= 2 and all(v == ("FAIL", "waiting") for n, v in trials.items() if n > 0)  # the second candidate, the heuristic
+    counts = outcome_counts(optuna.load_study(study_name=name, storage="sqlite:///autotune.db"))
+    assert counts == {"interrupted": 1, "waiting": len(trials) - 1}  # "queued, not run" in reports, as autotune run's
+    assert not Path("autotune.yaml").exists()
+
+
+LEFT_EARLY = textwrap.dedent("""
+    import sys
+    from autotune.autoloader import AutoLoader, Exploration
+    loader = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
+                        candidates=[{"backend": "torch", "num_workers": 0}], budget_s=600.0, max_slowdown=100.0, seed=3,
+                        exploration=Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0))
+    print(loader.source.study.study_name)
+    for step, batch in enumerate(loader):
+        if step == 4:
+            break  # and the interpreter exits, the loader neither closed nor dropped
+""")
+
+
+@pytest.mark.slow
+def test_a_loop_left_early_then_the_interpreters_exit_leaves_no_trial_running(tiny_dataset, space, workdir):
+    script = workdir / "left_early.py"
+    script.write_text(LEFT_EARLY)
+    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    trials = _open_trials_left(out.stdout.split()[-1])
+    assert trials[0] == ("FAIL", "interrupted") and all(v == ("FAIL", "waiting") for n, v in trials.items() if n > 0)
+
+
 def test_a_config_path_that_cannot_be_written_is_an_error_before_training(tiny_dataset, space):
     Path("afile").write_text("")
     with pytest.raises(autotune.UserError, match=r"config 'afile/x.yaml' is under .*afile.*, which is a file.*config=None"):
