@@ -404,8 +404,8 @@ def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
         Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
     )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1])
-    al.close()
     assert al.exploring and al.history[0]["action"] == "switch"
+    al.close()
 
 
 def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dataset, space, caplog):
@@ -418,8 +418,8 @@ def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dat
         Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
     )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1], batch_size=None)
-    al.close()
     assert al.exploring and al.batch_size == 8  # not the default (the 24 samples here)
+    al.close()
     assert "autotune.yaml does not match" in caplog.text and "rewritten" in caplog.text
 
 
