@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
-from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally, loop_rate
+from autotune.autoloader._explore import BUDGET, CONTINUE, Best, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
 from autotune.autoloader._setup import one_line, undecodable
 from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
@@ -163,6 +163,12 @@ class AutoLoader:
         def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
             self.source = start_source(self.comm, self.rules, s, candidates=candidates, storage=storage, study_name=study_name)
             self.explorer = Explorer(self.rules, time.monotonic())
+            if self.source.carried_on and s.carry_on is not None:  # exploration goes on where training cut it short
+                self.explorer = Explorer(self.rules, time.monotonic() - s.carry_on["exploration_s"])  # the budget counts what was spent
+                self.explorer.tried = s.carry_on["candidates_tried"]
+                found = self.source.best_measured()
+                if found is not None:
+                    self.explorer.best = Best(found[0], found[1], 1.0 / found[2])
             return self._next_decision("start", 0.0, "first candidate")
 
         self._apply(agreed(self.comm, start), None)
@@ -599,6 +605,8 @@ class AutoLoader:
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
+            # the next run goes on exploring in this study (see _setup.cut_short)
+            **({"exploration_cut_short": True} if str(decision.get("reason", "")).startswith(CUT_SHORT) else {}),
         }
         source = self.source
         whole_epochs, slowest = self._epoch_batches, self.comm.slowest

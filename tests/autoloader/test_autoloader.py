@@ -474,6 +474,36 @@ def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_da
     assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
 
 
+def test_an_exploration_training_cut_short_goes_on_in_the_next_run(tiny_dataset, space, caplog):
+    """Settled as training ended after one epoch, the YAML was final: the next run used it and explored nothing. It
+    records the cut, and the next run explores on in the same study: what was measured counts, no config measured
+    twice, the candidate interrupted and the ones queued are run, and the YAML is rewritten once exploration ends."""
+    first = make(tiny_dataset, space, candidates=CANDIDATES)
+    run_epoch(first)  # 3 candidates measured, the 4th interrupted, the heuristic queued
+    first.close()
+    cut = load_config("autotune.yaml")
+    assert cut.result["settled_because"] == "training ended while exploring" and cut.result["exploration_cut_short"] is True
+    caplog.clear()
+    second = make(tiny_dataset, space, candidates=CANDIDATES)
+    try:
+        assert second.exploring and second.source.study.study_name == cut.study["name"]
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "exploring on" in r.getMessage()]
+        assert len(said) == 1 and cut.study["name"] in said[0]
+        for _ in range(4):
+            run_epoch(second)
+            if not second.exploring:
+                break
+    finally:
+        second.close()
+    assert second.history[-1]["reason"] != "training ended while exploring"
+    done = load_config("autotune.yaml")
+    assert "exploration_cut_short" not in done.result and done.study["name"] == cut.study["name"]
+    assert done.result["candidates_tried"] > cut.result["candidates_tried"]
+    measured = [t.user_attrs["config"] for t in second.source.study.trials if t.user_attrs.get("outcome") == "complete"]
+    assert len(measured) == len(set(measured)) >= 5  # the 4 candidates and the heuristic, each once
+    assert not [t for t in second.source.study.trials if t.state.name in ("RUNNING", "WAITING")]
+
+
 #: 6 batches an epoch, a warm-up of 5 and checks every 10: epochs too short to measure after a warm-up
 SHORT = Exploration(warmup_batches=5, measure_batches=30, check_batches=10, max_candidates=3, settle_wait=0.0)
 
