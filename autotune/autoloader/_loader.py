@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import logging
 import os
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
 from autotune.autoloader._explore import BUDGET, CONTINUE, Best, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
 from autotune.autoloader._setup import one_line, undecodable
+from autotune.autoloader._writes import Background, write_yaml
 from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
 from autotune.errors import UserError
 from autotune.loaders.backends import backend_for, get_backend
@@ -143,7 +144,7 @@ class AutoLoader:
         self._epoch_token: object | None = None
         self.written: Any = None  # the Config written after exploring (rank 0; once close() returned)
         self._writing: Future | None = None  # the YAML's write, on the worker thread: its Config once done
-        self._study_worker: ThreadPoolExecutor | None = None  # rank 0's study and YAML writes, off the loop
+        self._background = Background()  # rank 0's study and YAML writes, off the loop
         self._at_exit: Callable[[], Any] | None = None  # close() at interpreter exit, while exploring
         self.source: Any = None
         self.explorer: Explorer | None = None
@@ -494,7 +495,7 @@ class AutoLoader:
             if verdict != CONTINUE:
                 cand = self._candidates.get(act.number) if act.number is not None else None
                 if cand is not None:
-                    self._in_background(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
+                    self._background.run(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
                                         wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
                     rate = loop_rate(per_sample)  # said here, before the decision it leads to
@@ -513,7 +514,7 @@ class AutoLoader:
             return {"action": "continue"}
         now = time.monotonic()
         if not self.explorer.settle_now(verdict, wait_fraction, now):
-            cand = self._in_background("asking the study for a candidate", self.source.ask, quiet=False).result()  # after the tells before it
+            cand = self._background.run("asking the study for a candidate", self.source.ask, quiet=False).result()  # after the tells before it
             if cand is not None:
                 self.explorer.tried += 1
                 self._candidates[cand.number] = cand
@@ -556,42 +557,9 @@ class AutoLoader:
             if self.comm.leader and self.source is not None:  # no study when nothing was to be explored
                 self._finish(decision)
 
-    def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, quiet: bool = True, **kw: Any) -> Any:
-        """Run a study or YAML write on rank 0's one worker thread, in order, and return its future.
-
-        The training loop does not wait for the storage: a commit or an fsync that stalls on a busy disk (a
-        checkpoint being written, a dataset just copied) would otherwise stall a step, and be scored against the
-        candidate. Only asking for the next candidate waits (for the answer, after the writes before it). A write
-        that fails is a warning (``quiet``): the loop never sees an error from storing a result. Asking
-        (``quiet=False``) raises what it raised. Once the worker is shut down (interpreter exit), it runs here.
-        """
-        def run() -> Any:
-            try:
-                return fn(*args, **kw)
-            except Exception as e:  # storage trouble must not reach the training loop (asking re-raises)
-                if not quiet:
-                    raise
-                logger.warning("%s failed: %s", what, one_line(e))
-                return None
-
-        if self._study_worker is None:
-            self._study_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-study")
-        try:
-            return self._study_worker.submit(run)
-        except RuntimeError:  # "cannot schedule new futures after interpreter shutdown": close() from atexit
-            done: Future = Future()
-            try:
-                done.set_result(run())
-            except Exception as e:  # noqa: BLE001 - handed back through the future, as submit would
-                done.set_exception(e)
-            return done
-
     def _drain(self) -> None:
         """Wait for rank 0's pending study and YAML writes (close() does)."""
-        if self._study_worker is not None:
-            # not on the worker's own thread (a loader finalised there): it cannot wait for itself
-            self._study_worker.shutdown(wait=not threading.current_thread().name.startswith("autotune-study"))
-            self._study_worker = None
+        self._background.drain()
         if self._writing is not None and self._writing.done():
             self.written = self._writing.result()
 
@@ -609,22 +577,6 @@ class AutoLoader:
             **({"exploration_cut_short": True} if str(decision.get("reason", "")).startswith(CUT_SHORT) else {}),
         }
         source = self.source
-        whole_epochs, slowest = self._epoch_batches, self.comm.slowest
-
-        path = self.config_path
-
-        def write() -> Any:  # refers to no AutoLoader: one dropped while its writes run is finalised on this thread
-            if whole_epochs:  # the YAML's measurement says how the candidates were really scored
-                m = dict(source.study.user_attrs.get("measurement") or {})
-                m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
-                          "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out)"
-                                       + slowest})
-                source.study.set_user_attr("measurement", m)
-            try:
-                return source.write_config(path, extra)
-            except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
-                logger.warning("could not write %s: %s", path, e)
-                return None
-
-        self._in_background("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
-        self._writing = self._in_background("writing the YAML", write)
+        write = functools.partial(write_yaml, source, self.config_path, extra, whole_epochs=self._epoch_batches, slowest=self.comm.slowest)
+        self._background.run("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
+        self._writing = self._background.run("writing the YAML", write)  # refers to no AutoLoader: one dropped meanwhile is finalised
