@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import logging
 import os
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from autotune.autoloader._agree import Agreement
-from autotune.autoloader._explore import BUDGET, CONTINUE, Exploration, Explorer, Tally, loop_rate
+from autotune.autoloader._explore import BUDGET, CONTINUE, Best, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
 from autotune.autoloader._setup import one_line, undecodable
+from autotune.autoloader._writes import Background, write_yaml
 from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
 from autotune.errors import UserError
 from autotune.loaders.backends import backend_for, get_backend
@@ -31,11 +33,18 @@ from autotune.loaders.factory import build_from_dataset
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
+#: why exploration settled when training ended before it did (close(), the loader dropped, the interpreter's exit)
+CUT_SHORT = "training ended while exploring"
+
 #: the config every fallback ends at: the torch defaults, which need no worker, no thread and no GPU decoder
 SAFE = {"backend": DEFAULT_BACKEND, "num_workers": 0}
 
 #: epochs a candidate's loader reads ahead at most (see AutoLoader._reads)
 _READ_AHEAD_EPOCHS = 4
+
+#: what a candidate's batches are timed by, read at each call (a test gives it made-up step times, so that a score
+#: does not move with the machine's load)
+_clock = time.perf_counter
 
 
 @dataclasses.dataclass
@@ -121,7 +130,6 @@ class AutoLoader:
         self.config_path = None if config is None else str(config)
         self.with_indices = with_indices
         self.history: list[dict[str, Any]] = []  # one entry per switch: epoch, batch, trial, config, reason
-        self._told_unwritten = False
         self._epoch_batches = 0  # batches in an epoch too short to measure in, when candidates were scored over whole ones
         s = resolve(self.comm, self.config_path, path, device=device, batch_size=batch_size, pipeline=pipeline, space=space, seed=seed)
         if s.settled is None:
@@ -135,7 +143,8 @@ class AutoLoader:
         self._candidates: dict[int, Any] = {}
         self._epoch_token: object | None = None
         self.written: Any = None  # the Config written after exploring (rank 0; once close() returned)
-        self._study_worker: ThreadPoolExecutor | None = None  # rank 0's study and YAML writes, off the loop
+        self._writing: Future | None = None  # the YAML's write, on the worker thread: its Config once done
+        self._background = Background()  # rank 0's study and YAML writes, off the loop
         self._at_exit: Callable[[], Any] | None = None  # close() at interpreter exit, while exploring
         self.source: Any = None
         self.explorer: Explorer | None = None
@@ -155,6 +164,12 @@ class AutoLoader:
         def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
             self.source = start_source(self.comm, self.rules, s, candidates=candidates, storage=storage, study_name=study_name)
             self.explorer = Explorer(self.rules, time.monotonic())
+            if self.source.carried_on and s.carry_on is not None:  # exploration goes on where training cut it short
+                self.explorer = Explorer(self.rules, time.monotonic() - s.carry_on["exploration_s"])  # the budget counts what was spent
+                self.explorer.tried = s.carry_on["candidates_tried"]
+                found = self.source.best_measured()
+                if found is not None:
+                    self.explorer.best = Best(found[0], found[1], 1.0 / found[2])
             return self._next_decision("start", 0.0, "first candidate")
 
         self._apply(agreed(self.comm, start), None)
@@ -218,17 +233,27 @@ class AutoLoader:
         if self._plain is not None:
             self._plain.close()
             self._plain = None
-        if self.exploring and self.comm.leader and self.explorer is not None and self.explorer.best is not None:
+        if self.exploring and self.comm.leader and self.explorer is not None:
             best = self.explorer.best
-            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": "training ended while exploring"}, None)
+            if best is None and self.config_path is not None:
+                logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
+            # settled, the study's open trials are closed: the running candidate is interrupted, the queued ones taken off the queue
+            safe = {"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": f"{CUT_SHORT}; no candidate completed"}
+            self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": CUT_SHORT} if best is not None else safe, None)
             self._active = None
-        elif self.exploring and self.comm.leader and self.explorer is not None and self.config_path is not None and not self._told_unwritten:
-            self._told_unwritten = True
-            logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
         self._drain()  # the study's last results and the YAML are written when close() returns
         if self._at_exit is not None and not self.exploring:
             atexit.unregister(self._at_exit)
             self._at_exit = None
+
+    def __del__(self) -> None:
+        """A loader dropped while exploring (a loop left early, in a function that returned) ends its exploration as
+        close() would: the candidate it ran is marked interrupted in the study, not left running."""
+        try:
+            if getattr(self, "settled", True) is None and getattr(self, "source", None) is not None:
+                self.close()
+        except Exception as e:  # noqa: BLE001 - nothing may escape a finalizer; the study then keeps the trial open
+            logger.warning("ending exploration as the loader was dropped failed: %s", one_line(e))
 
     def __enter__(self) -> AutoLoader:
         return self
@@ -261,7 +286,7 @@ class AutoLoader:
             act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
         act.resume = None
         token = self._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
-        clock = time.perf_counter
+        clock = _clock
         t_prev: float | None = None
         last: tuple[int, float, float] | None = None  # (samples, wait, once: seconds left out) of the last batch when it is measured
         ended = False  # the epoch was delivered in full (not left early by the loop)
@@ -326,14 +351,14 @@ class AutoLoader:
         """
         if act.it is None:
             return 0.0
-        t0 = time.perf_counter()
+        t0 = _clock()
         try:
             next(act.it)  # the epoch's batches are all delivered: this ends it (a batch here would only be dropped)
         except StopIteration:
             pass
         except Exception as e:  # noqa: BLE001 - a failure past the last batch: the epoch was delivered; the close reports nothing either
             logger.debug("the end of the epoch failed: %s", one_line(e))
-        return time.perf_counter() - t0
+        return _clock() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
         """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, first batch and
@@ -381,7 +406,7 @@ class AutoLoader:
         while True:
             act = self._active
             assert act is not None
-            t0 = time.perf_counter()
+            t0 = _clock()
             try:
                 built = act.it is None
                 once = 0.0
@@ -394,12 +419,12 @@ class AutoLoader:
                     persistent = get_backend(cfg.backend).starts_once(cfg)
                     if persistent:  # its workers start once; without persistent workers, every epoch
                         act.it = iter(act.loader)
-                    once = time.perf_counter() - t0
+                    once = _clock() - t0
                     if not persistent:
                         act.it = iter(act.loader)
                 assert act.it is not None  # built above, or kept from an earlier batch
                 images, positions = next(act.it)
-                wait = time.perf_counter() - t0
+                wait = _clock() - t0
                 if built:
                     act.tally.start_s = wait  # the build and its first batch: what switching to it costs
                 return images, positions, wait, once
@@ -470,7 +495,7 @@ class AutoLoader:
             if verdict != CONTINUE:
                 cand = self._candidates.get(act.number) if act.number is not None else None
                 if cand is not None:
-                    self._in_background(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
+                    self._background.run(f"storing candidate {cand.number}", self.source.tell, cand, verdict, per_sample=per_sample,
                                         wait_fraction=wait_fraction, measured=t.measured, message=t.failed or ("failed on another rank" if failed else ""))
                     self.explorer.record(cand.number, cand.params, verdict, per_sample, t.start_s)
                     rate = loop_rate(per_sample)  # said here, before the decision it leads to
@@ -489,7 +514,7 @@ class AutoLoader:
             return {"action": "continue"}
         now = time.monotonic()
         if not self.explorer.settle_now(verdict, wait_fraction, now):
-            cand = self._in_background("asking the study for a candidate", self.source.ask, quiet=False).result()  # after the tells before it
+            cand = self._background.run("asking the study for a candidate", self.source.ask, quiet=False).result()  # after the tells before it
             if cand is not None:
                 self.explorer.tried += 1
                 self._candidates[cand.number] = cand
@@ -532,41 +557,11 @@ class AutoLoader:
             if self.comm.leader and self.source is not None:  # no study when nothing was to be explored
                 self._finish(decision)
 
-    def _in_background(self, what: str, fn: Callable[..., Any], *args: Any, quiet: bool = True, **kw: Any) -> Any:
-        """Run a study or YAML write on rank 0's one worker thread, in order, and return its future.
-
-        The training loop does not wait for the storage: a commit or an fsync that stalls on a busy disk (a
-        checkpoint being written, a dataset just copied) would otherwise stall a step, and be scored against the
-        candidate. Only asking for the next candidate waits (for the answer, after the writes before it). A write
-        that fails is a warning (``quiet``): the loop never sees an error from storing a result. Asking
-        (``quiet=False``) raises what it raised. Once the worker is shut down (interpreter exit), it runs here.
-        """
-        def run() -> Any:
-            try:
-                return fn(*args, **kw)
-            except Exception as e:  # storage trouble must not reach the training loop (asking re-raises)
-                if not quiet:
-                    raise
-                logger.warning("%s failed: %s", what, one_line(e))
-                return None
-
-        if self._study_worker is None:
-            self._study_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="autotune-study")
-        try:
-            return self._study_worker.submit(run)
-        except RuntimeError:  # "cannot schedule new futures after interpreter shutdown": close() from atexit
-            done: Future = Future()
-            try:
-                done.set_result(run())
-            except Exception as e:  # noqa: BLE001 - handed back through the future, as submit would
-                done.set_exception(e)
-            return done
-
     def _drain(self) -> None:
         """Wait for rank 0's pending study and YAML writes (close() does)."""
-        if self._study_worker is not None:
-            self._study_worker.shutdown(wait=True)
-            self._study_worker = None
+        self._background.drain()
+        if self._writing is not None and self._writing.done():
+            self.written = self._writing.result()
 
     def _finish(self, decision: dict[str, Any]) -> None:
         """Rank 0, once settled: close the study's open trials and write the YAML (on the worker thread)."""
@@ -578,22 +573,10 @@ class AutoLoader:
             "exploration_s": round(time.monotonic() - self.explorer.started, 1),
             "candidates_tried": self.explorer.tried,
             "settled_because": decision.get("reason", ""),
+            # the next run goes on exploring in this study (see _setup.cut_short)
+            **({"exploration_cut_short": True} if str(decision.get("reason", "")).startswith(CUT_SHORT) else {}),
         }
         source = self.source
-        whole_epochs, slowest = self._epoch_batches, self.comm.slowest
-
-        def write() -> None:
-            if whole_epochs:  # the YAML's measurement says how the candidates were really scored
-                m = dict(source.study.user_attrs.get("measurement") or {})
-                m.update({"warmup_batches": 0, "measure_batches": whole_epochs,
-                          "statistic": "training-loop seconds per sample over whole epochs (first batch and end included, loader build left out)"
-                                       + slowest})
-                source.study.set_user_attr("measurement", m)
-            try:
-                self.written = source.write_config(self.config_path, extra)
-            except (OSError, UserError) as e:  # a YAML that cannot be written must not stop training
-                logger.warning("could not write %s: %s", self.config_path, e)
-                self.written = None
-
-        self._in_background("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
-        self._in_background("writing the YAML", write)
+        write = functools.partial(write_yaml, source, self.config_path, extra, whole_epochs=self._epoch_batches, slowest=self.comm.slowest)
+        self._background.run("closing the study's open trials", source.abandon_open_trials)  # in order, before the YAML
+        self._writing = self._background.run("writing the YAML", write)  # refers to no AutoLoader: one dropped meanwhile is finalised

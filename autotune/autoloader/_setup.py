@@ -45,6 +45,7 @@ class Setup:
     batch_choices: tuple[int, ...] | None  # None: free (the YAML's or the default); one value: fixed
     settled: dict[str, Any] | None  # the matching YAML's loader parameters
     space: Any = None
+    carry_on: dict[str, Any] | None = None  # a matching YAML's exploration that training cut short: what it left (see cut_short)
 
 
 def _device(device: str | None) -> str:
@@ -225,9 +226,20 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     seed = seed_number(seed)  # one line for a seed numpy or Optuna would refuse mid-training
     seed = agreed(comm, lambda: seed if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
-    settled, recorded = agreed(comm, lambda: _log_match(matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices,
-                                                                        current=current, per_rank=per_rank), config_path))
+    def match() -> tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]:
+        found = matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current, per_rank=per_rank)
+        carry_on = cut_short(config_path) if found[0] is not None else None
+        if carry_on is not None:  # it matches, but its exploration ended with training: explore on, in its study
+            logger.warning("%s was settled as training ended while exploring (after %s s and %s candidates): exploring on in study %s; "
+                           "it is rewritten when exploration ends", config_path, carry_on["exploration_s"], carry_on["candidates_tried"], carry_on["study"])
+            return None, found[2], carry_on
+        return (*_log_match(found, config_path), None)
+
+    settled, recorded, carry_on = agreed(comm, match)
     if settled is not None:
+        dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if preset.train else None
+        if dropped is not None and comm.rank == 0:  # what build_loader says of the same YAML
+            logger.warning("%s; pass a batch_size that divides them more closely (the YAML is then explored again at that size)", dropped)
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
         choices = (min(recorded or DEFAULT_BATCH, per_rank) if preset.train else recorded or DEFAULT_BATCH,)
@@ -241,7 +253,21 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
-    return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp)
+    return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp, carry_on)
+
+
+def cut_short(path: str | None) -> dict[str, Any] | None:
+    """What a YAML whose exploration training cut short left to do (``result.exploration_cut_short``): its study's
+    name, the seconds explored and the candidates tried; None for a YAML whose exploration ended on its own."""
+    if path is None:
+        return None
+    cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
+    r = cfg.result
+    if not r.get("exploration_cut_short") or not cfg.study.get("name"):
+        return None
+    spent, tried = r.get("exploration_s"), r.get("candidates_tried")
+    return {"study": str(cfg.study["name"]), "exploration_s": float(spent) if isinstance(spent, (int, float)) else 0.0,
+            "candidates_tried": int(tried) if isinstance(tried, int) else 0}
 
 
 def _ranks_alike(comm: Agreement, dataset: Dataset, device: str) -> None:
@@ -306,7 +332,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
-                           seed=s.seed, device=s.device, cores=_cores(comm), first=first)
+                           seed=s.seed, device=s.device, cores=_cores(comm), first=first, carry_on=s.carry_on["study"] if s.carry_on else None)
 
 
 def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:

@@ -30,6 +30,9 @@ from autotune.study.tuner import TuneSettings, baseline_configs, make_sampler
 
 logger = logging.getLogger(__package__)  # autotune.autoloader, not its private modules
 
+#: the outcome of a trial queued and never run, as the study's counts name a WAITING one
+QUEUED_NOT_RUN = "waiting"
+
 #: proposals in a row that repeat a measured config before the space counts as exhausted
 _MAX_REPEATS = 5
 
@@ -76,12 +79,34 @@ class CandidateSource:
         cores: int,
         first: list[dict[str, Any]],
         named: bool = False,
+        carry_on: str | None = None,
     ) -> None:
-        """``named``: ``study_name`` was the user's (a study of that name already there is said, not passed over quietly)."""
+        """``named``: ``study_name`` was the user's (a study of that name already there is said, not passed over quietly).
+        ``carry_on``: the study of an exploration that training cut short, to go on with (a new one when the storage
+        does not hold it)."""
         self.space = space
         self.storage_url = storage or "memory"  # the YAML and its log say "study NAME in memory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage_obj = open_storage(storage) if storage else None
+        self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
+        # config description -> (the trial that measured it, its samples/s; None: failed or abandoned)
+        self.measured: dict[str, tuple[int, float | None]] = {}
+        base = baseline_configs(space, TuneSettings(device=device, cores=cores))
+        # the torch defaults are not queued (a loop at their pace costs training time), but when the sampler or a
+        # user candidate measures them they are the YAML's defaults figure, as in `autotune run`'s
+        self._defaults = LoaderConfig.from_params(base["defaults"]).describe() if backend_of(base["defaults"]) in space.backends() else None
+        self.carried_on = False
+        if carry_on is not None:
+            try:
+                if storage_obj is None:  # a study kept in memory ended with its process
+                    raise KeyError(carry_on)
+                self.study = optuna.load_study(study_name=carry_on, storage=storage_obj, sampler=make_sampler("tpe", seed))
+            except KeyError:
+                logger.warning("study %r is not in %s: exploring from the start in a new study", carry_on, mask_url(self.storage_url))
+            else:
+                self.carried_on = True
+                self._carry_on()
+                return
         for attempt in range(1, 100):  # two loaders started in the same second: the second name gets -2
             name = study_name if attempt == 1 else f"{study_name}-{attempt}"
             try:
@@ -94,15 +119,8 @@ class CandidateSource:
                            study_name, mask_url(self.storage_url), self.study.study_name)
         for k, v in attrs.items():
             self.study.set_user_attr(k, v)
-        self.context = {"device": "cuda" if device.startswith("cuda") else "cpu"}
-        # config description -> (the trial that measured it, its samples/s; None: failed or abandoned)
-        self.measured: dict[str, tuple[int, float | None]] = {}
         for params in first:
             self._enqueue(params, "user")
-        base = baseline_configs(space, TuneSettings(device=device, cores=cores))
-        # the torch defaults are not queued (a loop at their pace costs training time), but when the sampler or a
-        # user candidate measures them they are the YAML's defaults figure, as in `autotune run`'s
-        self._defaults = LoaderConfig.from_params(base["defaults"]).describe() if backend_of(base["defaults"]) in space.backends() else None
         # on a GPU, every JPEG on the hardware decoder first: it keeps the GPU's cores for the training step, which a
         # loader that decodes on them slows without the loop ever waiting for data (on an H200 with ResNet-50 the
         # offline study picked it, 1.9 % ahead of DALI's usual 0.65 share: benchmarks/RESULTS.md); then DALI's
@@ -112,13 +130,39 @@ class CandidateSource:
             if role in base and backend_of(base[role]) in space.backends():
                 self._enqueue(base[role], role)
 
-    def _enqueue(self, params: dict[str, Any], role: str) -> None:
+    def _carry_on(self) -> None:
+        """Go on with a study whose exploration training cut short: what it measured counts (a config is not measured
+        twice), and the candidates it queued and never ran, or interrupted, are queued again."""
+        requeue = []
+        for t in self.study.get_trials(deepcopy=False):
+            outcome, desc = t.user_attrs.get("outcome"), t.user_attrs.get("config")
+            params = t.user_attrs.get("loader_params") or t.user_attrs.get("loader")
+            if outcome in (QUEUED_NOT_RUN, Outcome.INTERRUPTED.value) and params:  # never run, or cut short while it ran
+                requeue.append((params, t.user_attrs.get("role")))
+            elif desc and outcome == Outcome.COMPLETE.value and t.value is not None:
+                self.measured[desc] = (t.number, float(t.value))
+            elif desc and outcome in (Outcome.CRASH.value, Outcome.PRUNED.value):
+                self.measured.setdefault(desc, (t.number, t.user_attrs.get("samples_per_s") if outcome == Outcome.PRUNED.value else None))
+        for params, role in requeue:
+            if LoaderConfig.from_params(params).describe() not in self.measured:
+                self._enqueue(dict(params), role)  # a sampled one keeps no role
+
+    def best_measured(self) -> tuple[int, dict[str, Any], float] | None:
+        """The fastest config measured in full so far: its trial, its loader parameters and its samples/s."""
+        done = [t for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+                if t.user_attrs.get("outcome") == Outcome.COMPLETE.value and t.value is not None and t.user_attrs.get("loader")]
+        if not done:
+            return None
+        best = max(done, key=lambda t: float(t.value or 0.0))
+        return best.number, dict(best.user_attrs["loader"]), float(best.value or 0.0)
+
+    def _enqueue(self, params: dict[str, Any], role: str | None) -> None:
         fixed = {k: v for k, v in params.items() if k in self.space and _on_grid(self.space[k], v)}
         values = {**self.context, **params}
         # a value outside the space, or a knob the space would sample that the config leaves at its default: the
         # sampler's params would not be this config, so it is measured as it is, without params
         outside = any(k in self.space and k not in fixed for k in params) or any(p.applies(values) and p.name not in fixed for p in self.space.params)
-        attrs = {"role": role, "loader_params": dict(params), **({"outside_space": True} if outside else {})}
+        attrs = {**({"role": role} if role else {}), "loader_params": dict(params), **({"outside_space": True} if outside else {})}
         self.study.enqueue_trial(fixed, user_attrs=attrs, skip_if_exists=False)
 
     def ask(self) -> Candidate | None:
@@ -201,8 +245,16 @@ class CandidateSource:
         return cfg
 
     def abandon_open_trials(self) -> None:
-        """Trials asked but not told (exploration cut short) are marked failed (``outcome: interrupted``), so none stays RUNNING."""
+        """Once exploration has settled no trial stays open. One asked but not told (the candidate running when training
+        ended) is marked failed, ``outcome: interrupted``. One queued and never asked (a starting point exploration did
+        not reach) is taken off the queue: failed in Optuna (so no later ``ask`` runs it), ``outcome: waiting`` as a
+        trial an ``autotune run`` queued and never ran is counted (``queued_not_run``; "queued, not run" in reports)."""
+        storage = self.study._storage
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            self.study._storage.set_trial_user_attr(t._trial_id, "message", "training ended, or exploration stopped, before it was measured")
+            storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
+            storage.set_trial_user_attr(t._trial_id, "message", "training ended, or exploration stopped, before it was measured")
             self.study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+            storage.set_trial_user_attr(t._trial_id, "outcome", QUEUED_NOT_RUN)
+            storage.set_trial_user_attr(t._trial_id, "message", "queued, not run: exploration settled first")
+            storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)

@@ -42,6 +42,8 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         ("loader", cfg.loader.describe()),
         ("samples/s", f"{fmt_rate(r.get('samples_per_s'))}  spread {fmt_spread(r.get('spread'))}"),
         *([("tuned by", f"{r['tuned_by']}; scored by {r.get('score') or '-'}")] if r.get("tuned_by") else []),  # not the loader's own rate
+        *([("exploration", f"cut short: {r.get('settled_because') or 'training ended while exploring'} after {r.get('exploration_s')} s; "
+            "the next AutoLoader run explores on in its study")] if r.get("exploration_cut_short") else []),
         ("defaults", f"{fmt_rate(r.get('defaults_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_defaults'))})"),
         ("heuristic", f"{fmt_rate(r.get('heuristic_samples_per_s'))}  (speedup {fmt_speedup(r.get('speedup_vs_heuristic'))})"),
     ]

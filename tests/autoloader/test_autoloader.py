@@ -30,7 +30,7 @@ from autotune.config.files import load_config
 from autotune.config.staleness import is_stale
 from autotune.dataset.scan import scan
 from autotune.study.evidence import trial_attrs
-from tests.helpers import ROOT, run_ranks
+from tests.helpers import ROOT, FakeClock, run_ranks
 
 SPACE = """\
 name: tiny
@@ -378,6 +378,24 @@ def test_a_matching_yaml_means_no_exploration(tiny_dataset, space, monkeypatch):
     assert len(optuna.get_all_study_summaries("sqlite:///autotune.db")) == studies
 
 
+def test_a_matching_yaml_that_drops_much_of_each_epoch_is_warned_of_as_build_loader_does(tiny_dataset, space, caplog):
+    """Batch 10 over 24 images drops the last 4 (17 %) of each epoch: build_loader warned of it for that YAML, the
+    AutoLoader that built the same loader from it said nothing."""
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 10, "num_workers": 0})
+    save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=scan(tiny_dataset).summary(), device="cpu"), "autotune.yaml")
+    with pytest.warns(UserWarning, match="drops the last 4") as built:
+        autotune.build_loader(tiny_dataset, "autotune.yaml", device="cpu").close()
+    al = make(tiny_dataset, space, batch_size=None, candidates=CANDIDATES[:1])
+    al.close()
+    assert not al.exploring and al.settled == loader
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "drops" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(str(built[0].message).split(";")[0])  # once, the same words
+
+
 def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
     from autotune.config.files import save_config
     from autotune.config.schema import Config, LoaderConfig
@@ -387,8 +405,8 @@ def test_a_yaml_from_another_machine_is_explored_again(tiny_dataset, space):
         Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 4}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
     )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1])
-    al.close()
     assert al.exploring and al.history[0]["action"] == "switch"
+    al.close()
 
 
 def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dataset, space, caplog):
@@ -401,8 +419,8 @@ def test_a_yaml_that_no_longer_matches_is_named_and_its_batch_size_kept(tiny_dat
         Config(loader=LoaderConfig.from_params({"backend": "torch", "batch_size": 8}), hardware=other, dataset=scan(tiny_dataset).summary()), "autotune.yaml"
     )
     al = make(tiny_dataset, space, candidates=CANDIDATES[:1], batch_size=None)
-    al.close()
     assert al.exploring and al.batch_size == 8  # not the default (the 24 samples here)
+    al.close()
     assert "autotune.yaml does not match" in caplog.text and "rewritten" in caplog.text
 
 
@@ -455,6 +473,40 @@ def test_training_that_ends_while_exploring_still_writes_the_best_so_far(tiny_da
     assert not al.exploring and al.history[-1]["reason"] == "training ended while exploring"
     assert load_config("autotune.yaml").loader.describe() == al.settled.describe()
     assert not [t for t in al.source.study.trials if t.state == optuna.trial.TrialState.RUNNING]
+
+
+def test_an_exploration_training_cut_short_goes_on_in_the_next_run(tiny_dataset, space, caplog, capsys):
+    """Settled as training ended after one epoch, the YAML was final: the next run used it and explored nothing. It
+    records the cut, and the next run explores on in the same study: what was measured counts, no config measured
+    twice, the candidate interrupted and the ones queued are run, and the YAML is rewritten once exploration ends."""
+    first = make(tiny_dataset, space, candidates=CANDIDATES)
+    run_epoch(first)  # 3 candidates measured, the 4th interrupted, the heuristic queued
+    first.close()
+    cut = load_config("autotune.yaml")
+    assert cut.result["settled_because"] == "training ended while exploring" and cut.result["exploration_cut_short"] is True
+    from autotune.cli import main
+
+    assert main(["show", "autotune.yaml"]) == 0
+    assert "exploration cut short: training ended while exploring after" in " ".join(re.sub("[│┃┌┐└┘├┤┬┴┼─━]", " ", capsys.readouterr().out).split())
+    caplog.clear()
+    second = make(tiny_dataset, space, candidates=CANDIDATES)
+    try:
+        assert second.exploring and second.source.study.study_name == cut.study["name"]
+        said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "exploring on" in r.getMessage()]
+        assert len(said) == 1 and cut.study["name"] in said[0]
+        for _ in range(4):
+            run_epoch(second)
+            if not second.exploring:
+                break
+    finally:
+        second.close()
+    assert second.history[-1]["reason"] != "training ended while exploring"
+    done = load_config("autotune.yaml")
+    assert "exploration_cut_short" not in done.result and done.study["name"] == cut.study["name"]
+    assert done.result["candidates_tried"] > cut.result["candidates_tried"]
+    measured = [t.user_attrs["config"] for t in second.source.study.trials if t.user_attrs.get("outcome") == "complete"]
+    assert len(measured) == len(set(measured)) >= 5  # the 4 candidates and the heuristic, each once
+    assert not [t for t in second.source.study.trials if t.state.name in ("RUNNING", "WAITING")]
 
 
 #: 6 batches an epoch, a warm-up of 5 and checks every 10: epochs too short to measure after a warm-up
@@ -510,20 +562,44 @@ def test_a_short_epochs_end_counts_in_its_candidates_score(tiny_dataset, space, 
     assert len(done) == 3 and all(t.value <= len(al.dataset) / END_S for t in done)  # 24 samples an epoch, each epoch >= 0.3 s
 
 
+class _Timed:
+    """A loader whose every batch takes ``step`` seconds of a :class:`FakeClock` (the loop's own step takes none):
+    what a candidate scores is then fixed by the test, whatever else the machine runs."""
+
+    def __init__(self, inner, clock: FakeClock, step: float):
+        self.inner, self.clock, self.step = inner, clock, step
+
+    def __iter__(self):
+        for batch in self.inner:
+            self.clock.now += self.step
+            yield batch
+
+    def close(self):
+        self.inner.close()
+
+
+def _timed_builds(monkeypatch, step_of, build_s: float = 0.0) -> FakeClock:
+    """Candidates' batches timed by a fake clock: ``step_of(loader config)`` seconds a batch, ``build_s`` a build."""
+    real = loader_module.build_from_dataset
+    clock = FakeClock()
+    monkeypatch.setattr(loader_module, "_clock", clock)
+
+    def build(ds, loader, **kw):
+        clock.now += build_s
+        return _Timed(real(ds, loader, **kw), clock, step_of(loader))
+
+    monkeypatch.setattr(loader_module, "build_from_dataset", build)
+    return clock
+
+
 @pytest.mark.slow
 def test_a_short_epochs_score_leaves_out_building_the_loader(tiny_dataset, space, monkeypatch):
     """Candidates are rebuilt every short epoch, the loader training keeps is built once: a build that takes
-    seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count."""
-    real = loader_module.build_from_dataset
-    BUILD_S = 1.5  # far above reading 24 images, even with the cores shared: the test tells build from no build
-
-    def slow_build(*a, **k):
-        time.sleep(BUILD_S)
-        return real(*a, **k)
-
-    monkeypatch.setattr(loader_module, "build_from_dataset", slow_build)
+    seconds (a DALI pipeline on a GPU) must not decide the choice. The first batch and the epoch's end still count.
+    Timed by a fake clock (each batch 0.01 s, each build 100 s), the score is exact whatever the machine's load."""
+    _timed_builds(monkeypatch, lambda loader: 0.01, build_s=100.0)
     al, done = short_epochs(tiny_dataset, space)
-    assert len(done) == 3 and all(t.value > len(al.dataset) / BUILD_S for t in done)  # 24 samples: over 16/s once the build is out
+    assert len(done) == 3 and [t.value for t in done] == [pytest.approx(len(al.dataset) / (6 * 0.01))] * 3  # 6 batches, no build
 
 
 @pytest.mark.slow
@@ -551,6 +627,73 @@ def test_training_that_ends_before_any_candidate_finished_says_nothing_was_writt
     al.close()  # a second close says nothing more
     said = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
     assert len(said) == 1 and "autotune.yaml" in said[0] and not Path("autotune.yaml").exists()
+
+
+def _open_trials_left(name: str) -> dict[int, tuple[str, str | None]]:
+    """Each trial of study ``name`` as the storage holds it: number -> (state, outcome)."""
+    study = optuna.load_study(study_name=name, storage="sqlite:///autotune.db")
+    return {t.number: (t.state.name, t.user_attrs.get("outcome")) for t in study.trials}
+
+
+#: no candidate finishes before the loop leaves: 50 measured batches a candidate, 6 batches an epoch
+UNFINISHED = Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0)
+
+
+@pytest.mark.parametrize("how", ["close", "exception", "dropped"])
+def test_a_loop_left_before_any_candidate_finished_leaves_no_trial_running_or_queued(tiny_dataset, space, how):
+    """A break after 5 batches then close(), an exception out of a with block, or the loader dropped (garbage
+    collected) without close(): the study kept trial 0 RUNNING and the rest WAITING, for ever. The candidate running
+    is interrupted; the queued ones are taken off the queue, counted as queued and not run."""
+    import gc
+
+    from autotune.study.result import outcome_counts
+
+    al = make(tiny_dataset, space, candidates=CANDIDATES[:2], exploration=UNFINISHED)
+    name = al.source.study.study_name
+    if how == "exception":
+        with pytest.raises(ZeroDivisionError), al:
+            for step, _batch in enumerate(al):
+                if step == 4:
+                    raise ZeroDivisionError("the training step failed")
+    else:
+        for step, _batch in enumerate(al):
+            if step == 4:
+                break
+        if how == "close":
+            al.close()
+        else:
+            del al
+            gc.collect()
+    trials = _open_trials_left(name)
+    assert trials[0] == ("FAIL", "interrupted")
+    assert len(trials) >= 2 and all(v == ("FAIL", "waiting") for n, v in trials.items() if n > 0)  # the second candidate, the heuristic
+    counts = outcome_counts(optuna.load_study(study_name=name, storage="sqlite:///autotune.db"))
+    assert counts == {"interrupted": 1, "waiting": len(trials) - 1}  # "queued, not run" in reports, as autotune run's
+    assert not Path("autotune.yaml").exists()
+
+
+LEFT_EARLY = textwrap.dedent("""
+    import sys
+    from autotune.autoloader import AutoLoader, Exploration
+    loader = AutoLoader(sys.argv[1], device="cpu", config="autotune.yaml", batch_size=4, space=sys.argv[2], storage="sqlite:///autotune.db",
+                        candidates=[{"backend": "torch", "num_workers": 0}], budget_s=600.0, max_slowdown=100.0, seed=3,
+                        exploration=Exploration(warmup_batches=1, measure_batches=50, check_batches=1, max_candidates=3, settle_wait=0.0))
+    print(loader.source.study.study_name)
+    for step, batch in enumerate(loader):
+        if step == 4:
+            break  # and the interpreter exits, the loader neither closed nor dropped
+""")
+
+
+@pytest.mark.slow
+def test_a_loop_left_early_then_the_interpreters_exit_leaves_no_trial_running(tiny_dataset, space, workdir):
+    script = workdir / "left_early.py"
+    script.write_text(LEFT_EARLY)
+    out = subprocess.run([sys.executable, str(script), str(tiny_dataset), space], cwd=workdir, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    trials = _open_trials_left(out.stdout.split()[-1])
+    assert trials[0] == ("FAIL", "interrupted") and all(v == ("FAIL", "waiting") for n, v in trials.items() if n > 0)
 
 
 def test_a_config_path_that_cannot_be_written_is_an_error_before_training(tiny_dataset, space):
@@ -598,6 +741,23 @@ def test_exploration_budget_and_slowdown_count_unless_given_twice():
         rules_of(Exploration(budget_s=60.0), budget_s="x", max_slowdown=None)
 
 
+@pytest.mark.slow
+def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
+    """Timed by a fake clock (a batch 0.01 s, the slow candidate's 0.8 s), the verdict does not move with the load."""
+    _timed_builds(monkeypatch, lambda loader: 0.8 if loader.torch.prefetch_factor == 4 else 0.01)
+    rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
+    try:
+        for _ in range(3):
+            run_epoch(al)
+    finally:
+        al.close()
+    by_config = {t.user_attrs["config"]: t for t in al.source.study.trials if "config" in t.user_attrs}
+    slow = by_config["torch b=4 workers=1 prefetch=4"]
+    assert slow.state == optuna.trial.TrialState.PRUNED and slow.user_attrs["measured_batches"] == 1  # not its 3
+    assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
+
+
 class _Slow:
     """A loader that takes ``delay`` seconds a batch."""
 
@@ -611,27 +771,6 @@ class _Slow:
 
     def close(self):
         self.inner.close()
-
-
-@pytest.mark.slow
-def test_a_candidate_far_slower_than_the_best_is_abandoned_early(tiny_dataset, space, monkeypatch):
-    real = loader_module.build_from_dataset
-    monkeypatch.setattr(
-        loader_module,
-        "build_from_dataset",
-        lambda ds, loader, **kw: _Slow(real(ds, loader, **kw), 0.8) if loader.torch.prefetch_factor == 4 else real(ds, loader, **kw),
-    )
-    rules = Exploration(warmup_batches=1, measure_batches=3, check_batches=1, max_candidates=3, settle_wait=0.0)
-    al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[3], CANDIDATES[1]], exploration=rules, max_slowdown=1.5)
-    try:
-        for _ in range(3):
-            run_epoch(al)
-    finally:
-        al.close()
-    by_config = {trial_attrs(t)["config"]: t for t in al.source.study.trials if "config" in trial_attrs(t)}
-    slow = by_config["torch b=4 workers=1 prefetch=4"]
-    assert slow.state == optuna.trial.TrialState.PRUNED and trial_attrs(slow)["measured_batches"] == 1  # not its 3
-    assert by_config["torch b=4 workers=0"].state == optuna.trial.TrialState.COMPLETE
 
 
 class _Hiccup:
@@ -1032,8 +1171,8 @@ def test_ddp_ranks_switch_together_and_the_slowest_rank_scores(tiny_dataset, spa
         for b in e0 + e1:
             assert b[1] == [dataset.labels[i] for i in b[0]]
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
-    failed = [trial_attrs(t)["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
-    assert failed == ["torch b=2 workers=1 prefetch=3"]  # rank 1's failure, reported to rank 0 at the check point
+    failed = [trial_attrs(t)["config"] for t in study.trials if t.state == optuna.trial.TrialState.FAIL and trial_attrs(t)["outcome"] != "waiting"]
+    assert failed == ["torch b=2 workers=1 prefetch=3"]  # rank 1's failure, reported to rank 0 at the check point (not one never run)
     rates = [trial_attrs(t)["samples_per_s"] for t in study.trials if trial_attrs(t).get("outcome") == "complete"]
     assert rates and all(r <= 2 / 0.05 for r in rates)  # rank 1 sleeps 50 ms a batch of 2: at most 40 samples/s
     assert math.isfinite(max(rates))
