@@ -13,6 +13,7 @@ import optuna
 
 from autotune.config.schema import LoaderConfig
 from autotune.outcomes import Outcome
+from autotune.trials.owner import owner_gone
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,37 @@ def measured_before(study: optuna.Study, loader: LoaderConfig, number: int) -> o
         if t.number != number and trial_attrs(t).get("loader") == key and not is_repeat(t):
             return t
     return None
+
+
+def being_measured(study: optuna.Study, loader: LoaderConfig, number: int, owner: str) -> optuna.trial.FrozenTrial | None:
+    """An earlier trial that another live process is measuring this same config in right now (processes sharing a
+    study with ``--resume``): the config is taken, and measured once.
+
+    Only a trial numbered before ``number`` counts: of two processes that sampled the same config at once, the
+    earlier trial measures it and the later one leaves it, never both the other. A trial whose process is gone
+    (killed on this host) is no one's; one of another host counts as live.
+    """
+    key = loader.to_params()
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        attrs = trial_attrs(t)
+        owner_of = str(attrs.get("owner", ""))
+        if t.number >= number or attrs.get("loader") != key or owner_of == owner:
+            continue
+        if not owner_gone(owner_of, since=t.datetime_start.timestamp() if t.datetime_start else None):
+            return t
+    return None
+
+
+def tell_taken(trial: optuna.Trial, running: optuna.trial.FrozenTrial) -> str:
+    """A sampled config that ``running`` measures in another process now: recorded as a repeat of it, not measured.
+
+    Its result is not known yet, so none is told: the caller fails the trial (the sampler ignores failed trials,
+    where a pruned one with no value would read as the worst config), and it is never a contender. Returns the message.
+    """
+    message = f"being measured by trial #{running.number} in another process"
+    record_result(trial, {"outcome": Outcome.REPEAT.value, "repeat_of": running.number, "message": message})
+    logger.info("trial %d %s: %s, not measured again", trial.number, trial_attrs(trial).get("config"), message)
+    return message
 
 
 def tell_repeat(trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> float:
