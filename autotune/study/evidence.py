@@ -73,11 +73,25 @@ def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def confirmation_method(record: dict[str, Any]) -> str:
-    """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
+    """What the confirmation stage did, in words that match what happened (failed re-measurements included, and
+    those of an earlier run of a resumed study, kept with this run's)."""
+    earlier = int(record.get("earlier") or 0)
+    said = _this_run(record, earlier)
+    if not earlier:
+        return said
+    kept = f"{earlier} re-measurement{'s' if earlier != 1 else ''} of an earlier run of this study kept"
+    if said.startswith("best single trial"):  # none of this run's counted: the earlier ones decide with the trials
+        return f"{kept}; none counted in this run ({said.removeprefix('best single trial').strip(' :()')}); winner by median of all scores"
+    head, sep, tail = said.rpartition("; winner by median")
+    return f"{head}; {kept}{sep}{tail}"
+
+
+def _this_run(record: dict[str, Any], earlier: int) -> str:
+    """What this run's confirmation did; ``earlier``: the scores of an earlier run's among the candidates'."""
     cands = record.get("candidates") or []
     set_aside = record.get("set_aside")
     aside: list[Any] = set_aside if isinstance(set_aside, list) else []
-    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside)
+    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside) - earlier
     attempted = record.get("attempted")
     if attempted is None:  # a record written before the counts were stored: trust its words unless nothing was re-measured
         method = str(record.get("method", ""))
