@@ -498,11 +498,11 @@ def test_issue_42_item_7_a_slow_starter_is_cut_where_the_re_measurement_begins(t
             "--no-report", "--quiet"]
     assert main(argv) == 0
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
     (slow,) = [t for t in study.trials if trial_attrs(t).get("outcome") == Outcome.INTERRUPTED.value]
     assert "the time budget ran out" in trial_attrs(slow)["message"], trial_attrs(slow)
     # three trials of 3 s: 9 s spent; the top two re-measured once is planned at 2 x 3 s x 1.25, the YAML's writing 3 s
     assert calls[3] == pytest.approx(30 - 9 - 2 * 3 * budget_mod.REMEASURE_MARGIN - WRITE_RESERVE_S)
-    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
     conf = study.user_attrs["confirmation"]
     assert conf["attempted"] == 2 and all(len(c["scores"]) == 2 for c in conf["candidates"]), conf
     assert clock.now - 1000.0 <= 30.0

@@ -198,7 +198,11 @@ def test_issue_42_item_6_a_config_another_live_process_measures_is_taken(tiny_da
         return TrialResult(Outcome.COMPLETE, samples_per_s=500.0)
 
     monkeypatch.setattr(first, "measure", first_measures)
-    monkeypatch.setattr(second, "measure", lambda loader, number=None, **kw: measured.append(f"second #{number}") or TrialResult(Outcome.COMPLETE, samples_per_s=900.0))
+    def second_measures(loader, number=None, *a, **kw):
+        measured.append(f"second #{number}")
+        return TrialResult(Outcome.COMPLETE, samples_per_s=900.0)
+
+    monkeypatch.setattr(second, "measure", second_measures)
     first.optimize()
     assert measured == ["first #0"]  # measured once, by the trial that took it first
     assert seen[0] and all(s == ("being measured by trial #0 in another process", optuna.trial.TrialState.FAIL) for s in seen[0]), seen
