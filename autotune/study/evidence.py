@@ -49,6 +49,13 @@ def record_result(trial: optuna.Trial, result: dict[str, Any]) -> None:
     trial.set_user_attr(RESULT_ATTR, result)
 
 
+def fail_interrupted(study: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
+    """Mark a trial left RUNNING failed, its outcome ``interrupted`` (in place of any result recorded before: a repeat
+    whose telling was stopped is no repeat in the study)."""
+    study._storage.set_trial_user_attr(t._trial_id, RESULT_ATTR, {"outcome": Outcome.INTERRUPTED.value})
+    study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+
+
 def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
     """A sampled config that an earlier trial already measured: told to Optuna, never measured."""
     return trial_attrs(t).get("outcome") == Outcome.REPEAT.value

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from autotune.errors import UserError
-from autotune.outcomes import Outcome
-from autotune.study.evidence import trial_attrs
+from autotune.study.evidence import fail_interrupted, trial_attrs
 from autotune.study.settings import TuneSettings, make_pruner, make_sampler
 from autotune.study.storage import mask_url, not_ours
 from autotune.trials.owner import owner_gone
@@ -146,8 +145,7 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         # the same PID started after the trial is another process
         if owner_gone(str(trial_attrs(t).get("owner", "")), since=t.datetime_start.timestamp() if t.datetime_start else None):
-            study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            fail_interrupted(study, t)
             stale.append(t.number)
     if stale:
         logger.info("trials %s were left running by a run that was killed: marked failed", stale)

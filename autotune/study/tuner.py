@@ -29,6 +29,7 @@ from autotune.study.evidence import (
     MeasuredTrials,
     being_measured,
     contenders,
+    fail_interrupted,
     measured_before,
     record_result,
     tell_repeat,
@@ -413,8 +414,7 @@ class Tuner:
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if t._trial_id in running_before or trial_attrs(t).get("owner") != self._owner:
                 continue
-            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            fail_interrupted(self.study, t)
             left.append(t.number)
         if left:
             logger.info("trial(s) %s stopped outside the objective: marked failed", left)
