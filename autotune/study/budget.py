@@ -209,7 +209,10 @@ class TimeBudget:
             return False
         smallest = 2 * (contender_s or cost) if top > 1 and repeats > 0 else 0.0
         after = smallest if self.fits(smallest) else 0.0  # a re-measurement that no longer fits is not kept from it
-        return self.fits(cost + after)
+        if not self.fits(cost + after):
+            return False
+        self.reserved_s = after  # what the reference leaves to the re-measurement: it ends (or is cut) where that begins
+        return True
 
     def measure_left(self) -> float:
         """Seconds a trial may still measure before it ends at its next window: the time left, less the YAML's

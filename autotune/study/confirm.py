@@ -53,13 +53,28 @@ def candidates(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     return out
 
 
+def earlier_scores(record: Any, cands: list[optuna.trial.FrozenTrial]) -> dict[int, list[float]]:
+    """What an earlier run of a resumed study re-measured of each of ``cands`` (its ``confirmation`` record): kept, and
+    counted with this run's re-measurements (a resume once left the winner two scores of four). A score set aside
+    then stays aside; a candidate's first score is its trial's own, which the candidate brings itself."""
+    numbers = {t.number for t in cands}
+    out: dict[int, list[float]] = {}
+    before = record.get("candidates") if isinstance(record, dict) else None
+    for c in before if isinstance(before, list) else ():
+        scores = c.get("scores") if isinstance(c, dict) else None
+        if isinstance(scores, list) and len(scores) > 1 and c.get("trial") in numbers:
+            out[c["trial"]] = [float(x) for x in scores[1:] if isinstance(x, (int, float))]
+    return out
+
+
 class _Rounds:
     """The re-measurements so far: each candidate's scores, and each re-measurement in the order it ran."""
 
     def __init__(self, cands: list[optuna.trial.FrozenTrial], repeats: int, remeasure: Remeasure, on_step: OnStep | None,
-                 fits: Callable[[float], bool] | None) -> None:
+                 fits: Callable[[float], bool] | None, earlier: dict[int, list[float]] | None = None) -> None:
         self.cands, self.remeasure, self.on_step, self.fits = cands, remeasure, on_step, fits
-        self.scores: dict[int, list[float]] = {t.number: [_value(t)] for t in cands}
+        # each candidate's trial, then what an earlier run of the study re-measured of it: counted with this run's
+        self.scores: dict[int, list[float]] = {t.number: [_value(t), *(earlier or {}).get(t.number, [])] for t in cands}
         self.repeats: dict[int, int] = dict.fromkeys(self.scores, 0)  # re-measurements of each candidate so far
         self.planned = len(cands) * repeats
         self.k = 0  # re-measurements begun
@@ -122,7 +137,8 @@ class _Rounds:
 def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *, close: Callable[[], None],
             on_step: OnStep | None = None, fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
     """Re-measure the ``top`` candidates ``repeats`` times, interleaved, and pick the winner by the median of all
-    its scores; the record is also the study attr ``confirmation``.
+    its scores; the record is also the study attr ``confirmation``. A resumed study's earlier re-measurements
+    (its ``confirmation`` record) count with this run's: ``earlier`` in the record says how many.
 
     Args:
         study: the study whose complete trials are the candidates.
@@ -141,7 +157,8 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     if not cands:
         raise UserError(f"no trial of study {study.study_name!r} completed, so there is no config to write; see the trial outcomes with "
                         "'autotune show --storage ... --study ...' or run with --verbose")
-    rounds = _Rounds(cands, repeats, remeasure, on_step, fits)
+    earlier = earlier_scores(study.user_attrs.get("confirmation"), cands)
+    rounds = _Rounds(cands, repeats, remeasure, on_step, fits, earlier)
     tiebreak = partial = 0  # partial: re-measurements of a round the time budget cut short
     if len(cands) > 1 and repeats > 0:
         try:
@@ -164,6 +181,8 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     }
     if set_aside:
         record["set_aside"] = set_aside
+    if kept := sum(map(len, earlier.values())):
+        record["earlier"] = kept
     record = {"method": confirmation_method(record), **record}
     study.set_user_attr("confirmation", record)
     return record

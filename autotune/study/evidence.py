@@ -13,6 +13,7 @@ import optuna
 
 from autotune.config.schema import LoaderConfig
 from autotune.outcomes import Outcome
+from autotune.trials.owner import owner_gone
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,13 @@ def record_result(trial: optuna.Trial, result: dict[str, Any]) -> None:
     trial.set_user_attr(RESULT_ATTR, result)
 
 
+def fail_interrupted(study: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
+    """Mark a trial left RUNNING failed, its outcome ``interrupted`` (in place of any result recorded before: a repeat
+    whose telling was stopped is no repeat in the study)."""
+    study._storage.set_trial_user_attr(t._trial_id, RESULT_ATTR, {"outcome": Outcome.INTERRUPTED.value})
+    study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+
+
 def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
     """A sampled config that an earlier trial already measured: told to Optuna, never measured."""
     return trial_attrs(t).get("outcome") == Outcome.REPEAT.value
@@ -72,11 +80,25 @@ def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 def confirmation_method(record: dict[str, Any]) -> str:
-    """What the confirmation stage did, in words that match what happened (failed re-measurements included)."""
+    """What the confirmation stage did, in words that match what happened (failed re-measurements included, and
+    those of an earlier run of a resumed study, kept with this run's)."""
+    earlier = int(record.get("earlier") or 0)
+    said = _this_run(record, earlier)
+    if not earlier:
+        return said
+    kept = f"{earlier} re-measurement{'s' if earlier != 1 else ''} of an earlier run of this study kept"
+    if said.startswith("best single trial"):  # none of this run's counted: the earlier ones decide with the trials
+        return f"{kept}; none counted in this run ({said.removeprefix('best single trial').strip(' :()')}); winner by median of all scores"
+    head, sep, tail = said.rpartition("; winner by median")
+    return f"{head}; {kept}{sep}{tail}"
+
+
+def _this_run(record: dict[str, Any], earlier: int) -> str:
+    """What this run's confirmation did; ``earlier``: the scores of an earlier run's among the candidates'."""
     cands = record.get("candidates") or []
     set_aside = record.get("set_aside")
     aside: list[Any] = set_aside if isinstance(set_aside, list) else []
-    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside)
+    done = sum(max(0, len(c.get("scores") or []) - 1) for c in cands) + len(aside) - earlier
     attempted = record.get("attempted")
     if attempted is None:  # a record written before the counts were stored: trust its words unless nothing was re-measured
         method = str(record.get("method", ""))
@@ -108,6 +130,37 @@ def measured_before(study: optuna.Study, loader: LoaderConfig, number: int) -> o
         if t.number != number and trial_attrs(t).get("loader") == key and not is_repeat(t):
             return t
     return None
+
+
+def being_measured(study: optuna.Study, loader: LoaderConfig, number: int, owner: str) -> optuna.trial.FrozenTrial | None:
+    """An earlier trial that another live process is measuring this same config in right now (processes sharing a
+    study with ``--resume``): the config is taken, and measured once.
+
+    Only a trial numbered before ``number`` counts: of two processes that sampled the same config at once, the
+    earlier trial measures it and the later one leaves it, never both the other. A trial whose process is gone
+    (killed on this host) is no one's; one of another host counts as live.
+    """
+    key = loader.to_params()
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        attrs = trial_attrs(t)
+        owner_of = str(attrs.get("owner", ""))
+        if t.number >= number or attrs.get("loader") != key or owner_of == owner:
+            continue
+        if not owner_gone(owner_of, since=t.datetime_start.timestamp() if t.datetime_start else None):
+            return t
+    return None
+
+
+def tell_taken(trial: optuna.Trial, running: optuna.trial.FrozenTrial) -> str:
+    """A sampled config that ``running`` measures in another process now: recorded as a repeat of it, not measured.
+
+    Its result is not known yet, so none is told: the caller fails the trial (the sampler ignores failed trials,
+    where a pruned one with no value would read as the worst config), and it is never a contender. Returns the message.
+    """
+    message = f"being measured by trial #{running.number} in another process"
+    record_result(trial, {"outcome": Outcome.REPEAT.value, "repeat_of": running.number, "message": message})
+    logger.info("trial %d %s: %s, not measured again", trial.number, trial_attrs(trial).get("config"), message)
+    return message
 
 
 def tell_repeat(trial: optuna.Trial, earlier: optuna.trial.FrozenTrial) -> float:

@@ -7,16 +7,15 @@ the trials a killed run on this host left RUNNING are marked failed first.
 from __future__ import annotations
 
 import logging
-import socket
 from typing import TYPE_CHECKING, Any
 
 import optuna
 
 from autotune.errors import UserError
-from autotune.outcomes import Outcome
-from autotune.study.evidence import trial_attrs
+from autotune.study.evidence import fail_interrupted, trial_attrs
 from autotune.study.settings import TuneSettings, make_pruner, make_sampler
 from autotune.study.storage import mask_url, not_ours
+from autotune.trials.owner import owner_gone
 
 if TYPE_CHECKING:
     from autotune.dataset.scan import Dataset
@@ -142,22 +141,11 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     Without a heartbeat Optuna keeps them RUNNING for ever, and TPE's constant liar avoids their configs.
     Trials of other hosts sharing the storage, and of live processes, are left alone. Returns their numbers.
     """
-    import psutil
-
-    host = socket.gethostname()
     stale = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        owner_host, _, pid = str(trial_attrs(t).get("owner", "")).rpartition(":")
-        if owner_host != host or not pid.isdigit():
-            continue
-        try:  # the same PID started after the trial is another process
-            started = psutil.Process(int(pid)).create_time()
-            alive = t.datetime_start is None or started <= t.datetime_start.timestamp() + 1
-        except psutil.NoSuchProcess:
-            alive = False
-        if not alive:
-            study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+        # the same PID started after the trial is another process
+        if owner_gone(str(trial_attrs(t).get("owner", "")), since=t.datetime_start.timestamp() if t.datetime_start else None):
+            fail_interrupted(study, t)
             stale.append(t.number)
     if stale:
         logger.info("trials %s were left running by a run that was killed: marked failed", stale)

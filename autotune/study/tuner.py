@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -26,7 +25,18 @@ from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import WRITE_RESERVE_S
 from autotune.study.confirm import OnStep, candidates, trial_loader
 from autotune.study.confirm import confirm as confirm_candidates
-from autotune.study.evidence import MeasuredTrials, contenders, measured_before, record_result, tell_repeat, trial_attrs, unless_repeat
+from autotune.study.evidence import (
+    MeasuredTrials,
+    being_measured,
+    contenders,
+    fail_interrupted,
+    measured_before,
+    record_result,
+    tell_repeat,
+    tell_taken,
+    trial_attrs,
+    unless_repeat,
+)
 from autotune.study.opening import check_resumable, fail_stale_trials, open_study
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
@@ -34,7 +44,8 @@ from autotune.study.storage import is_storage_error, open_storage, storage_failu
 from autotune.trials import guard
 from autotune.trials.logs import append_line, remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
-from autotune.trials.runner import OnIntermediate, WindowVerdict, deferred_signals, run_trial
+from autotune.trials.owner import this_owner
+from autotune.trials.runner import OnIntermediate, WindowVerdict, deferred_signals, remove_stale_tmpdirs, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import Zygote
 
@@ -120,7 +131,8 @@ class Tuner:
         self.storage_url = storage
         self.study, exists = open_study(open_storage(storage), storage, study_name, settings, resume=resume, made_up_name=made_up_name)
         self.created = not exists  # with --resume too: processes sharing --study-name NAME --resume start it together
-        self._owner = f"{socket.gethostname()}:{os.getpid()}"
+        self._owner = this_owner()
+        remove_stale_tmpdirs()  # the trial temp folders of runs killed (SIGKILL) before their trials could remove them
         self._stamp_owner_first()
         if not exists:
             for k, v in (attrs or {}).items():
@@ -203,12 +215,20 @@ class Tuner:
 
     def _budget_cut(self) -> float | None:
         """A trial's time limit where the time budget ends before ``trial_timeout`` does (None otherwise): a slow
-        starter (the torch defaults on a busy machine) no longer runs past the budget. Not before a trial completed:
-        the YAML needs one (a reference outside the space is no YAML)."""
-        if self.settings.time_left is None or not any(t.value is not None for t in contenders(self.study)):
+        starter (the torch defaults on a busy machine) no longer runs past the budget, nor into the time kept for the
+        planned re-measurement (``measure_left``). Not before a trial completed: the YAML needs one (a reference
+        outside the space is no YAML)."""
+        s = self.settings
+        if s.time_left is None or not any(t.value is not None for t in contenders(self.study)):
             return None
-        left = max(MIN_TRIAL_S, self.settings.time_left() + CUT_GRACE_S)
-        return left if left < self.settings.trial_timeout else None
+        before_reserve = s.measure_left() if s.measure_left is not None else None
+        if before_reserve is not None and before_reserve < s.time_left():
+            # a re-measurement is planned: its time is never a trial's. A slow starter with no window yet is cut where
+            # its reserve begins (a demo's last trial ran into it for 21 s, and the winner was picked on single readings)
+            left = max(0.0, before_reserve)
+        else:
+            left = max(MIN_TRIAL_S, s.time_left() + CUT_GRACE_S)
+        return left if left < s.trial_timeout else None
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                 timeout_s: float | None = None) -> TrialResult:
@@ -288,6 +308,10 @@ class Tuner:
         earlier = measured_before(self.study, loader, trial.number)
         if earlier is not None and (trial_attrs(trial).get("role") is None or earlier.state == optuna.trial.TrialState.COMPLETE):
             return tell_repeat(trial, earlier)
+        # and one that another process measures right now (processes sharing the study): taken, not measured twice at once
+        running = being_measured(self.study, loader, trial.number, self._owner)
+        if running is not None:
+            raise TrialFailure(tell_taken(trial, running))
 
         reported: list[float] = []
         stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate
@@ -390,8 +414,7 @@ class Tuner:
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
             if t._trial_id in running_before or trial_attrs(t).get("owner") != self._owner:
                 continue
-            self.study._storage.set_trial_user_attr(t._trial_id, "outcome", Outcome.INTERRUPTED.value)
-            self.study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+            fail_interrupted(self.study, t)
             left.append(t.number)
         if left:
             logger.info("trial(s) %s stopped outside the objective: marked failed", left)

@@ -29,6 +29,7 @@ from autotune.errors import STOP_SIGNALS
 from autotune.outcomes import Outcome, died_of
 from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
+from autotune.trials.owner import owner_gone, this_owner
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.zygote import ForkedTrial, Zygote
 
@@ -38,6 +39,47 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SAMPLE_S = 0.1  # memory sampling period: ten samples a second
+
+#: a trial's temp folder (its child's TMPDIR) is ``<tmp>/autotune-trial-<pid>-XXXXXXXX``, with its owner in OWNER_FILE
+TMP_PREFIX = "autotune-trial-"
+OWNER_FILE = ".owner"
+
+
+# --------------------------------------------------------------------------------------------- temp folders
+def trial_tmpdir() -> str:
+    """A new temp folder for one trial, its owner (``host:pid``, :mod:`autotune.trials.owner`) written inside: the
+    trial removes it as it ends, and a later run removes it when a SIGKILL ended this one first."""
+    path = tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-")
+    with open(os.path.join(path, OWNER_FILE), "w") as f:
+        f.write(this_owner())
+    return path
+
+
+def remove_stale_tmpdirs(root: str | None = None) -> list[str]:
+    """Remove the trial temp folders (and the ``pymp-*`` folders inside) whose owner is gone: a run on this host that
+    was killed (SIGKILL) before its trial could remove its own. A live process's folder, another host's, another
+    user's, and one without an owner (an older version's, or one being made) are left alone. Returns the paths removed."""
+    root = root or tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(TMP_PREFIX)]
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        path = os.path.join(root, name)
+        marker = os.path.join(path, OWNER_FILE)
+        try:
+            st = os.stat(marker)
+            with open(marker) as f:
+                owner = f.read().strip()
+        except OSError:
+            continue
+        if st.st_uid == os.getuid() and owner_gone(owner, since=st.st_mtime):  # written once, as the folder was made
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    if removed:
+        logger.info("removed %d temp folder(s) that killed runs left: %s", len(removed), ", ".join(removed))
+    return removed
 
 
 # --------------------------------------------------------------------------------------------- parent
@@ -111,7 +153,7 @@ def run_trial(
         the child and its workers are gone.
     """
     budgets = budgets or Budgets()
-    tmpdir = tempfile.mkdtemp(prefix="autotune-trial-")  # the child's TMPDIR: what its killed workers leave, goes with it
+    tmpdir = trial_tmpdir()  # the child's TMPDIR: what its killed workers leave, goes with it
     spec = dataclasses.replace(spec, tmpdir=tmpdir)
     ours, theirs = socket.socketpair()
     monitor = Monitor(budgets, spec.device, ranks=spec.ranks)

@@ -470,3 +470,39 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
     assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
     assert study.user_attrs["confirmation"]["attempted"] == 2
     assert clock.now - 1000.0 <= 30.0
+
+
+@pytest.mark.slow
+def test_issue_42_item_7_a_slow_starter_is_cut_where_the_re_measurement_begins(tiny_dataset, workdir, monkeypatch):
+    """Issue 42, item 7: a 60 s demo's last trial (a slow starter, no window yet) ran until the budget's end,
+    "interrupted: the time budget ran out 21 s into the trial", then "re-measurement 0 s", and the winner was picked on
+    single readings. A trial is cut where the planned re-measurement's time begins: that time is never a trial's."""
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    calls: list[float | None] = []  # each measurement's time limit (the re-measurements' too)
+
+    def fake_run_trial(spec, on_intermediate=None, timeout_s=120.0, **kw):
+        calls.append(timeout_s)
+        start = clock.now
+        if len(calls) == 4:  # the fourth trial starts slowly: no window comes before its limit
+            clock.now += timeout_s
+            return TrialResult(Outcome.TIMEOUT, message="no result", duration_s=timeout_s)
+        rate = 100.0 + len(calls) % 3
+        clock.now += 3.0
+        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * 3, duration_s=clock.now - start)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    argv = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-baselines", "--pruner", "none",
+            "--no-report", "--quiet"]
+    assert main(argv) == 0
+    study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
+    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
+    (slow,) = [t for t in study.trials if trial_attrs(t).get("outcome") == Outcome.INTERRUPTED.value]
+    assert "the time budget ran out" in trial_attrs(slow)["message"], trial_attrs(slow)
+    # three trials of 3 s: 9 s spent; the top two re-measured once is planned at 2 x 3 s x 1.25, the YAML's writing 3 s
+    assert calls[3] == pytest.approx(30 - 9 - 2 * 3 * budget_mod.REMEASURE_MARGIN - WRITE_RESERVE_S)
+    conf = study.user_attrs["confirmation"]
+    assert conf["attempted"] == 2 and all(len(c["scores"]) == 2 for c in conf["candidates"]), conf
+    assert clock.now - 1000.0 <= 30.0

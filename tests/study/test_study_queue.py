@@ -169,3 +169,43 @@ def test_repeats_are_shown_as_not_measured(tiny_dataset, tmp_path, monkeypatch):
     repeats = [r for r in rows if r["outcome"] == "repeat"]
     assert repeats and all(r["samples_per_s"] is None and r["repeat_of"] is not None for r in repeats)
     assert "repeat" not in {g["outcome"] for g in outcome_table(rows)}  # not a failure
+
+
+@pytest.mark.parametrize("storage", ["sqlite:///{}/c.db", "journal:{}/c.log"], ids=["sqlite", "journal"])
+def test_issue_42_item_6_a_config_another_live_process_measures_is_taken(tiny_dataset, tmp_path, monkeypatch, storage):
+    """Issue 42, item 6: two to four ``run --resume`` processes on one study measured one config at the same time.
+    A config RUNNING in another live process counts as taken: the later trial is not measured, says which trial
+    measures it, and is never a contender."""
+    import os
+
+    from autotune.study.result import winner
+
+    one = {"params": {"backend": {"choices": ["torch"]}, "batch_size": {"choices": [8]}, "num_workers": {"int": [2, 2]}}}
+
+    def tuner(resume: bool) -> Tuner:
+        settings = TuneSettings(baselines=False, confirm_top=0, cache="none", seed=0, n_trials=1, pruner="none")
+        return Tuner(scan(tiny_dataset), parse_space(one, cores=2), settings, storage=storage.format(tmp_path), study_name="c", resume=resume)
+
+    first, second = tuner(False), tuner(True)
+    first._owner = f"{socket.gethostname()}:{os.getppid()}"  # another live process: the one that started the tests
+    measured: list[str] = []
+    seen: list[list[tuple[str, optuna.trial.TrialState]]] = []
+
+    def first_measures(loader, number=None, on_intermediate=None, **kw):
+        measured.append(f"first #{number}")
+        second.optimize()  # while trial #0 is RUNNING in the first process, the second samples the same config
+        seen.append([(str(trial_attrs(t).get("message")), t.state) for t in second.study.get_trials(deepcopy=False) if t.number > 0])
+        return TrialResult(Outcome.COMPLETE, samples_per_s=500.0)
+
+    monkeypatch.setattr(first, "measure", first_measures)
+    def second_measures(loader, number=None, *a, **kw):
+        measured.append(f"second #{number}")
+        return TrialResult(Outcome.COMPLETE, samples_per_s=900.0)
+
+    monkeypatch.setattr(second, "measure", second_measures)
+    first.optimize()
+    assert measured == ["first #0"]  # measured once, by the trial that took it first
+    assert seen[0] and all(s == ("being measured by trial #0 in another process", optuna.trial.TrialState.FAIL) for s in seen[0]), seen
+    assert all(trial_attrs(t)["outcome"] == Outcome.REPEAT.value and trial_attrs(t)["repeat_of"] == 0 for t in first.study.trials[1:])
+    best, scores = winner(first.study)
+    assert best.number == 0 and scores == [500.0]
