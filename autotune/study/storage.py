@@ -378,8 +378,12 @@ def storage_problem(url: str) -> str | None:
         except Exception as e:  # noqa: BLE001 - sqlalchemy's parse errors
             u, why = None, str(e).splitlines()[0] if str(e) else type(e).__name__
         if (u is None or not u.drivername) and "://" in url:  # a server's URL, malformed: not a file name
-            return (f"is not a valid storage URL ({mask_url(why) if u is None else 'no database kind before ://'}); write it as "
-                    "dialect://user:password@host:port/database (several hosts: dialect://user:password@/database?host=h1:5432&host=h2:5432)")
+            if u is not None:
+                why = "no database kind before ://"
+            port = re.fullmatch(r"invalid literal for int\(\) with base 10: (.*)", why)
+            why = f"its port {port.group(1)} is not a number" if port else why
+            return (f"is not a valid storage URL ({mask_url(why)}); write it as dialect://USER@HOST:PORT/DATABASE, the password after "
+                    "USER and a colon, special characters in it %-escaped (several hosts: dialect://USER@/DATABASE?host=HOST1:PORT1&host=HOST2:PORT2)")
         if u is None or not u.drivername:
             return mask_url(f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL")
         if in_memory(url):
