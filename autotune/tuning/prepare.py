@@ -291,7 +291,9 @@ def _check_same_dataset(request: RunRequest, out_path: Path, dataset: Dataset) -
     except UserError:  # unreadable: foreign_problem has said so already
         return
     recorded = data.get("dataset") if isinstance(data, dict) else None
-    folder = recorded.get("path") if isinstance(recorded, dict) else None
+    if not isinstance(recorded, dict):
+        return
+    folder = recorded.get("path")
     if not isinstance(folder, str) or not folder or os.path.realpath(recorded_path(folder)) == os.path.realpath(dataset.root):
         return
     if recorded.get("signature") == dataset.signature():
