@@ -115,7 +115,9 @@ def main(argv: Sequence[str] | None = None, *, started: float | None = None, exi
     try:
         return _main(argv, started, exits)
     except UserError as e:  # stdout lost while a parse error was said on it (--json)
-        print(f"autotune: error: {e}", file=sys.stderr)
+        from autotune.study.storage import mask_url
+
+        print(f"autotune: error: {mask_url(str(e))}", file=sys.stderr)
         return e.exit_code
     finally:
         restore()
@@ -127,8 +129,12 @@ def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False
     except FileNotFoundError:  # every relative path, and the imports behind them, would fail with a traceback
         print("autotune: error: the current folder no longer exists (removed while the shell was in it); cd to one that does", file=sys.stderr)
         return 2
+    from autotune.study.storage import mask_url, remember_secrets
+
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
+    for word in words:  # a storage URL's password stays out of every line printed, however malformed the URL
+        remember_secrets(word.partition("=")[2] if word.startswith("--") else word)
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
@@ -137,12 +143,12 @@ def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False
             if extra:
                 _unrecognized(parser, getattr(args, "command", None), extra)
     except SystemExit as e:  # --help, --version, or a one-line argument error
-        sys.stderr.write(said.getvalue())
+        sys.stderr.write(mask_url(said.getvalue()))
         if e.code and "--json" in words:  # a script reading stdout gets JSON for these errors too
             lines = [ln for ln in said.getvalue().splitlines() if ln.strip()]
             _json_error(re.sub(r"^autotune( \S+)?: error: ", "", lines[-1]) if lines else "bad arguments", int(e.code))
         return int(e.code or 0)
-    sys.stderr.write(said.getvalue())
+    sys.stderr.write(mask_url(said.getvalue()))
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return 2
@@ -162,13 +168,13 @@ def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False
             code = int(args._run(args) or 0)
             sys.stdout.flush()  # a result that cannot be written is found here, not at the interpreter's exit
             return code
-        except OSError as e:  # a path the system refuses whatever it holds: one line, wherever it was met
-            if e.errno != errno.ENAMETOOLONG:
+        except Exception as e:  # noqa: BLE001 - those said in one line are raised as UserError, the rest as they came
+            said_so = _one_line(args, e)
+            if said_so is None:
                 raise
-            name = os.fsdecode(e.filename) if e.filename is not None else "a path given"
-            raise UserError(f"{name[:80]}{'...' if len(name) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one") from None
+            raise said_so from None
     except UserError as e:
-        print(f"autotune: error: {e}", file=sys.stderr)
+        print(f"autotune: error: {mask_url(str(e))}", file=sys.stderr)
         if getattr(args, "json", False):  # a script reading stdout gets an answer too, as `doctor --json` gives
             _json_error(str(e), e.exit_code)
         return e.exit_code
@@ -194,9 +200,26 @@ def _main(argv: Sequence[str] | None, started: float | None, exits: bool = False
         restore_logging()
 
 
+def _one_line(args: argparse.Namespace, e: Exception) -> UserError | None:
+    """The one-line error for ``e`` met anywhere in a command, or None for an error that is not one of these: a path
+    the system refuses whatever it holds, or the database behind ``--storage`` failing (a damaged file, a lost
+    server) while a command reads or writes it."""
+    from autotune.study.storage import is_storage_error, storage_failure
+
+    if isinstance(e, OSError) and e.errno == errno.ENAMETOOLONG:
+        name = os.fsdecode(e.filename) if e.filename is not None else "a path given"
+        return UserError(f"{name[:80]}{'...' if len(name) > 80 else ''} is too long a path for this system ({e.strerror}); pass a shorter one")
+    if not isinstance(e, UserError) and hasattr(args, "storage") and is_storage_error(e):
+        return storage_failure(args.storage or "sqlite:///autotune.db", e, reading=args.command != "run")  # show's --storage defaults to None: autotune.db
+    return None
+
+
 def _json_error(message: str, code: int) -> None:
     import json
 
+    from autotune.study.storage import mask_url
+
+    message = mask_url(message)
     try:
         json.dump({"error": message, "exit_code": code}, sys.stdout)
         sys.stdout.write("\n")

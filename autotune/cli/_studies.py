@@ -41,35 +41,65 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from autotune.cli._text import cell
-    from autotune.report._render import fmt_speedup
 
+    cells = [_cells(r) for r in rows]
+    headers = ("name", "trials", "best samples/s", "vs defaults", "best config", "created")
+    console = Console(width=max(120, Console().width))
+    widths = _fit([[cell(h), *(c[i] for c in cells)] for i, h in enumerate(headers)], console.width)
+    if sum(widths) + _FRAME * len(widths) + 1 > console.width:  # a name wider than the terminal: one line, which it wraps, rather than a name cut
+        console = Console(width=sum(widths) + _FRAME * len(widths) + 1)
     table = Table(title=cell(f"studies in {mask_url(absolute_url(args.storage))}"))
-    # on a narrow terminal a long name folds onto more lines: the config, the column read most, keeps its words
-    # (an AutoLoader study's name squeezed it to 'dali…', 'thre…', 'queu…')
-    for col, kw in (("name", {"overflow": "fold", "min_width": 12}), ("trials", {"justify": "right", "no_wrap": True}),
-                    ("best samples/s", {"justify": "right"}), ("vs defaults", {"justify": "right"}),
-                    ("best config", {"min_width": 16}), ("created", {"no_wrap": True, "min_width": 16})):
-        table.add_column(col, **kw)
-    for r in rows:
-        if r.get("error"):
-            table.add_row(cell(r["name"]), "-", "-", "-", cell(f"unreadable: {r['error']}"), _when(r["created"]), style="red")
-            continue
-        if r.get("foreign"):
-            table.add_row(cell(r["name"]), str(r["trials"]), "-", "-", cell(f"not made by autotune: {r['foreign']}"), _when(r["created"]), style="dim")
-            continue
-        table.add_row(
-            cell(r["name"]),
-            f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")
-            + (", interrupted (--resume)" if r.get("interrupted") else ""),
-            _number(r["best_samples_per_s"], "{:,.1f} (loop)" if r.get("in_training") else "{:,.1f}"),  # the YAML's precision
-            fmt_speedup(r["speedup_vs_defaults"]) if r["speedup_vs_defaults"] else "-",  # as the YAML, show and the report write it
-            cell(r["best_config"] or "-"),
-            _when(r["created"]),
-        )
-    Console(width=max(120, Console().width)).print(table)
+    for h, w in zip(headers, widths, strict=True):
+        table.add_column(h, width=w, justify="right" if h in ("trials", "best samples/s", "vs defaults") else "left", overflow="fold")
+    for r, c in zip(rows, cells, strict=True):
+        table.add_row(*c, style="red" if r.get("error") else ("dim" if r.get("foreign") else None))
+    console.print(table)
     if any(r.get("in_training") and r.get("best_samples_per_s") for r in rows):
         print("(loop): tuned by AutoLoader inside training: samples/s of the whole training loop (loader plus step), not of the loader alone")
     return 0
+
+
+_FRAME = 3  # a column's border and padding in a Rich table: '│ ' before, ' ' after
+
+
+def _cells(r: dict):
+    """The cells of one study's row: name, trials, best samples/s, vs defaults, best config, created."""
+    from autotune.cli._text import cell
+    from autotune.report._render import fmt_speedup
+
+    if r.get("error"):
+        return [cell(r["name"]), cell("-"), cell("-"), cell("-"), cell(f"unreadable: {r['error']}"), _when(r["created"])]
+    if r.get("foreign"):
+        return [cell(r["name"]), cell(r["trials"]), cell("-"), cell("-"), cell(f"not made by autotune: {r['foreign']}"), _when(r["created"])]
+    return [
+        cell(r["name"]),
+        cell(f"{r['trials'] - (r.get('queued') or 0)} ({r['complete']} ok)" + (f", {r['queued']} queued" if r.get("queued") else "")
+             + (", interrupted (--resume)" if r.get("interrupted") else "")),
+        _number(r["best_samples_per_s"], "{:,.1f} (loop)" if r.get("in_training") else "{:,.1f}"),  # the YAML's precision
+        cell(fmt_speedup(r["speedup_vs_defaults"]) if r["speedup_vs_defaults"] else "-"),  # as the YAML, show and the report write it
+        cell(r["best_config"] or "-"),
+        _when(r["created"]),
+    ]
+
+
+def _fit(columns: list[list], width: int, words_fold: tuple[int, ...] = (1,)) -> list[int]:
+    """The width of each column (its header and cells) in a table ``width`` characters wide: the first column, the
+    names, whole on one line, to be copied into ``--study``; the others from their widest cell down to their
+    longest word, the widest first, so that the config keeps its words (squeezed, it read 'dali…', 'thre…'). Where
+    that is not enough, the words of the columns ``words_fold`` (the trials) fold too, down to 6 characters;
+    figures, configs and times stay whole. A table wider than ``width`` then is one a terminal wraps."""
+    widest = [max(text.cell_len for text in column) for column in columns]
+    words = [widest[0], *(max(max((len(word) for word in text.plain.split()), default=1) for text in column) for column in columns[1:])]
+    folded = [min(w, 6) if i in words_fold else w for i, w in enumerate(words)]
+    room = width - _FRAME * len(columns) - 1
+    widths = list(widest)
+    for least in (words, folded) if sum(folded) <= room else (words,):  # folding words that would not make it fit helps no one
+        while sum(widths) > room:
+            wide = [i for i in range(1, len(widths)) if widths[i] > least[i]]
+            if not wide:
+                break
+            widths[max(wide, key=lambda i: widths[i])] -= 1
+    return widths
 
 
 def _when(created: object):
@@ -77,7 +107,7 @@ def _when(created: object):
     from autotune.cli._text import cell
 
     if not created:
-        return "-"
+        return cell("-")
     text = str(created)
     return cell(text[:16].replace("T", " ") if len(text) >= 16 and text[10:11] in ("T", " ") else text)
 
@@ -87,5 +117,5 @@ def _number(value: object, fmt: str):
     from autotune.cli._text import cell
 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return fmt.format(value) if value else "-"
-    return "-" if value is None else cell(value)
+        return cell(fmt.format(value) if value else "-")
+    return cell("-" if value is None else value)

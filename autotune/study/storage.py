@@ -20,17 +20,36 @@ from autotune.study.evidence import trial_attrs
 
 logger = logging.getLogger(__name__)
 
-_USERINFO = re.compile(r"(?P<pre>//[^\s/:@'\"]*:)[^\s'\"]*@")  # //user:password@ (up to the last @)
+# //user:password@ within one word, up to its last '@' (a password may hold '@' or quotes), never across another '://'
+_USERINFO = re.compile(r"(?P<pre>//[^\s/:@'\"]*:)(?!//)(?:(?!://)\S)*@")
+# a password holding white space: up to the first '@' before a host, on the same line (not a port: //host:5432/db)
+_USERINFO_SPACED = re.compile(r"(?P<pre>//[^\s/:@'\"]*:)(?!\d*(?:[/?#,\s]|$))(?=[^\n@]*\s)(?:(?!://)[^\n@]){1,128}@(?=[\w\[])")
 _SECRET_PARAM = re.compile(r"(?i)(?P<pre>(?:password|passwd|pwd|token|secret|key|auth|credentials?|signature|sig)=)[^&;#\s'\"]*")
+_known_userinfo: set[str] = set()  # 'user:password@' of each URL this process was given, masked wherever it shows
+
+
+def remember_secrets(url: str) -> None:
+    """Mask the password of ``url`` (a storage URL as given, however malformed) in every later :func:`mask_url`,
+    word for word: a password with spaces, quotes or '@' is found even where no pattern tells where it ends."""
+    rest = url.partition("://")[2]
+    userinfo = rest[: rest.rfind("@") + 1]
+    user, colon, password = userinfo[:-1].partition(":")
+    if userinfo and colon and password and password != "***":
+        _known_userinfo.add(userinfo)
 
 
 def mask_url(url: str) -> str:
     """``url`` (or any text holding URLs) with passwords and tokens shown as ``***``.
 
-    Masks ``//user:password@`` (``postgresql://user:***@host/db``; a password holding ``@`` is masked up to
-    the last ``@``) and query parameters such as ``?password=``, ``sslpassword=``, ``token=``, ``api_key=``.
+    Masks ``//user:password@`` (``postgresql://user:***@host/db``; a password holding ``@`` or quotes is masked up
+    to the word's last ``@``, one holding spaces up to the ``@`` before the host), query parameters such as
+    ``?password=``, ``sslpassword=``, ``token=``, ``api_key=``, and the password of every URL passed to
+    :func:`remember_secrets` wherever it shows.
     """
+    for userinfo in sorted(_known_userinfo, key=len, reverse=True):
+        url = url.replace(userinfo, userinfo.partition(":")[0] + ":***@")
     url = _USERINFO.sub(r"\g<pre>***@", url)
+    url = _USERINFO_SPACED.sub(r"\g<pre>***@", url)
     return _SECRET_PARAM.sub(r"\g<pre>***", url)
 
 
@@ -180,9 +199,11 @@ def is_storage_error(e: BaseException) -> bool:
     return storage_cause(e) is not None
 
 
-def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> UserError:
-    """The one-line :class:`UserError` for ``e``, raised by storage ``url`` while opening, reading or writing it:
-    its cause (no such file, full disk, read-only, missing driver) and the fix, the password masked."""
+def storage_failure(url: str, e: BaseException, *, opening: bool = False, reading: bool = False) -> UserError:
+    """The one-line :class:`UserError` for ``e``, raised by storage ``url`` while opening, reading (``reading``: a
+    command that only reads, such as ``show``) or writing it: its cause (no such file, full disk, read-only,
+    damaged, missing driver) and the fix, the password masked."""
+    remember_secrets(url)
     e = storage_cause(e) or e
     text = str(e)
     first = mask_url(text.splitlines()[0] if text else type(e).__name__)
@@ -195,6 +216,8 @@ def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> Use
         return UserError(f"storage {target} cannot be written ({first}); make it writable, or pass --storage somewhere you can write")
     if "unable to open database file" in lower and where is not None:
         return UserError(f"cannot open storage file {target} ({first}); check that its folder exists and is writable, or pass another --storage")
+    if "malformed" in lower or "file is not a database" in lower:  # SQLite's words for a damaged file
+        return UserError(f"storage {target} is damaged ({first}); restore it from a copy, or pass another --storage")
     if isinstance(e, ImportError):
         return UserError(f"storage {mask_url(url)} needs a database driver that is not installed ({first}); {_driver_hint(url)}")
     if opening and journal_file(url) is not None and not isinstance(e, OSError):
@@ -202,6 +225,8 @@ def storage_failure(url: str, e: BaseException, *, opening: bool = False) -> Use
                          "pass the journal autotune wrote, or another --storage")
     if opening:
         return UserError(f"cannot open storage {mask_url(url)}: {first}; check the URL (e.g. sqlite:///autotune.db)")
+    if reading:
+        return UserError(f"reading storage {mask_url(url)} failed: {first}; check the database, then try again")
     return UserError(f"storage {mask_url(url)} failed: {first}; the trials stored so far are kept: fix the database, then --resume")
 
 
@@ -344,16 +369,24 @@ def in_memory(url: str) -> bool:
 def storage_problem(url: str) -> str | None:
     """Why a run could not keep its study in ``url``, found before any long work and without making a file; None
     when none shows (a server's URL is checked for its form only). Reads after ``--storage URL``."""
+    remember_secrets(url)
     local = sqlite_file(url) or journal_file(url)
     if local is None:
         import sqlalchemy
 
         try:
             u = sqlalchemy.engine.make_url(url)
-        except Exception:  # noqa: BLE001 - sqlalchemy's parse errors
-            u = None
+        except Exception as e:  # noqa: BLE001 - sqlalchemy's parse errors
+            u, why = None, str(e).splitlines()[0] if str(e) else type(e).__name__
+        if (u is None or not u.drivername) and "://" in url:  # a server's URL, malformed: not a file name
+            if u is not None:
+                why = "no database kind before ://"
+            port = re.fullmatch(r"invalid literal for int\(\) with base 10: (.*)", why)
+            why = f"its port {port.group(1)} is not a number" if port else why
+            return (f"is not a valid storage URL ({mask_url(why)}); write it as dialect://USER@HOST:PORT/DATABASE, the password after "
+                    "USER and a colon, special characters in it %-escaped (several hosts: dialect://USER@/DATABASE?host=HOST1:PORT1&host=HOST2:PORT2)")
         if u is None or not u.drivername:
-            return f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL"
+            return mask_url(f"is not a storage URL; pass sqlite:///{url} for a SQLite file, journal:{url} for a journal file, or a server's URL")
         if in_memory(url):
             return "keeps the study in memory: it is gone when the run ends, and --resume, show and report cannot reach it; pass sqlite:///autotune.db"
         return None
@@ -388,6 +421,7 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
     Raises:
         UserError: one line, password masked, naming the cause (no such file, full disk, missing driver, ...).
     """
+    remember_secrets(url)
     local = sqlite_file(url) or journal_file(url)
     if local is not None and local.parts[:1] == ("~",):
         raise UserError(f"storage file {str(local)!r} {_tilde_problem(url, local)}")
@@ -395,8 +429,8 @@ def open_storage(url: str, *, must_exist: bool = False) -> optuna.storages.BaseS
         if not url.strip():
             raise UserError("--storage is empty; pass a storage URL such as sqlite:///autotune.db")
         problem = storage_problem(url)
-        if problem is not None and problem.startswith("is not a storage URL"):
-            raise UserError(f"--storage {url} {problem}")
+        if problem is not None and problem.startswith(("is not a storage URL", "is not a valid storage URL")):
+            raise UserError(f"--storage {mask_url(url)} {problem}")
     if must_exist and local is not None and not local.exists():
         raise UserError(f"no storage file {str(local)!r} (from {mask_url(url)}); run 'autotune run' here first, or pass --storage URL")
     if must_exist and local is not None and sqlite_file(url) is not None and not _has_optuna_tables(local):  # opening would add them: a reader never writes

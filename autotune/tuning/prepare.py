@@ -99,6 +99,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S,  # a trial past it is cut
                                        measure_left=spend.measure_left)  # a trial past it ends at its next window: the re-measurement keeps its time
     dataset = _checked_dataset(request, dataset, dataset_path, device, space)
+    _check_same_dataset(request, out_path, dataset)  # before --reuse writes it, and before any trial
     if request.batch_size is not None:
         space = space.fix("batch_size", request.batch_size)
     space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks)
@@ -274,6 +275,32 @@ def launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
     if zygote is not None:
         early.callback(zygote.close)
     return zygote, log
+
+
+def _check_same_dataset(request: RunRequest, out_path: Path, dataset: Dataset) -> None:
+    """Unless ``--out`` (or ``--if-stale``) named it, raise when the YAML at ``out_path`` holds the config for another
+    dataset than this run tunes: tuning a second dataset in the same folder replaced the first one's config without a
+    word. The same folder, or the same files elsewhere (another node's copy: the same signature), is the same dataset."""
+    from autotune.config.files import read_yaml
+    from autotune.dataset.paths import recorded_path
+
+    if request.out_named or not out_path.is_file():
+        return
+    try:
+        data = read_yaml(out_path, "config")
+    except UserError:  # unreadable: foreign_problem has said so already
+        return
+    recorded = data.get("dataset") if isinstance(data, dict) else None
+    if not isinstance(recorded, dict):
+        return
+    folder = recorded.get("path")
+    if not isinstance(folder, str) or not folder or os.path.realpath(recorded_path(folder)) == os.path.realpath(dataset.root):
+        return
+    if recorded.get("signature") == dataset.signature():
+        return
+    out = printable(str(request.out))
+    raise UserError(f"{out} holds the config for {printable(folder)}, not for {printable(dataset.root)}; pass --out {out} to replace it, "
+                    "or --out another file")
 
 
 def checked_outputs(request: RunRequest) -> Path:

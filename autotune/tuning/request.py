@@ -98,6 +98,8 @@ class RunRequest:
     started: float | None = None
     #: the setting flags taken from ``--if-stale FILE``, as FILE's ``study.retune_flags`` gave them
     recorded: tuple[str, ...] = ()
+    #: whether ``--out`` (or ``--if-stale FILE``) named the YAML: only then may it replace a config for another dataset
+    out_named: bool = False
 
 
 #: the settings a request holds, by name
@@ -131,6 +133,7 @@ def resolve_request(asked: Mapping[str, Any]) -> RunRequest:
         except UnicodeEncodeError:  # bytes that are not UTF-8 (or a C locale's): SQLAlchemy's traceback, and an empty report folder
             raise UserError(f"--study-name {printable(values['study_name'])} is not UTF-8 text; pass a name of letters, digits, '-' and '_'") from None
     # --if-stale FILE re-tunes FILE: written elsewhere, FILE would stay stale and re-tune every night
+    values["out_named"] = bool(values.get("out_named") or "out" in values or if_stale)
     values.setdefault("out", if_stale or DEFAULT_OUT)
     if values.get("dataset") is not None and not values["dataset"].strip():  # an unset $DATA: not the current folder, not FILE's folder
         raise DatasetError("--dataset is empty; pass the image folder (one sub-folder per class)")

@@ -60,6 +60,25 @@ def test_studies_lists_a_study(workdir, capsys):
     assert "2026-11-29 12:00" in out  # the creation time whole, to the minute (a narrow column cut it to "2026-11-29T12:0…")
 
 
+@pytest.mark.parametrize("columns", [80, 120, 200])
+@pytest.mark.parametrize("name", ["imagenet-train-3f9c2a71b8e4d605-autoloader-20260412-093015", "x" * 150])
+def test_studies_keeps_each_name_whole_on_one_line(tmp_path, capsys, monkeypatch, columns, name):
+    """At the default terminal width an AutoLoader study's name broke across two lines and could not be copied;
+    the other columns fold instead, and a name wider than the terminal is one line the terminal wraps."""
+    import optuna
+
+    url = _study(tmp_path, name)
+    study = optuna.load_study(study_name=name, storage=url)
+    study.set_user_attr("interrupted", True)  # the longest trials cell: "3 (2 ok), interrupted (--resume)"
+    monkeypatch.setenv("COLUMNS", str(columns))
+    assert main(["studies", "--storage", url]) == 0
+    out = capsys.readouterr().out
+    assert any(name in line for line in out.splitlines()), out
+    assert "2026-11-29" in out and "210.0" in out and "workers=4" in out and "…" not in out  # folded, not cut
+    if len(name) < 100:  # a name that leaves room keeps the table within the terminal
+        assert max(map(len, out.splitlines())) <= max(columns, 120)
+
+
 def test_queued_trials_the_budget_left_unrun_are_counted_apart(workdir, capsys):
     import optuna
 

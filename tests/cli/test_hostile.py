@@ -77,6 +77,75 @@ def test_storage_errors_do_not_show_the_password() -> None:
         assert SECRET not in str(info.value) and "user:***@" in str(info.value)
 
 
+#: Storage URLs that SQLAlchemy cannot parse or that hide where their password ends: a port that is no number, a
+#: password with a space, a quote or '@', several hosts
+ODD_URLS = [
+    f"postgresql://user:{SECRET}@127.0.0.1:abc/db",
+    f"postgresql://user:{SECRET} x@127.0.0.1:abc/db",
+    f"postgresql://user:{SECRET}'x@127.0.0.1:abc/db",
+    f'postgresql://user:{SECRET}"x@127.0.0.1:abc/db',
+    f"postgresql://user:{SECRET}@x@127.0.0.1:abc/db",
+    f"postgresql://user:{SECRET}@h1:5432,h2:5433/db",
+    f"postgresql://user:x {SECRET}@h1:5432,h2/db",
+]
+
+
+@pytest.mark.parametrize("url", ODD_URLS)
+@pytest.mark.parametrize("command", [["studies"], ["show", "--study", "s"], ["report"]])
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_malformed_storage_url_is_named_without_its_password(tmp_path, monkeypatch, capsys, url, command, as_json):
+    """'... is not a storage URL; pass sqlite:///postgresql://user:secret@...' repeated the password, on stderr and in
+    the JSON error; docs/messy-data.md promises *** wherever a storage URL is printed."""
+    from autotune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--storage", url, *(["--json"] if as_json else [])]) == 2
+    out, err = capsys.readouterr()
+    assert SECRET not in out + err and "user:***@" in err and err.count("\n") == 1
+    assert "is not a valid storage URL" in err and "pass sqlite:///postgresql:" not in err  # a server's URL is no file name
+    if as_json:
+        assert SECRET not in out and json.loads(out)["exit_code"] == 2
+
+
+@pytest.mark.parametrize("url", ODD_URLS)
+def test_a_storage_url_in_an_argument_error_is_masked(tmp_path, monkeypatch, capsys, url):
+    """argparse's errors repeat the words they did not take: the option before the command, a stray word."""
+    from autotune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--storage", url, "studies"], ["studies", url], ["studies", "--json", f"--storage={url}", url]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert SECRET not in out + err and "user:***@" in err, argv
+
+
+def test_run_names_a_malformed_storage_url_without_its_password(tiny_dataset, tmp_path, monkeypatch, capsys):
+    from autotune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    for url in ODD_URLS:
+        assert main(["run", "--dataset", str(tiny_dataset), "--storage", url, "--json", "--n-trials", "1"]) == 2
+        out, err = capsys.readouterr()
+        assert SECRET not in out + err and "user:***@" in err, url
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (f"postgresql://user:{SECRET}@127.0.0.1:abc/db is not; pass sqlite:///postgresql://user:{SECRET}@127.0.0.1:abc/db",
+         "postgresql://user:***@127.0.0.1:abc/db is not; pass sqlite:///postgresql://user:***@127.0.0.1:abc/db"),
+        (f"cannot open postgresql://user:{SECRET} x@h/db: refused", "cannot open postgresql://user:***@h/db: refused"),
+        (f"cannot open 'postgresql://user:{SECRET}\\'x@h/db': refused", "cannot open 'postgresql://user:***@h/db': refused"),
+        (f'{{"error": "postgresql://user:{SECRET}\\"x@h/db"}}', '{"error": "postgresql://user:***@h/db"}'),
+        (f"postgresql://user:{SECRET}@h1:5432,h2:5433/db", "postgresql://user:***@h1:5432,h2:5433/db"),
+        ("mysql://u:***@h/db: Access denied for user 'u'@'10.0.0.1'", "mysql://u:***@h/db: Access denied for user 'u'@'10.0.0.1'"),
+        ("postgresql://host:5432/db is down; write to admin@example.com", "postgresql://host:5432/db is down; write to admin@example.com"),
+    ],
+)
+def test_mask_url_finds_passwords_that_hold_odd_characters(text, shown):
+    assert mask_url(text) == shown
+
+
 # -- names --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["../../etc", "..", "/abs/path", "a/../../b", "..\\..\\win", "\x00nul", "caf\udce9", "sp ace", "-", "." * 300])
 def test_safe_name_stays_in_its_folder(tmp_path: Path, name: str) -> None:

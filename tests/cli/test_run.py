@@ -88,7 +88,8 @@ def test_resume_refuses_another_dataset_or_space(tiny_dataset, workdir, tmp_path
     shutil.copytree(tiny_dataset, other)
     next(other.rglob("*.jpg")).unlink()  # other files, at another path
     capsys.readouterr()
-    assert main([*args, "--dataset", str(other), "--space", "torch", "--n-trials", "1", "--resume"]) == 2
+    # --out named: autotune.yaml, the first dataset's config, may be replaced; the study refuses
+    assert main([*args, "--dataset", str(other), "--space", "torch", "--n-trials", "1", "--resume", "--out", "autotune.yaml"]) == 2
     err = capsys.readouterr().err
     assert "was tuned on" in err and str(other) in err and "--study-name" in err and len(err.strip().splitlines()) == 1
     assert main([*args, "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "1", "--resume"]) == 2
@@ -468,3 +469,78 @@ def test_the_estimate_of_one_trial_counts_no_re_measurement(tmp_path, workdir, t
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "torch", "--batch-size", "8", "--n-trials", "1", *loud]) == 0
     said = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("estimated time:")]
     assert len(said) == 1 and said[0].endswith(" for 1 trial"), said
+
+
+def _config_for(path: Path, folder: str, created: str = "2026-01-01T00:00:00Z") -> bytes:
+    """An autotune.yaml at ``path`` tuned on ``folder`` (its figures and signature as a run records them, or only its
+    path for a folder of no images); returns its bytes."""
+    from autotune.config import fingerprint
+    from autotune.config.files import save_config
+    from autotune.config.schema import Config, LoaderConfig
+
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
+    dataset = fingerprint.dataset_summary(folder) if any(Path(folder).iterdir()) else {"path": folder, "samples": 24}
+    save_config(Config(loader=loader, hardware=fingerprint.collect(), dataset=dataset, created=created), path)
+    return path.read_bytes()
+
+
+class _Checked(Exception):
+    """Raised in place of fitting the batch sizes to the dataset: every check of the outputs has passed."""
+
+
+@pytest.fixture()
+def stop_after_the_checks(monkeypatch):
+    from autotune.tuning import prepare
+
+    def fit(*a, **k):  # noqa: ANN002, ANN003, ARG001 - fit_batch_sizes' signature
+        raise _Checked
+
+    monkeypatch.setattr(prepare, "fit_batch_sizes", fit)
+    monkeypatch.setattr(prepare, "launch_zygote", lambda early: (None, ""))  # noqa: ARG005 - nothing is measured
+
+
+def test_a_yaml_for_another_dataset_is_not_replaced_unless_out_names_it(tiny_dataset, workdir, capsys, stop_after_the_checks):
+    """Tuning a second dataset in the same folder replaced autotune.yaml, written for the first, without a word."""
+    other = workdir / "a"
+    other.mkdir()
+    before = _config_for(workdir / "autotune.yaml", str(other))
+    for flags in ([], ["--json"], ["--reuse"], ["--resume"]):
+        assert main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *flags]) == 2
+        out, err = capsys.readouterr()
+        assert err.strip().splitlines()[-1] == (f"autotune: error: autotune.yaml holds the config for {other}, not for {tiny_dataset}; "
+                                                "pass --out autotune.yaml to replace it, or --out another file"), flags
+        assert "Traceback" not in err and (workdir / "autotune.yaml").read_bytes() == before and not (workdir / "autotune.db").exists()
+        if "--json" in flags:
+            assert "holds the config for" in out
+    for named in (["--out", "autotune.yaml"], ["--out", "./autotune.yaml"], ["--out", "b.yaml"]):
+        with pytest.raises(_Checked):  # --out names the file: replaced as asked, or another file written
+            main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", *named])
+
+
+def test_a_yaml_for_the_same_dataset_is_replaced_as_before(tiny_dataset, workdir, stop_after_the_checks):
+    import shutil
+
+    _config_for(workdir / "autotune.yaml", str(tiny_dataset))
+    with pytest.raises(_Checked):
+        main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1"])
+    (workdir / "link").symlink_to(tiny_dataset)  # the same folder named another way
+    with pytest.raises(_Checked):
+        main(["run", "--dataset", "link", "--n-trials", "1"])
+    shutil.copytree(tiny_dataset, workdir / "copy")  # the same files elsewhere: another node of a fleet
+    with pytest.raises(_Checked):
+        main(["run", "--dataset", "copy", "--n-trials", "1"])
+    (workdir / "autotune.yaml").write_text("")  # an empty file records no dataset: nothing to keep
+    with pytest.raises(_Checked):
+        main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1"])
+
+
+def test_if_stale_re_tunes_its_file_whatever_dataset_it_records(tiny_dataset, workdir, stop_after_the_checks):
+    """--if-stale FILE names FILE: re-tuned for its own dataset, or for --dataset when given."""
+    other = workdir / "a"
+    other.mkdir()
+    _config_for(workdir / "autotune.yaml", str(other))
+    with pytest.raises(_Checked):
+        main(["run", "--if-stale", "autotune.yaml", "--max-age", "1", "--dataset", str(tiny_dataset), "--n-trials", "1"])
+    _config_for(workdir / "own.yaml", str(tiny_dataset))
+    with pytest.raises(_Checked):
+        main(["run", "--if-stale", "own.yaml", "--max-age", "1", "--n-trials", "1"])

@@ -430,3 +430,40 @@ def test_a_stop_signal_while_the_storages_close_waits_until_they_are_closed(monk
     with pytest.raises(KeyboardInterrupt), storage.closing_storages():
         storage._opened.get().extend(["first", "second"])
     assert closed == ["first", "second"]
+
+
+def _damaged_storage(folder: Path) -> str:
+    """A SQLite storage of 40 trials with 8 KB of garbage written at half its size, as a failing disk leaves one."""
+    url = f"sqlite:///{folder / 'damaged.db'}"
+    storage = open_storage(url)
+    for i in range(5):
+        _add_study(storage, f"s{i}")
+    study = optuna.load_study(study_name="s0", storage=storage)
+    for i in range(40):
+        study.add_trial(optuna.trial.create_trial(params={"num_workers": i % 8}, distributions={"num_workers": optuna.distributions.IntDistribution(0, 8)},
+                                                  value=float(i), user_attrs={"outcome": "complete", "config": f"workers={i % 8}"}))
+    from autotune.study.storage import close_storage
+
+    close_storage(storage)
+    db = folder / "damaged.db"
+    with open(db, "r+b") as f:
+        f.seek(db.stat().st_size // 2)
+        f.write(bytes(range(256)) * 32)
+    return url
+
+
+@pytest.mark.parametrize("command", [["studies"], ["show", "--study", "s0"], ["report", "--study", "s0"], ["report"]])
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_a_damaged_database_is_one_line_for_the_read_commands(tmp_path, capsys, command, as_json):
+    """Garbage in the middle of the SQLite file made the read commands end in three chained tracebacks
+    (StorageInternalError) and exit 1, with nothing on stdout under --json; `run --resume` said it in one line."""
+    url = _damaged_storage(tmp_path)
+    flags = ["--json"] if as_json else []
+    if command[0] == "report":
+        flags += ["--reports-dir", str(tmp_path / "reports")]
+    assert main([*command, "--storage", url, *flags]) == 2
+    out, err = capsys.readouterr()
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("autotune")]
+    assert "storage 'damaged.db' is damaged (database disk image is malformed); restore it from a copy" in line.replace(str(tmp_path) + "/", "")
+    if as_json:
+        assert json.loads(out) == {"error": line.removeprefix("autotune: error: "), "exit_code": 2}
