@@ -28,7 +28,7 @@ def tune(
     budget_s: float | None = None,
     n_trials: int | None = None,
     timeout_s: float | None = None,
-    out: str | os.PathLike[str] = "autotune.yaml",
+    out: str | os.PathLike[str] | None = None,
     space: str | os.PathLike[str] = "default",
     pipeline: str = "imagenet-train",
     gpus: int | None = None,
@@ -77,7 +77,8 @@ def tune(
             ``n_trials`` or ``timeout_s`` is given.
         n_trials: measured trials to run (under a budget: at most).
         timeout_s: stop sampling new trials after this many seconds.
-        out: where the YAML goes.
+        out: where the YAML goes; None: ``autotune.yaml``, which is not replaced where it holds another dataset's
+            config (name it here to replace it).
         space: a search space YAML, or a shipped name: ``default``, ``torch``, ``dali``, ``cpu``.
         pipeline: the preset: ``imagenet-train`` or ``imagenet-eval``.
         gpus: ranks measured at once, one loader per GPU; None: every visible GPU (1 on the CPU).
@@ -141,6 +142,8 @@ def _asked(given: dict[str, Any]) -> dict[str, Any]:
         raise UserError("no dataset given; pass the image folder (one sub-folder per class) or demo=True")
     asked = {}
     for name, value in given.items():
+        if name == "out" and value is None:  # the usual file, not named: another dataset's config in it is kept
+            continue
         setting, check = _ARGUMENTS[name]
         asked[setting] = check(value, name)
     return asked

@@ -113,3 +113,18 @@ def test_every_argument_of_tune_gives_a_setting_of_the_run():
 
     assert set(inspect.signature(autotune.tune).parameters) == {*_ARGUMENTS, "reporter"}
     assert {setting for setting, _ in _ARGUMENTS.values()} <= SETTINGS
+
+
+@pytest.mark.slow
+def test_tune_keeps_another_datasets_yaml_unless_out_names_it(tiny_dataset, workdir, tmp_path_factory):
+    """As `autotune run` does: autotune.yaml written for one dataset is not replaced by a run on another without a word."""
+    from autotune.dataset.synth import synthesize
+
+    other = synthesize(tmp_path_factory.mktemp("other") / "train", images=16, classes=2, min_side=64, max_side=96, seed=3)
+    autotune.tune(tiny_dataset, n_trials=1, baselines=False, **SHORT)
+    first = (workdir / "autotune.yaml").read_text()
+    with pytest.raises(UserError, match="autotune.yaml holds the config for .*; pass --out autotune.yaml to replace it"):
+        autotune.tune(other, n_trials=1, baselines=False, **SHORT)
+    assert (workdir / "autotune.yaml").read_text() == first
+    cfg = autotune.tune(other, n_trials=1, baselines=False, out="autotune.yaml", **SHORT)
+    assert cfg.dataset["samples"] == 16
