@@ -3,6 +3,7 @@ and its source's hash in the YAML, which ``autotune check`` compares."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,16 @@ from autotune.cli import main
 FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--confirm-top", "0", "--device", "cpu"]
 
 PIPELINE = '''\
+import multiprocessing
+import os
+
 import torch
 from torch.utils.data import Dataset
 
 import autotune
+
+with open("imported.txt", "a") as f:  # each process that imports this module (spawned workers do too)
+    f.write(f"{os.getpid()} {multiprocessing.current_process().name}\\n")
 
 
 class Random(Dataset):
@@ -57,6 +64,8 @@ def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Pa
     function = data["dataset"]["function"]
     assert function["name"] == "my_pipeline:make" and function["samples"] == 96 and len(function["sha256"]) == 64
     assert data["dataset"]["path"] == f"{pipeline}:make"
+    imports = [line.split()[0] for line in Path("imported.txt").read_text().splitlines() if line.endswith(" MainProcess")]
+    assert len(imports) == 2 and os.getpid() == int(imports[0])  # here, and once in the process trials are forked from
     capsys.readouterr()
     assert main(["check", "autotune.yaml"]) == 0
     pipeline.write_text(PIPELINE + "\n# a changed transform\n")
@@ -68,7 +77,7 @@ def test_an_exception_in_the_function_is_one_line_naming_it(pipeline: Path, caps
     assert main(["run", "--dataset", "my_pipeline.py:broken", "--batch-size", "8", "--n-trials", "1", *FAST]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
-    assert "broken raised ValueError" in err and f"{pipeline}:23" in err
+    assert "broken raised ValueError" in err and f"{pipeline}:29" in err
     assert not Path("autotune.yaml").exists()
 
 
