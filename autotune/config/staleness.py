@@ -20,6 +20,7 @@ from autotune.config import fingerprint
 from autotune.config.files import read_yaml
 from autotune.config.fingerprint import Difference
 from autotune.config.schema import Config
+from autotune.dataset import user
 from autotune.dataset.paths import printable, recorded_path
 
 logger = logging.getLogger(__name__)
@@ -138,5 +139,6 @@ def recorded_dataset(path: str | os.PathLike[str]) -> str:
     if not folder:
         raise UserError(f"--if-stale {printable(str(path))} records no dataset folder (dataset.path); {fix}")
     if not fingerprint.dataset_here(folder):
-        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which is not here; {fix}")
+        what = "is not here" if user.is_target(folder) else "is not a folder here"
+        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which {what}; {fix}")
     return folder

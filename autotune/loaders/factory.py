@@ -103,10 +103,11 @@ def build_loader(
     from autotune.config.files import whole_number
     from autotune.config.schema import Config, LoaderConfig, seed_number
     from autotune.dataset.scan import scan
-    from autotune.dataset.user import is_target
+    from autotune.dataset.user import DatasetSpec, is_target
     from autotune.errors import UserError, expect
 
-    if not isinstance(path, (str, os.PathLike)) or is_target(path):  # the user's own Dataset: a DataLoader over it
+    own = isinstance(path, DatasetSpec) or not isinstance(path, (str, bytes, os.PathLike)) and (hasattr(path, "__getitem__") or hasattr(path, "__iter__"))
+    if own or is_target(path):  # the user's own Dataset (or FILE.py:FUNC): a DataLoader over it
         from autotune.loaders.backends._user import dataloader_for
 
         return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
