@@ -5,7 +5,7 @@ import autotune
 cfg = autotune.tune("/data/train", budget_s=60)         # what `autotune run` does; writes autotune.yaml
 cfg = autotune.load_config("autotune.yaml")
 loader = autotune.build_loader("/data/train", cfg)      # torch DataLoader or DALI iterator
-# or: DataLoader(my_dataset, **cfg.dataloader_kwargs())
+# or: DataLoader(my_dataset, **cfg.dataloader_kwargs()), or autotune.build_loader(my_dataset, cfg)
 # or, tuning inside the training loop itself:
 loader = autotune.AutoLoader("/data/train", config="autotune.yaml")
 ```
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from autotune.config.files import load_config
 from autotune.config.schema import Config, DaliOptions, LoaderConfig, TorchOptions
+from autotune.dataset.user import DatasetSpec
 from autotune.errors import (
     ConfigError,
     DatasetError,
@@ -52,6 +53,7 @@ __all__ = [
     "ConfigError",
     "DaliOptions",
     "DatasetError",
+    "DatasetSpec",
     "LoaderConfig",
     "Outcome",
     "SpaceError",

@@ -48,7 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from autotune.study.tuner import PRUNERS, SAMPLERS
 
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class")
+    src.add_argument("--dataset", metavar="DIR", help="image folder with one sub-folder per class, or your own Dataset: FILE.py:FUNC or "
+                     "package.module:FUNC, a function that returns a torch Dataset or an autotune.DatasetSpec (needs --batch-size)")
     src.add_argument("--demo", action="store_true", help="generate a demo dataset (2,000 JPEGs) in the cache folder and tune on it")
     p.add_argument("--space", type=given, default=None, metavar="FILE",
                    help="search space YAML, or a shipped name: default, torch, dali, cpu (default: default; with --if-stale FILE, FILE's)")
@@ -65,6 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"preset: {', '.join(PRESETS)} (default: imagenet-train; with --if-stale FILE, FILE's)")
     p.add_argument("--device", type=given, default=None, metavar="DEV", help="where batches are delivered: cuda or cpu (default: cuda when a GPU is visible)")
     p.add_argument("--batch-size", type=positive_int, default=None, metavar="N", help="fix the batch size instead of tuning it")
+    p.add_argument("--tune-batch-size", action="store_true", help="your own Dataset: tune the batch size too (half, once and twice --batch-size)")
     p.add_argument("--seed", type=seed_int, default=None, help="seed for the sampler and the loaders")
     m = p.add_argument_group("measurement")
     m.add_argument("--budget", type=positive_float, default=None, metavar="S",

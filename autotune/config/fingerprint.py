@@ -242,16 +242,27 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
 
 
 def dataset_summary(path: str | os.PathLike[str], exclude: Iterable[str] = ()) -> dict[str, Any]:
-    """The dataset part of the fingerprint: path, sample count, classes, mean file size, content signature.
+    """The dataset part of the fingerprint: path, sample count, classes, mean file size, content signature (for a
+    pipeline function, ``FILE.py:FUNC``: its path and its source file's sha256).
 
     The signature hashes every file's relative path and size (a ``stat`` per file, no reads), so a re-sized,
     added or removed image changes it while a copy of the folder elsewhere keeps it. ``exclude`` names files
     (relative to ``path``) to leave out: the ones a study found undecodable (``dataset.excluded`` in the YAML),
     so that removing them, or not, changes nothing.
     """
+    from autotune.dataset import user
     from autotune.dataset.scan import scan
 
+    if user.is_target(str(path)):  # a pipeline function: its source file's hash, without running it
+        return user.summary_of(str(path))
     return scan(path).without(exclude).summary()
+
+
+def dataset_here(path: str | os.PathLike[str]) -> bool:
+    """Whether the dataset recorded as ``path`` is on this machine: the folder, or a pipeline function's source file."""
+    from autotune.dataset import user
+
+    return user.present(str(path)) if user.is_target(str(path)) else Path(path).is_dir()
 
 
 def _within(was: Any, now: Any) -> bool:

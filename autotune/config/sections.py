@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, TypeGuard
+from typing import Any, ClassVar, TypeGuard
 
 from autotune.errors import ConfigError
 
@@ -62,19 +62,23 @@ def bounded(section: str, name: str, value: int) -> None:
 class TorchOptions:
     """``torch.utils.data.DataLoader`` keywords, under their own names."""
 
+    #: the YAML section these options are read from (in messages)
+    section_name: ClassVar[str] = "torch"
+
     num_workers: int = 0
     pin_memory: bool = False
     prefetch_factor: int | None = None  # only with num_workers > 0
     persistent_workers: bool = False  # only with num_workers > 0
 
     def __post_init__(self) -> None:
-        require(is_int(self.num_workers), "loader.torch.num_workers", "an integer", self.num_workers)
-        require(isinstance(self.pin_memory, bool), "loader.torch.pin_memory", "true or false", self.pin_memory)
-        require(isinstance(self.persistent_workers, bool), "loader.torch.persistent_workers", "true or false", self.persistent_workers)
-        require(self.prefetch_factor is None or is_int(self.prefetch_factor), "loader.torch.prefetch_factor", "an integer or null", self.prefetch_factor)
-        bounded("torch", "num_workers", self.num_workers)
+        require(is_int(self.num_workers), f"loader.{self.section_name}.num_workers", "an integer", self.num_workers)
+        require(isinstance(self.pin_memory, bool), f"loader.{self.section_name}.pin_memory", "true or false", self.pin_memory)
+        require(isinstance(self.persistent_workers, bool), f"loader.{self.section_name}.persistent_workers", "true or false", self.persistent_workers)
+        require(self.prefetch_factor is None or is_int(self.prefetch_factor), f"loader.{self.section_name}.prefetch_factor", "an integer or null",
+                self.prefetch_factor)
+        bounded(self.section_name, "num_workers", self.num_workers)
         if self.prefetch_factor is not None and self.num_workers > 0:
-            bounded("torch", "prefetch_factor", self.prefetch_factor)
+            bounded(self.section_name, "prefetch_factor", self.prefetch_factor)
         if self.num_workers == 0 and (self.prefetch_factor is not None or self.persistent_workers):
             # DataLoader rejects these without workers; normalise rather than fail at training time.
             object.__setattr__(self, "prefetch_factor", None)
@@ -108,3 +112,27 @@ class DaliOptions:
         # only GPU decode has a hardware decoder; the share is a step of 0.05, written without float noise
         object.__setattr__(self, "hw_decoder_load", None if self.device == "cpu" else round(float(DEFAULT_HW_DECODER_LOAD if load is None else load), 3))
 
+
+
+#: the ways a DataLoader may start its workers (``multiprocessing_context``)
+START_METHODS = ("fork", "forkserver", "spawn")
+
+
+@dataclasses.dataclass(frozen=True)
+class UserOptions(TorchOptions):
+    """``torch.utils.data.DataLoader`` keywords for the user's own Dataset: the torch section's, the start method of
+    the workers (``multiprocessing_context``, None: the platform's) and ``in_order`` (None: the DataLoader's default)."""
+
+    section_name: ClassVar[str] = "user"
+
+    multiprocessing_context: str | None = None
+    in_order: bool | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        ctx = self.multiprocessing_context
+        if ctx is not None and ctx not in START_METHODS:
+            raise ConfigError(f"loader.user.multiprocessing_context must be one of {', '.join(START_METHODS)} or null, but got {ctx!r}")
+        require(self.in_order is None or isinstance(self.in_order, bool), "loader.user.in_order", "true, false or null", self.in_order)
+        if self.num_workers == 0:
+            object.__setattr__(self, "multiprocessing_context", None)

@@ -20,6 +20,7 @@ from autotune.config import fingerprint
 from autotune.config.files import read_yaml
 from autotune.config.fingerprint import Difference
 from autotune.config.schema import Config
+from autotune.dataset import user
 from autotune.dataset.paths import printable, recorded_path
 
 logger = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def dataset_not_compared(cfg: Config, dataset: str | os.PathLike[str] | None = N
     folder = _recorded_folder(cfg)
     if not folder:
         return "the YAML records no dataset folder; pass --dataset DIR to compare one"
-    if not Path(folder).is_dir():
+    if not fingerprint.dataset_here(folder):
         return f"{folder} is not here; pass --dataset DIR to compare the images where they are now"
     return None
 
@@ -137,6 +138,7 @@ def recorded_dataset(path: str | os.PathLike[str]) -> str:
     folder = _recorded_folder(cfg)
     if not folder:
         raise UserError(f"--if-stale {printable(str(path))} records no dataset folder (dataset.path); {fix}")
-    if not Path(folder).is_dir():
-        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which is not a folder here; {fix}")
+    if not fingerprint.dataset_here(folder):
+        what = "is not here" if user.is_target(folder) else "is not a folder here"
+        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which {what}; {fix}")
     return folder

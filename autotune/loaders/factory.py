@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from torch.utils.data import DataLoader
+
     from autotune.config.schema import Config, LoaderConfig
     from autotune.dataset.scan import Dataset
     from autotune.loaders.backends import BatchLoader
@@ -68,7 +70,7 @@ def _retune(cfg: Config, path: str | os.PathLike[str]) -> str:
 
 
 def build_loader(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Any,
     cfg: Config | LoaderConfig,
     *,
     pipeline: str | None = None,
@@ -76,11 +78,14 @@ def build_loader(
     shard_id: int = 0,
     num_shards: int = 1,
     seed: int | None = None,
-) -> BatchLoader:
-    """Build the tuned loader over the dataset at ``path``.
+) -> BatchLoader | DataLoader:
+    """Build the tuned loader over the dataset at ``path``, or the tuned DataLoader over your own Dataset.
 
     Args:
-        path: the dataset folder (one sub-folder per class).
+        path: the dataset folder (one sub-folder per class); or your own map-style ``torch.utils.data.Dataset`` (or an
+            :class:`autotune.DatasetSpec`, or a ``FILE.py:FUNC`` that returns one): then the result is a
+            ``torch.utils.data.DataLoader`` over it with the config's DataLoader keywords (its own kind's, or a folder
+            config's torch ones), batches left on the host.
         cfg: a :class:`~autotune.config.Config` (from :func:`autotune.load_config`) or just its ``loader``.
         pipeline: preset name; defaults to the config's (``imagenet-train`` or ``imagenet-eval``).
         device: where batches are delivered; defaults to the config's device when available, else ``cpu``.
@@ -98,8 +103,14 @@ def build_loader(
     from autotune.config.files import whole_number
     from autotune.config.schema import Config, LoaderConfig, seed_number
     from autotune.dataset.scan import scan
+    from autotune.dataset.user import DatasetSpec, is_target
     from autotune.errors import UserError, expect
 
+    own = isinstance(path, DatasetSpec) or not isinstance(path, (str, bytes, os.PathLike)) and (hasattr(path, "__getitem__") or hasattr(path, "__iter__"))
+    if own or is_target(path):  # the user's own Dataset (or FILE.py:FUNC): a DataLoader over it
+        from autotune.loaders.backends._user import dataloader_for
+
+        return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
     expect(path, "path", (str, os.PathLike), "the dataset folder's path")
     if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
         from autotune.config.files import load_config

@@ -79,26 +79,27 @@ class Zygote:
         self._ready = False
 
     @classmethod
-    def start(cls, timeout: float = 120.0, log: str | None = None) -> Zygote | None:
+    def start(cls, timeout: float = 120.0, log: str | None = None, preload: str | None = None) -> Zygote | None:
         """A ready zygote, or None (then trials are spawned the plain way).
 
         Args:
             timeout: seconds to wait for it to import torch and torchvision.
             log: the file that takes its own output (import warnings); None: the tuner's stdout and stderr.
         """
-        z = cls.launch(log)
+        z = cls.launch(log, preload)
         return z.ready(timeout) if z is not None else None
 
     @classmethod
-    def launch(cls, log: str | None = None) -> Zygote | None:
+    def launch(cls, log: str | None = None, preload: str | None = None) -> Zygote | None:
         """Start the zygote without waiting for its imports (``autotune run`` scans the dataset meanwhile);
-        :meth:`ready` waits. None when it cannot even start."""
+        :meth:`ready` waits. None when it cannot even start. ``preload``: a user's pipeline function
+        (``FILE.py:FUNC``, ``package.module:FUNC``) whose module it imports once, before it forks trials."""
         z = cls()
         ours, theirs = socket.socketpair()
         log_fd = logs.open_log(log, append=True) if log else None
         try:
             z.proc = subprocess.Popen(
-                [sys.executable, "-m", "autotune.trials", "--zygote", str(theirs.fileno()), str(os.getpid())],
+                [sys.executable, "-m", "autotune.trials", "--zygote", str(theirs.fileno()), str(os.getpid()), *([preload] if preload else [])],
                 pass_fds=(theirs.fileno(),),
                 stdout=log_fd,
                 stderr=log_fd,
@@ -185,8 +186,8 @@ class Zygote:
             self.proc = None
 
 
-def serve(fd: int, tuner: int) -> None:
-    """The zygote's main loop (``python -m autotune.trials --zygote FD TUNER_PID``)."""
+def serve(fd: int, tuner: int, preload: str | None = None) -> None:
+    """The zygote's main loop (``python -m autotune.trials --zygote FD TUNER_PID [FILE.py:FUNC]``)."""
     import importlib
 
     from autotune.trials.child import child_main, set_parent_death_signal
@@ -197,6 +198,13 @@ def serve(fd: int, tuner: int) -> None:
         os._exit(1)
     for name in PRELOAD:
         importlib.import_module(name)
+    if preload:  # the user's module, once for every trial; a failure is the trial's to tell (it imports it again, and fails)
+        from autotune.dataset.user import load_module
+
+        try:
+            load_module(preload)
+        except Exception:  # noqa: BLE001 - told by each trial, in its log and its line
+            logger.exception("importing %s failed", preload)
     sock = socket.socket(fileno=fd)
     sock.sendall(b"R")
     children: set[int] = set()

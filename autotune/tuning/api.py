@@ -10,6 +10,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import UserError, expect
@@ -20,10 +21,11 @@ if TYPE_CHECKING:
 
 
 def tune(
-    dataset: str | os.PathLike[str] | None = None,
+    dataset: str | os.PathLike[str] | Any = None,
     *,
     demo: bool = False,
     batch_size: int | None = None,
+    tune_batch_size: bool = False,
     device: str | None = None,
     budget_s: float | None = None,
     n_trials: int | None = None,
@@ -69,9 +71,12 @@ def tune(
     ``baselines=False``: ``--no-baselines``, ``report=False``: ``--no-report``); see [Usage](usage.md).
 
     Args:
-        dataset: the image folder, one sub-folder per class.
+        dataset: the image folder, one sub-folder per class; or your own map-style torch Dataset, a zero-argument
+            function that returns one (or an :class:`autotune.DatasetSpec`), or ``"FILE.py:FUNC"``: then ``batch_size``
+            is required, and the DataLoader's worker knobs are tuned over it.
         demo: tune on the demo set instead (2,000 JPEGs, made once in the cache folder).
         batch_size: fix the batch size instead of tuning it.
+        tune_batch_size: your own Dataset: tune the batch size too (half, once and twice ``batch_size``).
         device: where batches are delivered, ``cuda``, ``cuda:N`` or ``cpu``; None: cuda when a GPU is visible.
         budget_s: seconds from the call to the YAML, 10 or more; None: 60 (120 with a model), or none when
             ``n_trials`` or ``timeout_s`` is given.
@@ -141,12 +146,43 @@ def _asked(given: dict[str, Any]) -> dict[str, Any]:
     if given["dataset"] is None and not given["demo"]:
         raise UserError("no dataset given; pass the image folder (one sub-folder per class) or demo=True")
     asked = {}
+    if given["dataset"] is not None and not isinstance(given["dataset"], (str, os.PathLike)):
+        given = {**given, "dataset": _user_target(given["dataset"])}
     for name, value in given.items():
         if name == "out" and value is None:  # the usual file, not named: another dataset's config in it is kept
             continue
         setting, check = _ARGUMENTS[name]
         asked[setting] = check(value, name)
     return asked
+
+
+def _user_target(value: Any) -> str:
+    """Your own Dataset as the ``FILE.py:FUNC`` the trials import: a module-level function by its name; a Dataset object
+    or another callable pickled beside a small module that loads it (the trials are other processes)."""
+    import hashlib
+    import pickle
+    import sys
+    import tempfile
+
+    module, qualname = getattr(value, "__module__", None), getattr(value, "__qualname__", "")
+    if callable(value) and not hasattr(value, "__getitem__") and module and qualname and "<" not in qualname:
+        if module != "__main__":
+            return f"{module}:{qualname}"
+        main_file = getattr(sys.modules["__main__"], "__file__", None)
+        if main_file:
+            return f"{os.path.abspath(main_file)}:{qualname}"
+    try:
+        data = pickle.dumps(value() if callable(value) and not hasattr(value, "__getitem__") else value)
+    except Exception as e:  # noqa: BLE001 - any failure to pickle: the trials cannot get it
+        raise UserError(f"the dataset does not pickle ({type(e).__name__}: {e}), so the trials cannot load it; pass a module-level function "
+                        "that returns it, or 'FILE.py:FUNC'") from None
+    folder = Path(tempfile.gettempdir()) / "autotune-datasets"
+    folder.mkdir(exist_ok=True)
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    pkl, py = folder / f"dataset_{digest}.pkl", folder / f"dataset_{digest}.py"
+    pkl.write_bytes(data)
+    py.write_text(f"import pickle\n\n\ndef dataset():\n    with open({str(pkl)!r}, 'rb') as f:\n        return pickle.load(f)\n")
+    return f"{py}:dataset"
 
 
 def _path(value: Any, name: str) -> str | None:
@@ -201,6 +237,7 @@ def _unless(value: Any, name: str) -> bool:
 #: each argument of :func:`tune`: the run's setting it gives (``autotune run``'s flag by its name) and its check
 _ARGUMENTS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "dataset": ("dataset", _path), "demo": ("demo", _switch), "batch_size": ("batch_size", _count), "device": ("device", _text),
+    "tune_batch_size": ("tune_batch_size", _switch),
     "budget_s": ("budget", _seconds), "n_trials": ("n_trials", _count), "timeout_s": ("timeout", _seconds), "out": ("out", _path),
     "space": ("space", _path), "pipeline": ("pipeline", _text), "gpus": ("gpus", _count), "storage": ("storage", _text),
     "study_name": ("study_name", _text), "resume": ("resume", _switch), "warm_start": ("warm_start", _path), "seed": ("seed", _seed),

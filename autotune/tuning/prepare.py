@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 from autotune.config import fingerprint
 from autotune.config.files import folder_problem, foreign_problem, write_problem
 from autotune.config.schema import DEVICE_RE
+from autotune.dataset import user as user_target
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import scan
 from autotune.errors import DatasetError, UserError
@@ -29,7 +30,7 @@ from autotune.study.tuner import TuneSettings
 from autotune.trials.guard import OtherLoad
 from autotune.trials.zygote import Zygote
 from autotune.tuning.reporter import Reporter
-from autotune.tuning.request import RunRequest
+from autotune.tuning.request import DEFAULT_SPACE, RunRequest
 
 if TYPE_CHECKING:
     import argparse
@@ -75,32 +76,39 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     device = _device(request, fp)
     settings = settings_for(request, fp, device)  # bad flags are a lone error line, before the scan
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
-    space = load_space(request.space, cores=settings.cores, device=device)
+    user = user_target.is_target(request.dataset) and not request.demo
+    space = load_space("user" if user and request.space == DEFAULT_SPACE else request.space, cores=settings.cores, device=device)
     warm = None
     if warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
-    # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
-    dataset_path, budget = _dataset_path(request, device, space, budget, reporter)
-    from autotune import doctor
+    if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
+        dataset, space = _user_dataset(request, space)
+        dataset_path = dataset.root
+        zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early, preload=dataset.root)
+    else:
+        # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
+        dataset_path, budget = _dataset_path(request, device, space, budget, reporter)
+        from autotune import doctor
 
-    # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
-    doctor.start_probe()
-    # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
-    zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early)
-    try:
-        dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
-    except DatasetError as e:
-        raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
+        # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
+        doctor.start_probe()
+        # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
+        zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early)
+        try:
+            dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
+        except DatasetError as e:
+            raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
     # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
     doing = "looking for a finished study to reuse" if request.reuse else "starting the measuring process"
-    reporter.say(f"setting up: {len(dataset):,} images in {printable(dataset_path)}, {doing} ...")
+    reporter.say(f"setting up: {len(dataset):,} {'samples from' if user else 'images in'} {printable(dataset_path)}, {doing} ...")
     if budget is not None:
         spend = budget
         settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S,  # a trial past it is cut
                                        measure_left=spend.measure_left)  # a trial past it ends at its next window: the re-measurement keeps its time
-    dataset = _checked_dataset(request, dataset, dataset_path, device, space)
+    if not user:
+        dataset = _checked_dataset(request, dataset, dataset_path, device, space)
     _check_same_dataset(request, out_path, dataset)  # before --reuse writes it, and before any trial
-    if request.batch_size is not None:
+    if request.batch_size is not None and not (user and request.tune_batch_size):
         space = space.fix("batch_size", request.batch_size)
     space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks)
     model = request.model or (f"step{request.step_ms}" if request.step_ms else None)
@@ -109,7 +117,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         reused = _reused(request, key, out_path, reporter)
         if reused is not None:
             return reused
-        zygote, zygote_log = launch_zygote(early)  # nothing to reuse: this run tunes
+        zygote, zygote_log = launch_zygote(early, preload=dataset_path if user else None)  # nothing to reuse: this run tunes
     return Prepared(out_path=out_path, fp=fp, others=others, device=device, settings=settings, space=space, warm=warm, dataset=dataset,
                     budget=budget, key=key, zygote=zygote, zygote_log=zygote_log)
 
@@ -264,14 +272,32 @@ def fit_batch_sizes(space: SearchSpace, samples_per_rank: int, drop_last: bool, 
     return space.restrict("batch_size", fitting)
 
 
-def launch_zygote(early: contextlib.ExitStack) -> tuple[Zygote | None, str]:
+def _user_dataset(request: RunRequest, space: SearchSpace) -> tuple[Dataset, SearchSpace]:
+    """The user's pipeline function (``--dataset FILE.py:FUNC``) imported and called once here: its dataset for the
+    study, and the space fitted to it (the batch size is the user's; spawned workers only for a dataset that pickles)."""
+    if request.batch_size is None:
+        raise UserError(f"--dataset {request.dataset} is your own Dataset: pass its --batch-size (the one training uses)")
+    dataset, _ = user_target.open_target(str(request.dataset))
+    b = request.batch_size
+    space = space.fix("batch_size", b)
+    if request.tune_batch_size:  # the user's size, half and twice it
+        space = dataclasses.replace(space, params=tuple(dataclasses.replace(p, choices=tuple(sorted({max(1, b // 2), b, 2 * b})))
+                                                        if p.name == "batch_size" else p for p in space.params))
+    if not dataset.pickles and "multiprocessing_context" in space:
+        logger.info("%s does not pickle: its workers are forked (not spawned)", dataset.qualname)
+        space = space.restrict("multiprocessing_context", ("fork",))
+    return dataset, space
+
+
+def launch_zygote(early: contextlib.ExitStack, preload: str | None = None) -> tuple[Zygote | None, str]:
     """The process trials are forked from, started now so that it imports torch while the dataset is scanned; its
     output goes to a temporary log until the study's log folder is known. ``early`` closes it at the end unless
-    a tuner has taken it over (closing twice is harmless)."""
+    a tuner has taken it over (closing twice is harmless). ``preload``: a user's pipeline function (``FILE.py:FUNC``),
+    whose module it imports once for every trial."""
     fd, log = tempfile.mkstemp(prefix="autotune-zygote-", suffix=".log")
     os.close(fd)
     early.callback(lambda: Path(log).unlink(missing_ok=True))
-    zygote = Zygote.launch(log=log)
+    zygote = Zygote.launch(log=log, preload=preload)
     if zygote is not None:
         early.callback(zygote.close)
     return zygote, log

@@ -66,6 +66,7 @@ class RunRequest:
     pipeline: str = DEFAULT_PIPELINE
     device: str | None = None
     batch_size: int | None = None
+    tune_batch_size: bool = False
     seed: int | None = None
     budget: float | None = None
     window: float | None = None

@@ -1,0 +1,249 @@
+"""The user's own dataset: ``--dataset FILE.py:FUNC`` or ``--dataset package.module:FUNC``.
+
+``FUNC()`` returns a map-style ``torch.utils.data.Dataset`` or a :class:`DatasetSpec` (the dataset with its
+``collate_fn`` and ``worker_init_fn``). The module is imported once per process (the trials' zygote imports it
+before it forks them); its identity in the YAML is ``module:qualname`` and the sha256 of its source file, so a
+changed pipeline makes the config stale. An exception in the user's code is one line naming ``FUNC`` and the
+innermost ``file:line`` of the user's file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from autotune.dataset.scan import Dataset
+from autotune.errors import DatasetError, UserError
+
+#: ``FILE.py:FUNC`` or ``package.module:FUNC`` (FUNC may be a dotted qualname, ``Class.method``)
+_TARGET = re.compile(r"^(?P<module>.+?):(?P<func>[A-Za-z_][\w.]*)$")
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """What a pipeline function may return instead of a bare Dataset: the dataset and the DataLoader's own
+    ``collate_fn`` and ``worker_init_fn`` for it (None: the DataLoader's defaults)."""
+
+    dataset: Any
+    collate_fn: Callable[..., Any] | None = None
+    worker_init_fn: Callable[..., Any] | None = None
+
+
+class UserCodeError(UserError):
+    """An exception raised in the user's pipeline code, told in one line (the traceback goes to the log)."""
+
+
+def is_target(text: str | os.PathLike[str] | None) -> bool:
+    """Whether ``text`` names a pipeline function (``FILE.py:FUNC``, ``package.module:FUNC``) rather than a folder."""
+    if text is None or not isinstance(text, str) or os.path.isdir(text):
+        return False
+    m = _TARGET.match(text)
+    return m is not None and (m["module"].endswith(".py") or _DOTTED.match(m["module"]) is not None)
+
+
+def split(target: str) -> tuple[str, str]:
+    """``(module or file, function)`` of a target."""
+    m = _TARGET.match(target)
+    if m is None:
+        raise DatasetError(f"--dataset {target!r} is neither a folder nor FILE.py:FUNC nor package.module:FUNC")
+    return m["module"], m["func"]
+
+
+def source_file(target: str) -> str:
+    """The source file a target's function lives in (a module is found without running it where it can be)."""
+    module, _ = split(target)
+    if module.endswith(".py"):
+        return os.path.abspath(module)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        raise DatasetError(f"--dataset {target}: no module {module!r} is importable here; check the name and PYTHONPATH")
+    return spec.origin
+
+
+def sha256_of(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def load_module(target: str) -> Any:
+    """Import the module of ``target`` once per process: a file by its stem, with its folder on ``sys.path`` (so that
+    spawned workers import it by the same name when they unpickle the dataset)."""
+    module, _ = split(target)
+    if not module.endswith(".py"):
+        return _user_call(target, lambda: importlib.import_module(module), None)
+    path = os.path.abspath(module)
+    if not os.path.isfile(path):
+        raise DatasetError(f"--dataset {target}: {module} is not a file; pass FILE.py:FUNC with an existing file")
+    name = Path(path).stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+        return loaded
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise DatasetError(f"--dataset {target}: {module} cannot be imported as a Python module")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    loader = spec.loader
+
+    def run() -> Any:
+        loader.exec_module(mod)
+        return mod
+
+    try:
+        return _user_call(target, run, path)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+
+
+def function(target: str) -> Callable[[], Any]:
+    """The pipeline function ``target`` names, its module imported (once per process)."""
+    mod = load_module(target)
+    _, func = split(target)
+    obj: Any = mod
+    for part in func.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise DatasetError(f"--dataset {target}: {mod.__name__} has no {func!r}")
+    if not callable(obj):
+        raise DatasetError(f"--dataset {target}: {func} is a {type(obj).__name__}, not a function that returns a Dataset")
+    return obj
+
+
+def dataset_spec(target: str) -> DatasetSpec:
+    """Call the pipeline function of ``target``: its dataset, as a :class:`DatasetSpec`."""
+    fn = function(target)
+    return as_spec(_user_call(target, fn, _file_of(fn)), split(target)[1])
+
+
+def as_spec(value: Any, name: str = "the dataset") -> DatasetSpec:
+    """A Dataset or a DatasetSpec as a :class:`DatasetSpec`; anything else, or an IterableDataset, one line."""
+    spec = value if isinstance(value, DatasetSpec) else DatasetSpec(value)
+    ds = spec.dataset
+    from torch.utils.data import IterableDataset
+
+    if isinstance(ds, IterableDataset):
+        raise DatasetError(f"{name} returned an IterableDataset ({type(ds).__name__}), which is not supported yet; return a map-style Dataset "
+                           "(__getitem__ and __len__)")
+    if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
+        raise DatasetError(f"{name} returned a {type(ds).__name__}, not a map-style torch Dataset (__getitem__ and __len__) "
+                           "or an autotune.DatasetSpec")
+    return spec
+
+
+def picklable(spec: DatasetSpec) -> bool:
+    """Whether the dataset (with its collate and worker-init functions) pickles: spawn and forkserver workers need it."""
+    import pickle
+
+    try:
+        pickle.dumps((spec.dataset, spec.collate_fn, spec.worker_init_fn))
+        return True
+    except Exception:  # noqa: BLE001 - any failure to pickle means the same: workers must be forked
+        return False
+
+
+def _file_of(fn: Any) -> str | None:
+    code = getattr(fn, "__code__", None) or getattr(vars(type(fn)).get("__call__"), "__code__", None)  # a function, or a callable object
+    return os.path.abspath(code.co_filename) if code is not None else None
+
+
+def _user_call(target: str, call: Callable[[], Any], path: str | None) -> Any:
+    """``call()``; an exception it raises is one :class:`UserCodeError` line naming FUNC and the innermost frame in
+    the user's file (``path``; else the innermost frame outside autotune)."""
+    try:
+        return call()
+    except UserError:
+        raise
+    except Exception as e:
+        raise UserCodeError(told(target, e, path)) from e
+
+
+def told(target: str, e: BaseException, path: str | None = None) -> str:
+    """The one line for an exception ``e`` raised by the user's code of ``target``."""
+    _, func = split(target)
+    frames = traceback.extract_tb(e.__traceback__)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mine = [f for f in frames if path is not None and os.path.abspath(f.filename) == path] or \
+        [f for f in frames if not os.path.abspath(f.filename).startswith(here) and "<frozen" not in f.filename]
+    where = f" at {mine[-1].filename}:{mine[-1].lineno}" if mine else ""
+    if isinstance(e, SyntaxError) and e.filename:
+        where = f" at {e.filename}:{e.lineno}"
+    text = " ".join(str(e).split()) or "(no message)"
+    return f"{func} raised {type(e).__name__}: {text}{where}"
+
+
+@dataclasses.dataclass(frozen=True)
+class UserDataset(Dataset):
+    """A user's pipeline function as the study's dataset: plain data, pickled to each trial, which calls it there.
+
+    ``root`` is the target as given (``FILE.py:FUNC``, the file made absolute); the folder kinds' file lists stay empty.
+    """
+
+    qualname: str = ""  # module:qualname of the function
+    source: str = ""  # its source file
+    sha256: str = ""  # of the source file
+    samples: int = 0
+    pickles: bool = False  # whether the dataset pickles (spawn and forkserver workers need it)
+
+    def __len__(self) -> int:
+        return self.samples
+
+    def signature(self) -> str:
+        return self.sha256
+
+    def summary(self) -> dict:
+        return {"path": self.root, "signature": self.sha256, "function": {"name": self.qualname, "source": self.source,
+                                                                          "sha256": self.sha256, "samples": self.samples}}
+
+
+def absolute(target: str) -> str:
+    """The target with its file made absolute (a cron job re-tunes from another folder)."""
+    module, func = split(target)
+    return f"{os.path.abspath(module)}:{func}" if module.endswith(".py") else target
+
+
+def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
+    """Import and call the pipeline function of ``target`` in this process: the study's dataset and the user's."""
+    target = absolute(target)
+    source = source_file(target)
+    if not os.path.isfile(source):
+        raise DatasetError(f"--dataset {target}: {source} does not exist")
+    spec = dataset_spec(target)
+    fn = function(target)
+    qualname = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', split(target)[1])}"
+    n = _user_call(target, lambda: len(spec.dataset), source)
+    if n < 1:
+        raise DatasetError(f"{split(target)[1]} returned an empty dataset (len 0); return one with samples to measure")
+    ds = UserDataset(root=target, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source,
+                     sha256=sha256_of(source), samples=int(n), pickles=picklable(spec))
+    return ds, spec
+
+
+def summary_of(target: str) -> dict[str, Any]:
+    """What ``autotune check`` compares for a target, without running it: its path and its source's hash."""
+    target = absolute(target)
+    return {"path": target, "signature": sha256_of(source_file(target))}
+
+
+def present(target: str) -> bool:
+    """Whether a target's source file is here (a recorded target is compared only then)."""
+    try:
+        return os.path.isfile(source_file(target))
+    except UserError:
+        return False

@@ -1,0 +1,87 @@
+"""``autotune run --dataset FILE.py:FUNC``: the user's own Dataset tuned end to end on the CPU, its errors in one line,
+and its source's hash in the YAML, which ``autotune check`` compares."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.cli import main
+
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--confirm-top", "0", "--device", "cpu"]
+
+PIPELINE = '''\
+import multiprocessing
+import os
+
+import torch
+from torch.utils.data import Dataset
+
+import autotune
+
+with open("imported.txt", "a") as f:  # each process that imports this module (spawned workers do too)
+    f.write(f"{os.getpid()} {multiprocessing.current_process().name}\\n")
+
+
+class Random(Dataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        return {"x": torch.randn(3, 8, 8), "y": i % 4}
+
+
+def make():
+    return autotune.DatasetSpec(Random(96))
+
+
+def broken():
+    size = int("ninety-six")
+    return Random(size)
+'''
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "my_pipeline.py"
+    path.write_text(PIPELINE)
+    return path
+
+
+@pytest.mark.slow
+def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dataset", "my_pipeline.py:make", "--batch-size", "8", "--n-trials", "2", *FAST]) == 0
+    data = yaml.safe_load(Path("autotune.yaml").read_text())
+    assert data["loader"]["backend"] == "user" and data["loader"]["batch_size"] == 8 and data["result"]["samples_per_s"] > 0
+    assert set(data["loader"]["user"]) >= {"num_workers", "multiprocessing_context", "in_order"}
+    function = data["dataset"]["function"]
+    assert function["name"] == "my_pipeline:make" and function["samples"] == 96 and len(function["sha256"]) == 64
+    assert data["dataset"]["path"] == f"{pipeline}:make"
+    imports = [line.split()[0] for line in Path("imported.txt").read_text().splitlines() if line.endswith(" MainProcess")]
+    assert len(imports) == 2 and os.getpid() == int(imports[0])  # here, and once in the process trials are forked from
+    capsys.readouterr()
+    assert main(["check", "autotune.yaml"]) == 0
+    pipeline.write_text(PIPELINE + "\n# a changed transform\n")
+    assert main(["check", "autotune.yaml"]) == 1
+    assert "dataset.signature" in capsys.readouterr().out
+
+
+def test_an_exception_in_the_function_is_one_line_naming_it(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dataset", "my_pipeline.py:broken", "--batch-size", "8", "--n-trials", "1", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "broken raised ValueError" in err and f"{pipeline}:29" in err
+    assert not Path("autotune.yaml").exists()
+
+
+def test_a_pipeline_without_a_batch_size_is_one_line(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dataset", "my_pipeline.py:make", "--n-trials", "1", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--batch-size" in err
