@@ -1,7 +1,9 @@
 """The user's own dataset: ``--dataset FILE.py:FUNC`` or ``--dataset package.module:FUNC``.
 
-``FUNC()`` returns a map-style ``torch.utils.data.Dataset`` or a :class:`DatasetSpec` (the dataset with its
-``collate_fn`` and ``worker_init_fn``). The module is imported once per process (the trials' zygote imports it
+``FUNC()`` returns a ``torch.utils.data.Dataset``, map-style or iterable, or a :class:`DatasetSpec` (the dataset with
+its ``collate_fn`` and ``worker_init_fn``). An ``IterableDataset`` must split its stream among the DataLoader's workers
+(:func:`check_split` compares the first items of two workers before anything is measured).
+The module is imported once per process (the trials' zygote imports it
 before it forks them); its identity in the YAML is ``module:qualname`` and the sha256 of its source file, so a
 changed pipeline makes the config stale. An exception in the user's code is one line naming ``FUNC`` and the
 innermost ``file:line`` of the user's file.
@@ -13,6 +15,7 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.util
+import logging
 import os
 import re
 import sys
@@ -23,6 +26,11 @@ from typing import Any
 
 from autotune.dataset.scan import Dataset
 from autotune.errors import DatasetError, UserError
+
+logger = logging.getLogger(__name__)
+
+#: the items of each worker that :func:`check_split` compares
+SPLIT_ITEMS = 3
 
 #: ``FILE.py:FUNC`` or ``package.module:FUNC`` (FUNC may be a dotted qualname, ``Class.method``)
 _TARGET = re.compile(r"^(?P<module>.+?):(?P<func>[A-Za-z_][\w.]*)$")
@@ -133,18 +141,85 @@ def dataset_spec(target: str) -> DatasetSpec:
 
 
 def as_spec(value: Any, name: str = "the dataset") -> DatasetSpec:
-    """A Dataset or a DatasetSpec as a :class:`DatasetSpec`; anything else, or an IterableDataset, one line."""
+    """A Dataset or a DatasetSpec as a :class:`DatasetSpec`; anything else is one line."""
     spec = value if isinstance(value, DatasetSpec) else DatasetSpec(value)
     ds = spec.dataset
+    if is_iterable(ds):
+        return spec
+    if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
+        raise DatasetError(f"{name} returned a {type(ds).__name__}, not a torch Dataset (map-style: __getitem__ and __len__; or an "
+                           "IterableDataset) or an autotune.DatasetSpec")
+    return spec
+
+
+def is_iterable(dataset: Any) -> bool:
+    """Whether ``dataset`` is a ``torch.utils.data.IterableDataset`` (a stream: no sampler, no shuffle, no length needed)."""
     from torch.utils.data import IterableDataset
 
-    if isinstance(ds, IterableDataset):
-        raise DatasetError(f"{name} returned an IterableDataset ({type(ds).__name__}), which is not supported yet; return a map-style Dataset "
-                           "(__getitem__ and __len__)")
-    if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
-        raise DatasetError(f"{name} returned a {type(ds).__name__}, not a map-style torch Dataset (__getitem__ and __len__) "
-                           "or an autotune.DatasetSpec")
-    return spec
+    return isinstance(dataset, IterableDataset)
+
+
+def _first_items(dataset: Any, worker: int, workers: int) -> list[Any]:
+    """The first :data:`SPLIT_ITEMS` items ``dataset`` yields in worker ``worker`` of ``workers`` (``get_worker_info``
+    answers as it does in a DataLoader's worker, in this process)."""
+    import itertools
+
+    from torch.utils.data._utils import worker as _worker
+
+    saved = _worker._worker_info
+    _worker._worker_info = _worker.WorkerInfo(id=worker, num_workers=workers, seed=worker, dataset=dataset)
+    try:
+        return list(itertools.islice(iter(dataset), SPLIT_ITEMS))
+    finally:
+        _worker._worker_info = saved
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two items are equal: tensors and arrays by value, containers item by item.
+
+    Raises:
+        TypeError: the items cannot be compared (no equality that answers True or False).
+    """
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if hasattr(a, "shape") and hasattr(a, "dtype"):  # a numpy array, without importing numpy
+        import numpy as np
+
+        return bool(np.array_equal(a, b))
+    answer = a == b
+    if not isinstance(answer, bool):
+        raise TypeError(f"{type(a).__name__} == {type(b).__name__} gave a {type(answer).__name__}, not True or False")
+    return answer
+
+
+def check_split(spec: DatasetSpec, name: str = "the dataset") -> None:
+    """Raise when an IterableDataset does not split its stream by worker: worker 0 and worker 1 of 2 yield the same first
+    items, so that N workers would deliver every item N times. A stream whose items cannot be compared, or whose own
+    first items are all alike (a constant stream says nothing), is let through with a log line."""
+    ds = spec.dataset
+    if not is_iterable(ds):
+        return
+    first, second = _first_items(ds, 0, 2), _first_items(ds, 1, 2)
+    if not first or not second:
+        return
+    try:
+        constant = all(same(first[0], x) for x in first[1:]) if len(first) > 1 else False
+        alike = len(first) == len(second) and all(same(x, y) for x, y in zip(first, second, strict=True))
+    except Exception as e:  # noqa: BLE001 - items of any kind: one that cannot be compared is not judged
+        logger.info("%s: the first items of two workers could not be compared (%s): not checked that it splits its stream by worker", name, e)
+        return
+    if constant:
+        logger.info("%s yields the same item again and again: not checked that it splits its stream by worker", name)
+    elif alike:
+        raise DatasetError(f"{name} returned an IterableDataset ({type(ds).__name__}) whose workers all yield the same items (worker 0 and 1 "
+                           "of 2 began alike), so N workers would deliver each item N times; split the stream in __iter__ with "
+                           "torch.utils.data.get_worker_info() (worker id and num_workers)")
 
 
 def picklable(spec: DatasetSpec) -> bool:
@@ -200,6 +275,7 @@ class UserDataset(Dataset):
     sha256: str = ""  # of the source file
     samples: int = 0
     pickles: bool = False  # whether the dataset pickles (spawn and forkserver workers need it)
+    iterable: bool = False  # an IterableDataset: a stream, read without a sampler; ``samples`` is its len() if it has one, else 0
 
     def __len__(self) -> int:
         return self.samples
@@ -227,11 +303,14 @@ def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
     spec = dataset_spec(target)
     fn = function(target)
     qualname = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', split(target)[1])}"
-    n = _user_call(target, lambda: len(spec.dataset), source)
-    if n < 1:
+    iterable = is_iterable(spec.dataset)
+    if iterable:
+        _user_call(target, lambda: check_split(spec, split(target)[1]), source)
+    n = _user_call(target, lambda: len(spec.dataset), source) if not iterable or hasattr(spec.dataset, "__len__") else 0
+    if n < 1 and not iterable:
         raise DatasetError(f"{split(target)[1]} returned an empty dataset (len 0); return one with samples to measure")
     ds = UserDataset(root=target, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source,
-                     sha256=sha256_of(source), samples=int(n), pickles=picklable(spec))
+                     sha256=sha256_of(source), samples=int(n), pickles=picklable(spec), iterable=iterable)
     return ds, spec
 
 

@@ -100,7 +100,8 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
             raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
     # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
     doing = "looking for a finished study to reuse" if request.reuse else "starting the measuring process"
-    reporter.say(f"setting up: {len(dataset):,} {'samples from' if user else 'images in'} {printable(dataset_path)}, {doing} ...")
+    count = "a stream of samples" if getattr(dataset, "iterable", False) and not len(dataset) else f"{len(dataset):,} {'samples' if user else 'images'}"
+    reporter.say(f"setting up: {count} {'from' if user else 'in'} {printable(dataset_path)}, {doing} ...")
     if budget is not None:
         spend = budget
         settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S,  # a trial past it is cut
@@ -110,7 +111,8 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     _check_same_dataset(request, out_path, dataset)  # before --reuse writes it, and before any trial
     if request.batch_size is not None and not (user and request.tune_batch_size):
         space = space.fix("batch_size", request.batch_size)
-    space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks)
+    if len(dataset):  # a stream of unknown length is not checked against its batch sizes
+        space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks)
     model = request.model or (f"step{request.step_ms}" if request.step_ms else None)
     key = study_key(fp, dataset.signature(), request.pipeline, space.name, settings.ranks, model, device)
     if request.reuse:

@@ -44,6 +44,25 @@ def make():
 def broken():
     size = int("ninety-six")
     return Random(size)
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, n, split=True):
+        self.n, self.split = n, split
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        start, step = (info.id, info.num_workers) if info is not None and self.split else (0, 1)
+        for i in range(start, self.n, step):
+            yield torch.full((3, 8, 8), float(i)), i % 4
+
+
+def stream():
+    return Stream(96)
+
+
+def unsplit():
+    return Stream(96, split=False)
 '''
 
 
@@ -85,3 +104,19 @@ def test_a_pipeline_without_a_batch_size_is_one_line(pipeline: Path, capsys: pyt
     assert main(["run", "--dataset", "my_pipeline.py:make", "--n-trials", "1", *FAST]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--batch-size" in err
+
+
+@pytest.mark.slow
+def test_an_iterable_dataset_is_tuned(pipeline: Path) -> None:
+    assert main(["run", "--dataset", "my_pipeline.py:stream", "--batch-size", "8", "--n-trials", "2", *FAST]) == 0
+    data = yaml.safe_load(Path("autotune.yaml").read_text())
+    assert data["loader"]["backend"] == "user" and data["result"]["samples_per_s"] > 0
+    assert data["dataset"]["function"]["name"] == "my_pipeline:stream"
+
+
+def test_an_iterable_dataset_that_does_not_split_by_worker_is_one_line(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dataset", "my_pipeline.py:unsplit", "--batch-size", "8", "--n-trials", "1", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "unsplit returned an IterableDataset (Stream)" in err and "torch.utils.data.get_worker_info" in err
+    assert not Path("autotune.yaml").exists()

@@ -111,10 +111,12 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
                seed: int | None = None, sampler: Any = None) -> DataLoader:
     """The DataLoader over ``spec``'s dataset with ``options``' knobs (a torch section's, or a user section's)."""
     import torch
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader, IterableDataset
 
+    stream = isinstance(spec.dataset, IterableDataset)  # read as it yields: no sampler, no shuffle
     kwargs: dict[str, Any] = {
-        "batch_size": batch_size, "num_workers": options.num_workers, "shuffle": shuffle and sampler is None, "sampler": sampler,
+        "batch_size": batch_size, "num_workers": options.num_workers, "shuffle": shuffle and sampler is None and not stream,
+        "sampler": None if stream else sampler,
         "drop_last": drop_last, "pin_memory": options.pin_memory and torch.device(device).type == "cuda",
         "collate_fn": spec.collate_fn, "worker_init_fn": spec.worker_init_fn,
         "generator": torch.Generator().manual_seed(seed) if seed is not None else None,
@@ -152,14 +154,14 @@ def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id:
     spec = user.dataset_spec(dataset) if isinstance(dataset, str) else user.as_spec(dataset)
     train = getattr(cfg, "pipeline", "imagenet-train") != "imagenet-eval"
     sampler: Any = None
-    if num_shards > 1:
+    if num_shards > 1 and not user.is_iterable(spec.dataset):  # a stream splits itself by rank
         sampler = DistributedSampler(spec.dataset, num_replicas=num_shards, rank=shard_id, shuffle=train, seed=seed or 0, drop_last=train)
     return dataloader(spec, chosen.options, chosen.batch_size, getattr(cfg, "device", "cpu"), shuffle=train, drop_last=False, seed=seed,
                       sampler=sampler)
 
 
 class UserBackend(LoaderBackend):
-    """A DataLoader over the user's own map-style Dataset (``--dataset FILE.py:FUNC``)."""
+    """A DataLoader over the user's own Dataset, map-style or iterable (``--dataset FILE.py:FUNC``)."""
 
     name = "user"
     options = UserOptions
@@ -254,16 +256,17 @@ class UserBackend(LoaderBackend):
         """The DataLoader over what the user's function returns (called here; its module is imported once per process)."""
         from torch.utils.data import DistributedSampler
 
-        from autotune.dataset.user import dataset_spec
+        from autotune.dataset.user import dataset_spec, is_iterable
 
         spec = dataset_spec(dataset.root)
         opts = loader.options
         if opts.num_workers > 0 and opts.multiprocessing_context not in (None, "fork") and not getattr(dataset, "pickles", True):
             raise UserError(f"multiprocessing_context {opts.multiprocessing_context} needs a Dataset that pickles; use fork")
         sampler: Any = None
-        if indices is not None:
+        if indices is not None:  # delivered in that order (AutoLoader counts what was delivered by position)
             sampler = list(indices)
-        elif num_shards > 1:
+            opts = dataclasses.replace(opts, in_order=None)
+        elif num_shards > 1 and not is_iterable(spec.dataset):  # a stream splits itself by rank
             sampler = DistributedSampler(spec.dataset, num_replicas=num_shards, rank=shard_id, shuffle=preset.train, seed=seed or 0,
                                          drop_last=preset.train)
         dl = dataloader(spec, opts, loader.batch_size, device, shuffle=preset.train, drop_last=preset.train, seed=seed, sampler=sampler)

@@ -3,6 +3,7 @@ section, and ``autotune.build_loader(dataset, cfg)`` over a Dataset object."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 import autotune
 from autotune.config.schema import Config, LoaderConfig, TorchOptions
 from autotune.config.sections import UserOptions
-from autotune.dataset.user import UserDataset, as_spec, is_target
+from autotune.dataset.user import UserDataset, as_spec, check_split, is_target
 from autotune.errors import ConfigError, DatasetError, UserError
 from autotune.loaders.backends import get_backend
 from autotune.loaders.backends._user import batch_length, to_device
@@ -87,6 +88,55 @@ def test_batches_of_any_structure_go_to_the_device() -> None:
     assert batch_length(batch) == 3 and batch_length([["a"], torch.zeros(5)]) == 5
 
 
-def test_an_iterable_dataset_is_refused_for_now() -> None:
-    with pytest.raises(DatasetError, match="not supported yet"):
-        as_spec(Stream(), "make")
+class Split(IterableDataset):
+    """A stream of 0..n-1 that each DataLoader worker reads its own part of."""
+
+    def __init__(self, n: int = 40) -> None:
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        return (torch.tensor([i]) for i in range(start, self.n, step))
+
+
+class Unsplit(Split):
+    """The common mistake: every worker yields the whole stream."""
+
+    def __iter__(self):
+        return (torch.tensor([i]) for i in range(self.n))
+
+
+class Opaque(IterableDataset):
+    """Items whose == answers neither True nor False."""
+
+    class Item:
+        def __eq__(self, other):
+            return self
+
+        __hash__ = None
+
+    def __iter__(self):
+        return (self.Item() for _ in range(3))
+
+
+def test_an_iterable_dataset_is_taken_and_built_without_a_sampler() -> None:
+    assert as_spec(Stream(), "make").dataset.__class__ is Stream
+    cfg = _user_config(num_workers=2, prefetch_factor=2)
+    loader = autotune.build_loader(Split(40), dataclasses.replace(cfg, pipeline="imagenet-train"))
+    got = sorted(int(x) for batch in loader for x in batch.flatten())
+    assert got == list(range(40))  # every item once, across two workers, though the config is a train one (no shuffle)
+
+
+def test_an_iterable_dataset_that_does_not_split_by_worker_is_one_line() -> None:
+    check_split(as_spec(Split()), "make")  # split: nothing said
+    with pytest.raises(DatasetError, match="torch.utils.data.get_worker_info") as e:
+        check_split(as_spec(Unsplit()), "make")
+    assert len(str(e.value).splitlines()) == 1 and str(e.value).startswith("make returned an IterableDataset (Unsplit)")
+
+
+def test_an_iterable_dataset_whose_items_cannot_be_compared_is_let_through(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("INFO", logger="autotune.dataset.user"):
+        check_split(as_spec(Opaque()), "make")
+    assert "could not be compared" in caplog.text
+
