@@ -77,7 +77,8 @@ class AutoLoader:
     settles on the fastest candidate and writes ``config`` (atomically), so that the next run starts settled.
 
     Args:
-        path: the dataset folder (one sub-folder per class).
+        path: the dataset folder (one sub-folder per class), or your own torch Dataset (its items batched by ``collate_fn``,
+            in order unless ``shuffle``; ``drop_last`` drops an epoch's last partial batch; ``space`` ``user``).
         device: where batches are delivered; default ``cuda`` (this process's current GPU) when there is one.
         config: the YAML to read and, after exploring, to write; None reads and writes nothing.
         batch_size: an int fixes it (changing it mid-training changes the optimisation); a list lets exploration
@@ -105,7 +106,7 @@ class AutoLoader:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] | Any,
         *,
         device: str | None = None,
         config: str | os.PathLike[str] | None = "autotune.yaml",
@@ -120,9 +121,16 @@ class AutoLoader:
         study_name: str | None = None,
         with_indices: bool = False,
         exploration: Exploration | None = None,
+        collate_fn: Callable[..., Any] | None = None,
+        shuffle: bool = True,
+        drop_last: bool | None = None,
     ) -> None:
-        from autotune.autoloader._setup import agreed, check_arguments, check_candidates, check_writable, resolve, rules_of, start_source
+        from autotune.autoloader._setup import agreed, check_arguments, check_candidates, check_writable, resolve, rules_of, start_source, user_source
 
+        self.shuffle, self._user = shuffle, not isinstance(path, (str, os.PathLike))
+        if self._user:  # the user's own Dataset: the kind user, its DataLoader over the part of the epoch not yet delivered
+            path, pipeline, space = user_source(path, collate_fn=collate_fn, drop_last=drop_last, space=space, with_indices=with_indices)
+        self._safe = {**SAFE, "backend": "user"} if self._user else SAFE
         candidates = check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
                                      storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
         self.rules = rules_of(exploration, budget_s=budget_s, max_slowdown=max_slowdown)
@@ -136,7 +144,7 @@ class AutoLoader:
             check_candidates(candidates, s)  # every rank, alike: found before training starts
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
         self.batch_size = s.batch_size
-        self._positions = dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
+        self._positions = s.dataset if self._user else dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
         self._lut: dict[Any, Any] = {}
         self._epoch = 0
         self._plain: Any = None
@@ -158,7 +166,7 @@ class AutoLoader:
         self._active = None
         check_writable(self.comm, self.config_path)  # found now, not after minutes of exploring; every rank raises it
         if self.rules.budget_s == 0:  # nothing to explore: the torch defaults, no study, nothing written
-            self._apply({"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": "budget_s is 0"}, None)
+            self._apply({"action": "settle", "number": None, "params": {**self._safe, "batch_size": self.batch_size}, "reason": "budget_s is 0"}, None)
             return
 
         def start() -> dict[str, Any]:  # rank 0: open the study, ask for the first candidate
@@ -210,7 +218,9 @@ class AutoLoader:
             self._active = None
         return self._settled_epoch()
 
-    def _out(self, images: Any, positions: Any) -> tuple[Any, ...]:
+    def _out(self, images: Any, positions: Any) -> Any:
+        if self._user:  # the user's batch, as its collate_fn made it
+            return images
         lut = self._lut.get(positions.device)
         if lut is None:
             import torch
@@ -238,7 +248,8 @@ class AutoLoader:
             if best is None and self.config_path is not None:
                 logger.warning("training ended before any candidate finished its measurement: %s not written; the next run explores again", self.config_path)
             # settled, the study's open trials are closed: the running candidate is interrupted, the queued ones taken off the queue
-            safe = {"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": f"{CUT_SHORT}; no candidate completed"}
+            safe = {"action": "settle", "number": None, "params": {**self._safe, "batch_size": self.batch_size},
+                    "reason": f"{CUT_SHORT}; no candidate completed"}
             self._apply({"action": "settle", "number": best.number, "params": best.params, "reason": CUT_SHORT} if best is not None else safe, None)
             self._active = None
         self._drain()  # the study's last results and the YAML are written when close() returns
@@ -264,6 +275,11 @@ class AutoLoader:
     # -- settled: the tuned loader, built once -----------------------------------------------------------------
     def _settled_epoch(self) -> Iterator[tuple[Any, ...]]:
         assert self.settled is not None
+        if self._plain is None and self._user:
+            from autotune.autoloader._setup import user_loader
+
+            self._plain = user_loader(self.dataset, self.settled, device=self.device, seed=self.seed, rank=self.comm.rank, world=self.comm.world,
+                                      shuffle=self.shuffle, drop_last=self.drop_last)
         if self._plain is None:
             ds = self._positions if self.with_indices else self.dataset
             self._plain = build_from_dataset(
@@ -280,7 +296,7 @@ class AutoLoader:
         act = self._active
         assert act is not None
         plan = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=self._epoch, rank=self.comm.rank, world=self.comm.world,
-                              batch_size=LoaderConfig.from_params(act.params).batch_size, drop_last=self.drop_last)
+                              batch_size=LoaderConfig.from_params(act.params).batch_size, drop_last=self.drop_last, shuffle=self.shuffle)
         if not (self.exploring and act.loader is not None and act.resume == self._epoch):
             self._close_loader(act)  # a loader that reads on into this epoch goes on: no rebuild, no second warm-up
             act.tally.rebuilt()  # every rank rebuilds here: the warm-up is not measured
@@ -394,7 +410,7 @@ class AutoLoader:
         while (len(reads) // b < want if agreed_through is None else act.through < agreed_through) and act.through < plan.epoch + _READ_AHEAD_EPOCHS:
             act.through += 1
             nxt = EpochPlan.make(len(self.dataset), seed=self.seed, epoch=act.through, rank=self.comm.rank, world=self.comm.world, batch_size=b,
-                                 drop_last=self.drop_last)
+                                 drop_last=self.drop_last, shuffle=self.shuffle)
             reads += nxt.indices[: len(nxt.indices) // b * b]
         return reads
 
@@ -454,9 +470,9 @@ class AutoLoader:
 
             torch.cuda.empty_cache()  # what an out-of-memory candidate left cached goes back before the next one
         if act.fallback or not self.exploring:
-            if all(act.params.get(k, DEFAULT_BACKEND if k == "backend" else None) == v for k, v in SAFE.items()):
+            if all(act.params.get(k, DEFAULT_BACKEND if k == "backend" else None) == v for k, v in self._safe.items()):
                 raise error  # even the torch defaults fail: a real problem (the data), not a candidate's
-            act.params = {**SAFE, "batch_size": LoaderConfig.from_params(act.params).batch_size}
+            act.params = {**self._safe, "batch_size": LoaderConfig.from_params(act.params).batch_size}
             act.fallback = True
             return
         act.tally.failed = act.tally.failed or msg
@@ -465,7 +481,7 @@ class AutoLoader:
             return
         batch = LoaderConfig.from_params(act.params).batch_size  # every rank keeps it: the plan's steps stay the same on all
         fallback = self.explorer.best.params if self.explorer and self.explorer.best else None
-        act.params = {**(fallback or SAFE), "batch_size": batch}
+        act.params = {**(fallback or self._safe), "batch_size": batch}
         act.fallback = True
 
     def _close_loader(self, act: _Active) -> None:
@@ -528,7 +544,7 @@ class AutoLoader:
             reason = "the loader keeps up with the step"
         best = self.explorer.best
         if best is None:
-            return {"action": "settle", "number": None, "params": {**SAFE, "batch_size": self.batch_size}, "reason": f"{reason}; no candidate completed"}
+            return {"action": "settle", "number": None, "params": {**self._safe, "batch_size": self.batch_size}, "reason": f"{reason}; no candidate completed"}
         return {"action": "settle", "number": best.number, "params": best.params, "reason": reason}
 
     def _apply(self, decision: dict[str, Any], plan: EpochPlan | None) -> None:

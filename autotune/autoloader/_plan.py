@@ -13,10 +13,13 @@ from __future__ import annotations
 import dataclasses
 
 
-def permutation(n: int, seed: int, epoch: int) -> list[int]:
-    """The epoch's order of ``n`` dataset positions: the same on every rank for the same seed and epoch."""
+def permutation(n: int, seed: int, epoch: int, shuffle: bool = True) -> list[int]:
+    """The epoch's order of ``n`` dataset positions: the same on every rank for the same seed and epoch (without
+    ``shuffle``, the dataset's own order)."""
     import torch
 
+    if not shuffle:
+        return list(range(n))
     g = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % 2**63)
     return torch.randperm(n, generator=g).tolist()
 
@@ -39,8 +42,8 @@ class EpochPlan:
     batches: int = 0
 
     @classmethod
-    def make(cls, n: int, *, seed: int, epoch: int, rank: int, world: int, batch_size: int, drop_last: bool) -> EpochPlan:
-        return cls(epoch, rank_share(permutation(n, seed, epoch), rank, world), batch_size, drop_last)
+    def make(cls, n: int, *, seed: int, epoch: int, rank: int, world: int, batch_size: int, drop_last: bool, shuffle: bool = True) -> EpochPlan:
+        return cls(epoch, rank_share(permutation(n, seed, epoch, shuffle), rank, world), batch_size, drop_last)
 
     def remaining(self) -> list[int]:
         """The positions not yet delivered, in the epoch's order."""

@@ -18,6 +18,7 @@ from autotune.config.files import read_yaml
 from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
+from autotune.dataset.user import DatasetSpec, given, in_process
 from autotune.errors import UserError, expect
 from autotune.loaders.backends import BACKENDS, backend_for, get_backend
 from autotune.loaders.factory import check_device
@@ -218,7 +219,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     from autotune.study.space import load_space
 
     preset = get_preset(pipeline)
-    choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), scan(path)))
+    choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), given(path) or scan(path)))
     _ranks_alike(comm, dataset, dev)
     per_rank = len(dataset) // comm.world
     if per_rank < 1:
@@ -250,6 +251,8 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     if dropped is not None and comm.rank == 0:  # a small set at the default 256: say what training loses
         logger.warning("%s; pass a batch_size that divides them more closely", dropped)
     sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a space file one node lacks
+    if getattr(dataset, "pickles", True) is False and "multiprocessing_context" in sp:  # a Dataset object that does not pickle
+        sp = sp.restrict("multiprocessing_context", ("fork",))
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
@@ -376,3 +379,31 @@ def undecodable(e: BaseException) -> str | None:
 def one_line(e: BaseException) -> str:
     """``Type: first line of the message``, for a warning."""
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
+
+
+def user_source(dataset: Any, *, collate_fn: Any, drop_last: bool | None, space: str, with_indices: bool) -> tuple[str, str, str]:
+    """A Dataset object given in place of a folder: the name it goes by in this process, the preset whose ``train``
+    is ``drop_last`` (the dataset's own transforms apply; the preset says only whether the last partial batch is
+    dropped) and the search space (``user`` for ``default``)."""
+    if with_indices:
+        raise UserError("with_indices=True is for a dataset folder; with your own Dataset, return each sample's index in its item")
+    if isinstance(dataset, DatasetSpec) and collate_fn is not None:
+        raise UserError("collate_fn is given twice: in the DatasetSpec and to AutoLoader; pass it once")
+    spec = dataset if isinstance(dataset, DatasetSpec) or collate_fn is None else DatasetSpec(dataset, collate_fn=collate_fn)
+    ds = in_process(spec)
+    if ds.iterable:
+        raise UserError(f"AutoLoader over an IterableDataset ({ds.qualname}) is not supported yet; tune it with autotune.tune(dataset, batch_size=N)")
+    return ds.root, "imagenet-train" if drop_last else "imagenet-eval", "user" if space == "default" else space
+
+
+def user_loader(dataset: Dataset, loader: LoaderConfig, *, device: str, seed: int, rank: int, world: int, shuffle: bool, drop_last: bool) -> Any:
+    """The settled loader over a Dataset object: its DataLoader with the tuned knobs, shuffled and cut as asked (each
+    rank its part, under DDP), every batch moved to ``device``."""
+    from torch.utils.data import DistributedSampler
+
+    from autotune.dataset.user import dataset_spec
+    from autotune.loaders.backends._user import UserLoader, dataloader
+
+    spec = dataset_spec(dataset.root)
+    sampler: Any = DistributedSampler(spec.dataset, num_replicas=world, rank=rank, shuffle=shuffle, seed=seed, drop_last=True) if world > 1 else None
+    return UserLoader(dataloader(spec, loader.options, loader.batch_size, device, shuffle=shuffle, drop_last=drop_last, seed=seed, sampler=sampler), device)

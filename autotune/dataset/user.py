@@ -135,7 +135,10 @@ def function(target: str) -> Callable[[], Any]:
 
 
 def dataset_spec(target: str) -> DatasetSpec:
-    """Call the pipeline function of ``target``: its dataset, as a :class:`DatasetSpec`."""
+    """Call the pipeline function of ``target``: its dataset, as a :class:`DatasetSpec` (a Dataset object given to this
+    process, :func:`in_process`, is its own)."""
+    if target in _OBJECTS:
+        return _OBJECTS[target][0]
     fn = function(target)
     return as_spec(_user_call(target, fn, _file_of(fn)), split(target)[1])
 
@@ -326,3 +329,40 @@ def present(target: str) -> bool:
         return os.path.isfile(source_file(target))
     except UserError:
         return False
+
+
+#: Dataset objects handed to this process (``AutoLoader(dataset)``), by the ``root`` of their :class:`UserDataset`
+_OBJECTS: dict[str, tuple[DatasetSpec, UserDataset]] = {}
+
+
+def in_process(value: Any) -> UserDataset:
+    """A Dataset object (or a :class:`DatasetSpec`) given to this process as the study's dataset: its identity is its
+    class (``module:qualname``, the sha256 of the class's source file) and its length; :func:`dataset_spec` of its
+    ``root`` returns it, here, without a function to call. An IterableDataset is checked with :func:`check_split`."""
+    import inspect
+
+    spec = as_spec(value)
+    cls = type(spec.dataset)
+    qualname = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        source = os.path.abspath(inspect.getsourcefile(cls) or "")
+    except TypeError:  # a class of a built-in module
+        source = ""
+    sha = sha256_of(source) if os.path.isfile(source) else hashlib.sha256(qualname.encode()).hexdigest()
+    iterable = is_iterable(spec.dataset)
+    if iterable:
+        check_split(spec, cls.__name__)
+    n = len(spec.dataset) if not iterable or hasattr(spec.dataset, "__len__") else 0
+    if n < 1 and not iterable:
+        raise DatasetError(f"the {cls.__name__} given is empty (len 0); pass a dataset with samples")
+    root = f"<{qualname} object at {id(spec.dataset):#x}>"
+    ds = UserDataset(root=root, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source, sha256=sha,
+                     samples=int(n), pickles=picklable(spec), iterable=iterable)
+    _OBJECTS[root] = (spec, ds)
+    return ds
+
+
+def given(root: Any) -> UserDataset | None:
+    """The :class:`UserDataset` of a Dataset object given to this process under ``root``; None for anything else."""
+    found = _OBJECTS.get(root) if isinstance(root, str) else None
+    return found[1] if found is not None else None

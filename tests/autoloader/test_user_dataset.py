@@ -1,0 +1,81 @@
+"""AutoLoader over the user's own Dataset (``AutoLoader(dataset, batch_size=..., collate_fn=...)``): the kind user's
+DataLoader over the part of each epoch not yet delivered, so that every sample comes once per epoch across switches."""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import Dataset
+
+from autotune import AutoLoader
+from autotune.autoloader import Exploration
+from autotune.errors import UserError
+
+#: every candidate runs 2 batches (1 warm-up, 1 measured): several candidates in an epoch of 13 batches
+QUICK = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=6, settle_wait=0.0)
+
+CANDIDATES = [
+    {"backend": "user", "num_workers": 0},
+    {"backend": "user", "num_workers": 1, "prefetch_factor": 2},
+    {"backend": "user", "num_workers": 2, "prefetch_factor": 4, "persistent_workers": True},
+]
+
+
+class Numbered(Dataset):
+    """Sample i is the dict {"x": i as a 2-vector, "i": i}: a batch names its samples."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        return {"x": torch.full((2,), float(i)), "i": i}
+
+
+def collate(items: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.stack([d["x"] for d in items]), torch.tensor([d["i"] for d in items])
+
+
+@pytest.fixture(autouse=True)
+def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+def _epoch(al: AutoLoader) -> list[int]:
+    seen = []
+    for x, i in al:
+        assert torch.equal(x[:, 0], i.float())  # the user's collate output, untouched
+        seen += i.tolist()
+    return seen
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_every_sample_once_per_epoch_across_switches(drop_last: bool) -> None:
+    al = AutoLoader(Numbered(50), batch_size=4, collate_fn=collate, shuffle=True, device="cpu", config="autotune.yaml", storage=None, seed=3,
+                    candidates=CANDIDATES, exploration=QUICK, budget_s=600.0, max_slowdown=100.0, drop_last=drop_last)
+    try:
+        for _ in range(3):
+            seen = _epoch(al)
+            assert len(seen) == len(set(seen)), collections.Counter(seen).most_common(3)
+            assert len(seen) == (48 if drop_last else 50) and set(seen) <= set(range(50))
+            assert seen != sorted(seen)  # shuffled
+    finally:
+        al.close()
+    assert any(0 < h["batch"] for h in al.history), al.history  # it switched within an epoch
+    assert Path("autotune.yaml").exists()
+
+
+def test_a_settled_config_is_the_users_dataloader_in_the_datasets_order() -> None:
+    al = AutoLoader(Numbered(10), batch_size=4, collate_fn=collate, shuffle=False, device="cpu", config=None, storage=None, budget_s=0)
+    assert [i.tolist() for _, i in al] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    al.close()
+
+
+def test_with_indices_over_a_dataset_is_one_line() -> None:
+    with pytest.raises(UserError, match="with_indices=True is for a dataset folder"):
+        AutoLoader(Numbered(10), batch_size=4, device="cpu", config=None, storage=None, with_indices=True)
