@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset
@@ -13,9 +14,10 @@ from autotune.autoloader import Exploration
 from autotune.config.files import save_config
 from autotune.config.schema import Config, LoaderConfig
 from autotune.config.sections import UserOptions
+from autotune.outcomes import Backend
 
 #: what the tuned YAML holds: knobs that differ from the DataLoader's defaults, so a framework that dropped them shows
-TUNED = {"num_workers": 2, "prefetch_factor": 3, "persistent_workers": True, "multiprocessing_context": "fork"}
+TUNED: dict[str, Any] = {"num_workers": 2, "prefetch_factor": 3, "persistent_workers": True, "multiprocessing_context": "fork"}
 
 #: every candidate runs 2 batches (1 warm-up, 1 measured): several candidates in an epoch of 12 batches
 QUICK = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=4, settle_wait=0.0)
@@ -43,7 +45,7 @@ class Numbered(Dataset):
 
 def tuned_yaml(path: Path) -> Path:
     """A YAML as ``autotune run --dataset FILE.py:FUNC --batch-size 4`` writes it, with ``TUNED``'s knobs."""
-    save_config(Config(loader=LoaderConfig("user", 4, section=UserOptions(**TUNED)), pipeline="imagenet-train", device="cpu"), path)
+    save_config(Config(loader=LoaderConfig(Backend.add("user"), 4, section=UserOptions(**TUNED)), pipeline="imagenet-train", device="cpu"), path)
     return path
 
 

@@ -49,8 +49,9 @@ def _train(accelerator: Any, loader: Any, epochs: int) -> tuple[dict[int, list[i
 def test_prepare_keeps_the_tuned_yamls_dataloader_knobs(accelerator: Any, workdir: Path) -> None:
     loader = autotune.build_loader(Numbered(24), autotune.load_config(tuned_yaml(workdir / "autotune.yaml")))
     seen, workers, prepared = _train(accelerator, loader, 2)
+    knobs = (prepared.total_batch_size, prepared.num_workers, prepared.prefetch_factor, prepared.persistent_workers)
     assert prepared is not loader and isinstance(prepared, DataLoader)  # accelerate re-creates a DataLoader ...
-    assert (prepared.total_batch_size, prepared.num_workers, prepared.prefetch_factor, prepared.persistent_workers) == (4, 2, 3, True)  # its knobs
+    assert knobs == (4, 2, 3, True)  # ... with the tuned knobs
     assert prepared.multiprocessing_context.get_start_method() == "fork"
     assert workers == {0, 1}  # read by the YAML's two workers
     check_epochs(seen, 24, 2)

@@ -16,7 +16,7 @@ from autotune import AutoLoader
 from autotune.study.evidence import trial_attrs
 from tests.frameworks.data import CANDIDATES, QUICK, TUNED, Numbered, check_epochs, tuned_yaml
 
-L = pytest.importorskip("lightning")
+L: Any = pytest.importorskip("lightning")
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*records no machine:UserWarning"),
               pytest.mark.filterwarnings("ignore::lightning.fabric.utilities.warnings.PossibleUserWarning"),
