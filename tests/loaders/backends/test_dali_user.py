@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from autotune._imports import is_available
 from autotune.config.files import save_config
@@ -155,3 +156,17 @@ def test_a_pipeline_file_without_dali_installed_is_one_line_naming_the_extra(tmp
     monkeypatch.delitem(sys.modules, "my_dali", raising=False)
     with pytest.raises(UserError, match=r"\.\[dali\]"):
         open_target(f"{path}:tiny")
+
+
+@needs_dali
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_function_gets_the_device_and_its_hw_decoder_load(tmp_path: Path) -> None:
+    ds, _ = open_target(f"{write_pipeline(tmp_path)}:with_hw")
+    cfg = _config(num_threads=2, hw_decoder_load=0.5)
+    loader = get_backend("dali_user").build(ds, get_preset("imagenet-train"), cfg.loader, "cuda", seed=1)
+    try:
+        images, labels = next(iter(loader))
+        assert images.is_cuda and tuple(images.shape) == (4, 16, 16, 3) and labels.shape[0] == 4
+    finally:
+        loader.close()
