@@ -79,10 +79,12 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     user = user_target.is_target(request.dataset) and not request.demo
     space = load_space("user" if user and request.space == DEFAULT_SPACE else request.space, cores=settings.cores, device=device)
     warm = None
-    if warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
+    if warm_start and not user:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
         dataset, space = _user_dataset(request, space, cores=settings.cores, device=device)
+        if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
+            warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
         zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early, preload=dataset.root)
     else:

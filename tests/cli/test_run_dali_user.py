@@ -10,6 +10,7 @@ import yaml
 
 from autotune._imports import is_available
 from autotune.cli import main
+from autotune.study import fleet
 from tests.cli.test_run_user import FAST
 from tests.loaders.backends.test_dali_user import write_pipeline
 
@@ -32,6 +33,12 @@ def test_a_dali_pipeline_function_is_tuned_and_a_changed_source_is_stale(tmp_pat
     path.write_text(path.read_text() + "\n# a changed pipeline\n")
     assert main(["check", "autotune.yaml"]) == 1
     assert "dataset.signature" in capsys.readouterr().out
+    warned: list[str] = []
+    monkeypatch.setattr(fleet.logger, "warning", lambda msg, *args: warned.append(msg % args))
+    assert main(["run", "--if-stale", "autotune.yaml", "--n-trials", "2", *FAST]) == 0  # re-tuned with the same --dataset
+    assert not [w for w in warned if "does not tune" in w]  # its winner warm-starts the space dali_user
+    assert yaml.safe_load(Path("autotune.yaml").read_text())["loader"]["backend"] == "dali_user"
+    assert main(["check", "autotune.yaml"]) == 0
 
 
 def test_a_dali_pipeline_function_needs_its_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
