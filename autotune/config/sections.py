@@ -1,6 +1,7 @@
-"""The YAML sections of the built-in kinds of loader (``loader.torch``, ``loader.dali``): one frozen dataclass each,
-under the framework's own argument names, and the checks every section shares. A kind of loader names its section
-class in its backend (:attr:`autotune.loaders.backends.LoaderBackend.options`)."""
+"""The YAML sections of the built-in kinds of loader (``loader.torch``, ``loader.dali``, ``loader.user``,
+``loader.dali_user``): one frozen dataclass each, under the framework's own argument names, and the checks every
+section shares. A kind of loader names its section class in its backend
+(:attr:`autotune.loaders.backends.LoaderBackend.options`)."""
 
 from __future__ import annotations
 
@@ -136,3 +137,24 @@ class UserOptions(TorchOptions):
         require(self.in_order is None or isinstance(self.in_order, bool), "loader.user.in_order", "true, false or null", self.in_order)
         if self.num_workers == 0:
             object.__setattr__(self, "multiprocessing_context", None)
+
+
+@dataclasses.dataclass(frozen=True)
+class DaliUserOptions:
+    """The arguments autotune passes to the user's own DALI pipeline function, under DALI's names: ``num_threads``,
+    ``prefetch_queue_depth``, and ``hw_decoder_load`` where the function takes it (None: not passed)."""
+
+    num_threads: int = 2
+    prefetch_queue_depth: int = 2
+    hw_decoder_load: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("num_threads", "prefetch_queue_depth"):
+            require(is_int(getattr(self, name)), f"loader.dali_user.{name}", "an integer", getattr(self, name))
+            bounded("dali_user", name, getattr(self, name))
+        load = self.hw_decoder_load
+        require(load is None or is_number(load), "loader.dali_user.hw_decoder_load", "a number or null", load)
+        if load is not None:
+            if not 0.0 <= load <= 1.0:
+                raise ConfigError(f"loader.dali_user.hw_decoder_load must be between 0 and 1, but got {load!r}")
+            object.__setattr__(self, "hw_decoder_load", round(float(load), 3))

@@ -1,7 +1,8 @@
 """The user's own dataset: ``--dataset FILE.py:FUNC`` or ``--dataset package.module:FUNC``.
 
 ``FUNC()`` returns a ``torch.utils.data.Dataset``, map-style or iterable, or a :class:`DatasetSpec` (the dataset with
-its ``collate_fn`` and ``worker_init_fn``). An ``IterableDataset`` must split its stream among the DataLoader's workers
+its ``collate_fn`` and ``worker_init_fn``); or ``FUNC`` is, or returns, a DALI pipeline function (``@pipeline_def``),
+which the kind ``dali_user`` builds. An ``IterableDataset`` must split its stream among the DataLoader's workers
 (:func:`check_split` compares the first items of two workers before anything is measured).
 The module is imported once per process (the trials' zygote imports it
 before it forks them); its identity in the YAML is ``module:qualname`` and the sha256 of its source file, so a
@@ -143,6 +144,32 @@ def dataset_spec(target: str) -> DatasetSpec:
     return as_spec(_user_call(target, fn, _file_of(fn)), split(target)[1])
 
 
+def is_pipeline_def(value: Any) -> bool:
+    """Whether ``value`` is a DALI pipeline function, one decorated with ``@nvidia.dali.pipeline_def`` (read without
+    importing DALI)."""
+    return callable(value) and bool(getattr(value, "_is_pipeline_def", False))
+
+
+def pipeline_function(target: str) -> Callable[..., Any]:
+    """The DALI pipeline function of ``target``: ``FUNC`` itself when it is one, else what ``FUNC()`` returns."""
+    fn = function(target)
+    value = fn if is_pipeline_def(fn) else _user_call(target, fn, _file_of(fn))
+    if not is_pipeline_def(value):
+        raise DatasetError(f"{split(target)[1]} returned a {type(value).__name__}, not a DALI pipeline function (one decorated with "
+                           "@nvidia.dali.pipeline_def)")
+    return value
+
+
+def takes_hw_decoder_load(pipeline_fn: Any) -> bool:
+    """Whether a pipeline function takes ``hw_decoder_load`` (its own parameter: DALI's Pipeline has none)."""
+    import inspect
+
+    try:
+        return "hw_decoder_load" in inspect.signature(pipeline_fn).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
+
+
 def as_spec(value: Any, name: str = "the dataset") -> DatasetSpec:
     """A Dataset or a DatasetSpec as a :class:`DatasetSpec`; anything else is one line."""
     spec = value if isinstance(value, DatasetSpec) else DatasetSpec(value)
@@ -248,6 +275,12 @@ def _user_call(target: str, call: Callable[[], Any], path: str | None) -> Any:
         return call()
     except UserError:
         raise
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[:2] in (["nvidia"], ["nvidia", "dali"]):  # the user's DALI pipeline, without DALI here
+            from autotune._imports import try_import
+
+            try_import("dali")  # the one line that names the extra
+        raise UserCodeError(told(target, e, path)) from e
     except Exception as e:
         raise UserCodeError(told(target, e, path)) from e
 
@@ -279,6 +312,8 @@ class UserDataset(Dataset):
     samples: int = 0
     pickles: bool = False  # whether the dataset pickles (spawn and forkserver workers need it)
     iterable: bool = False  # an IterableDataset: a stream, read without a sampler; ``samples`` is its len() if it has one, else 0
+    dali: bool = False  # a DALI pipeline function (``@pipeline_def``): the kind dali_user builds it (``iterable``, ``samples`` 0)
+    hw_decoder_load: bool = False  # that function takes ``hw_decoder_load``
 
     def __len__(self) -> int:
         return self.samples
@@ -303,9 +338,14 @@ def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
     source = source_file(target)
     if not os.path.isfile(source):
         raise DatasetError(f"--dataset {target}: {source} does not exist")
-    spec = dataset_spec(target)
     fn = function(target)
     qualname = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', split(target)[1])}"
+    value = fn if is_pipeline_def(fn) else _user_call(target, fn, _file_of(fn))
+    if is_pipeline_def(value):  # a DALI pipeline function: built in each trial, its length unknown here
+        ds = UserDataset(root=target, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source,
+                         sha256=sha256_of(source), iterable=True, dali=True, hw_decoder_load=takes_hw_decoder_load(value))
+        return ds, DatasetSpec(value)
+    spec = as_spec(value, split(target)[1])
     iterable = is_iterable(spec.dataset)
     if iterable:
         _user_call(target, lambda: check_split(spec, split(target)[1]), source)

@@ -108,7 +108,12 @@ def build_loader(
 
     own = isinstance(path, DatasetSpec) or not isinstance(path, (str, bytes, os.PathLike)) and (hasattr(path, "__getitem__") or hasattr(path, "__iter__"))
     if own or is_target(path):  # the user's own Dataset (or FILE.py:FUNC): a DataLoader over it
+        from autotune.loaders.backends._dali_user import dali_user_config, iterator_for
         from autotune.loaders.backends._user import dataloader_for
+
+        dali = dali_user_config(cfg) if not own else None
+        if dali is not None:  # a config of the user's DALI pipeline function: its DALIGenericIterator
+            return iterator_for(str(path), dali, device=device, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
 
         return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
     expect(path, "path", (str, os.PathLike), "the dataset folder's path")

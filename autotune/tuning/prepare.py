@@ -79,10 +79,12 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     user = user_target.is_target(request.dataset) and not request.demo
     space = load_space("user" if user and request.space == DEFAULT_SPACE else request.space, cores=settings.cores, device=device)
     warm = None
-    if warm_start:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
+    if warm_start and not user:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
-        dataset, space = _user_dataset(request, space)
+        dataset, space = _user_dataset(request, space, cores=settings.cores, device=device)
+        if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
+            warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
         zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early, preload=dataset.root)
     else:
@@ -274,12 +276,18 @@ def fit_batch_sizes(space: SearchSpace, samples_per_rank: int, drop_last: bool, 
     return space.restrict("batch_size", fitting)
 
 
-def _user_dataset(request: RunRequest, space: SearchSpace) -> tuple[Dataset, SearchSpace]:
+def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device: str) -> tuple[Dataset, SearchSpace]:
     """The user's pipeline function (``--dataset FILE.py:FUNC``) imported and called once here: its dataset for the
-    study, and the space fitted to it (the batch size is the user's; spawned workers only for a dataset that pickles)."""
+    study, and the space fitted to it (the batch size is the user's; spawned workers only for a dataset that pickles;
+    for a DALI pipeline function the space ``dali_user``, with ``hw_decoder_load`` only where the function takes it)."""
     if request.batch_size is None:
         raise UserError(f"--dataset {request.dataset} is your own Dataset: pass its --batch-size (the one training uses)")
     dataset, _ = user_target.open_target(str(request.dataset))
+    if dataset.dali:
+        if request.space == DEFAULT_SPACE:
+            space = load_space("dali_user", cores=cores, device=device)
+        if not dataset.hw_decoder_load and "hw_decoder_load" in space:
+            space = dataclasses.replace(space, params=tuple(p for p in space.params if p.name != "hw_decoder_load"))
     b = request.batch_size
     space = space.fix("batch_size", b)
     if request.tune_batch_size:  # the user's size, half and twice it

@@ -479,9 +479,9 @@ def test_a_loader_config_built_by_hand_is_checked_like_the_yaml():
     from autotune.config.schema import TorchOptions
     from autotune.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="loader.backend must be one of torch, dali, user, but got 'bogus'"):
+    with pytest.raises(ConfigError, match="loader.backend must be one of torch, dali, user, dali_user, but got 'bogus'"):
         LoaderConfig("bogus", 16)
-    with pytest.raises(ConfigError, match="backend must be one of torch, dali, user, but got 'bogus'"):
+    with pytest.raises(ConfigError, match="backend must be one of torch, dali, user, dali_user, but got 'bogus'"):
         LoaderConfig.from_params({"backend": "bogus", "batch_size": 16})
     assert LoaderConfig("torch", 16, torch={"num_workers": 2}).torch == TorchOptions(num_workers=2)
     assert LoaderConfig("torch", 16, torch={"num_workers": 2}).describe() == "torch b=16 workers=2"

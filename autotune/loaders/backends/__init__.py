@@ -1,5 +1,5 @@
-"""Kinds of loader: ``torch`` (DataLoader), ``dali`` (NVIDIA DALI) and ``user`` (a DataLoader over the user's own
-Dataset), one private module each.
+"""Kinds of loader: ``torch`` (DataLoader), ``dali`` (NVIDIA DALI), ``user`` (a DataLoader over the user's own
+Dataset) and ``dali_user`` (the user's own DALI pipeline function), one private module each.
 
 A kind is a :class:`LoaderBackend` subclass: what the study, the guard and the YAML ask of it, and how it builds.
 Its module imports its framework only inside :meth:`LoaderBackend.build`, so the study reads :data:`BACKENDS`
@@ -15,6 +15,7 @@ from autotune.config.schema import backend_of, register_kinds
 from autotune.errors import UserError
 from autotune.loaders.backends._base import CUDA_CONTEXT_MIB, BatchLoader, LoaderBackend, MemoryParts, MemorySizes
 from autotune.loaders.backends._dali import DaliBackend
+from autotune.loaders.backends._dali_user import DaliUserBackend
 from autotune.loaders.backends._torch import TorchBackend
 from autotune.loaders.backends._user import UserBackend
 from autotune.outcomes import Backend
@@ -45,6 +46,7 @@ def register_backend(backend: LoaderBackend) -> LoaderBackend:
 register_backend(TorchBackend())
 register_backend(DaliBackend())
 register_backend(UserBackend())
+register_backend(DaliUserBackend())
 register_kinds(BACKENDS)  # the schema (config layer, below) reads and writes each kind's YAML section through it
 
 

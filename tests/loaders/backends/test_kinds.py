@@ -75,7 +75,7 @@ def test_a_new_kind_adds_its_parameters_to_a_search_space(toy: LoaderBackend) ->
     assert space["toy_depth"].high == 4
     with pytest.raises(SpaceError, match=r"params\.toy_depth must be an integer from 1 to 8, but holds 0"):
         parse_space({"params": {**SPACE["params"], "toy_depth": {"int": [0, 4]}}})
-    with pytest.raises(SpaceError, match=r"must be torch or dali or user or toy, but got 'pytorch'"):
+    with pytest.raises(SpaceError, match=r"must be torch or dali or user or dali_user or toy, but got 'pytorch'"):
         parse_space({"params": {"backend": {"choices": ["pytorch"]}, "batch_size": {"choices": [8]}}})
 
 
@@ -123,7 +123,7 @@ def test_a_new_kind_answers_the_guard_and_the_selection(toy: LoaderBackend) -> N
 
 
 def test_an_unknown_kind_is_one_line_naming_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"^loader\.backend must be one of torch, dali, user, but got 'toy'$"):
+    with pytest.raises(ConfigError, match=r"^loader\.backend must be one of torch, dali, user, dali_user, but got 'toy'$"):
         LoaderConfig("toy", 8)  # type: ignore[arg-type] - a name that is not registered
     with pytest.raises(Exception, match="unknown backend 'toy'; use one of: torch, dali"):
         get_backend("toy")
