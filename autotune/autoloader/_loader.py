@@ -127,7 +127,7 @@ class AutoLoader:
     ) -> None:
         from autotune.autoloader._setup import agreed, check_arguments, check_candidates, check_writable, resolve, rules_of, start_source, user_source
 
-        self.shuffle, self._user = shuffle, not isinstance(path, (str, os.PathLike))
+        self.shuffle, self._user = shuffle, path is not None and not isinstance(path, (str, os.PathLike))  # None: the folder path missing, told so
         if self._user:  # the user's own Dataset: the kind user, its DataLoader over the part of the epoch not yet delivered
             path, pipeline, space = user_source(path, collate_fn=collate_fn, drop_last=drop_last, space=space, with_indices=with_indices)
         self._safe = {**SAFE, "backend": "user"} if self._user else SAFE

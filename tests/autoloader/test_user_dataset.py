@@ -4,6 +4,7 @@ DataLoader over the part of each epoch not yet delivered, so that every sample c
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,8 +43,16 @@ def collate(items: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.fixture(autouse=True)
-def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.chdir(tmp_path)
+    yield
+    # a sampled candidate may start workers by forkserver or spawn: the forkserver and multiprocessing's resource
+    # tracker then live as long as this process, and later tests count this process's children
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
+    multiprocessing.forkserver._forkserver._stop()
+    multiprocessing.resource_tracker._resource_tracker._stop()
 
 
 def _epoch(al: AutoLoader) -> list[int]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 import warnings
 
@@ -69,9 +70,14 @@ def _spec(dataset, workers: int = 0, inject: str | None = None, **kw):
 
 def _descendants(keep: set[int] = frozenset(), timeout: float = 10.0) -> list[psutil.Process]:
     """This test process's descendants (but ``keep`` and theirs), once the dying ones are gone."""
+    import multiprocessing.forkserver
+    import multiprocessing.resource_tracker
+
     deadline = time.monotonic() + timeout
     while True:
-        kept = set(keep)
+        # multiprocessing's resource tracker and forkserver live as long as this process once any test started them
+        helpers = {multiprocessing.resource_tracker._resource_tracker._pid, multiprocessing.forkserver._forkserver._forkserver_pid}
+        kept = set(keep) | {pid for pid in helpers if pid}
         for pid in keep:
             try:
                 kept |= {c.pid for c in psutil.Process(pid).children(recursive=True)}
@@ -109,10 +115,24 @@ def test_each_rank_is_its_own_process_on_its_own_shard(tiny_dataset, tmp_path, m
 
     def on_window(k, v, s):
         windows.append((k, v))
-        during.update(psutil.Process().children(recursive=True))
         return False
 
-    p = measure_ranks(_spec(tiny_dataset, workers=1), on_window)
+    def watch(stop: threading.Event) -> None:  # polled apart from the windows: a rank's worker may start and end between two
+        while not stop.is_set():
+            try:
+                during.update(psutil.Process().children(recursive=True))
+            except psutil.Error:
+                pass
+            time.sleep(0.01)
+
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch, args=(stop,), daemon=True)
+    watcher.start()
+    try:
+        p = measure_ranks(_spec(tiny_dataset, workers=1), on_window)
+    finally:
+        stop.set()
+        watcher.join()
     assert len(during) >= 4  # two ranks, a worker each
     assert not [q for q in during if q.is_running() and q.status() != psutil.STATUS_ZOMBIE]  # none left, not even re-parented
     seen = [(tmp_path / f"rank{r}").read_text().split() for r in range(2)]
