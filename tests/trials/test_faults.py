@@ -270,6 +270,17 @@ def _wait_complete(proc: subprocess.Popen, workdir: Path, study: str, n: int, ti
     return done
 
 
+def _stacks(pid: int) -> str:
+    """The Python stacks of ``pid`` and its children, where py-spy is installed: what a hung stop waits on."""
+    if not shutil.which("py-spy"):
+        return "(py-spy is not installed)"
+    out = []
+    for p in [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]:
+        done = subprocess.run(["py-spy", "dump", "--pid", str(p)], capture_output=True, text=True, timeout=30, check=False)
+        out.append(done.stdout + done.stderr)
+    return "\n".join(out)
+
+
 @pytest.fixture()
 def hangup_as_in_a_terminal():
     """SIGHUP as a terminal leaves it, for this test and the processes it starts: under ``nohup`` (the suite run in
@@ -300,7 +311,10 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
         for _ in range(repeats):
             proc.send_signal(sig)
             time.sleep(0.1)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after the signals; its threads:\n{_stacks(proc.pid)}")
     finally:
         if proc.poll() is None:
             proc.kill()
