@@ -53,6 +53,15 @@ class Dataset:
     def __len__(self) -> int:
         return len(self.files)
 
+    def count_text(self) -> str:
+        """How much there is, as the run's lines say it: "1,200 images"."""
+        return f"{len(self):,} {self.unit}"
+
+    @property
+    def unit(self) -> str:
+        """What one item is called in the run's lines."""
+        return "images"
+
     @property
     def mean_bytes(self) -> int:
         return self.total_bytes // max(1, len(self.files))

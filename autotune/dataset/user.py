@@ -318,6 +318,15 @@ class UserDataset(Dataset):
     def __len__(self) -> int:
         return self.samples
 
+    def count_text(self) -> str:
+        if self.dali:
+            return "a DALI pipeline"
+        return "a stream of samples" if self.iterable and not self.samples else f"{self.samples:,} samples"
+
+    @property
+    def unit(self) -> str:
+        return "samples"
+
     def signature(self) -> str:
         return self.sha256
 

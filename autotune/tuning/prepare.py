@@ -102,8 +102,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
             raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
     # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
     doing = "looking for a finished study to reuse" if request.reuse else "starting the measuring process"
-    count = "a stream of samples" if getattr(dataset, "iterable", False) and not len(dataset) else f"{len(dataset):,} {'samples' if user else 'images'}"
-    reporter.say(f"setting up: {count} {'from' if user else 'in'} {printable(dataset_path)}, {doing} ...")
+    reporter.say(f"setting up: {dataset.count_text()} {'from' if user else 'in'} {printable(dataset_path)}, {doing} ...")
     if budget is not None:
         spend = budget
         settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S,  # a trial past it is cut

@@ -38,7 +38,7 @@ DEFAULT_PIPELINE, DEFAULT_SPACE, DEFAULT_OUT = "imagenet-train", "default", "aut
 #: None (False for a switch): ``--pipeline`` and ``--space`` take their defaults after ``--if-stale`` had its say
 SETTING_FLAGS: dict[str, tuple[str, str]] = {
     "--pipeline": ("pipeline", "text"), "--space": ("space", "text"), "--device": ("device", "text"), "--gpus": ("gpus", "count"),
-    "--batch-size": ("batch_size", "count"), "--model": ("model", "text"), "--amp": ("amp", "switch"),
+    "--batch-size": ("batch_size", "count"), "--tune-batch-size": ("tune_batch_size", "switch"), "--model": ("model", "text"), "--amp": ("amp", "switch"),
     "--channels-last": ("channels_last", "switch"), "--step-ms": ("step_ms", "ms"),
 }
 #: flags taken from FILE together or not at all: a command that gives one of a group gives that group

@@ -115,7 +115,7 @@ def _header(request: RunRequest, prep: Prepared, opened: OpenStudy) -> str:
     if opened.unwritten:
         return f"{where} chose its config, which was not written: writing it without tuning again"
     n = request.n_trials
-    return (f"{where}: {len(prep.dataset)} images, {opened.tuner.settings.device}, space {prep.space.name}, "
+    return (f"{where}: {prep.dataset.count_text()}, {opened.tuner.settings.device}, space {prep.space.name}, "
             + (f"{n} {'trial' if n == 1 else 'trials'}" if prep.budget is None else budget_header(prep.budget))
             + (f", resuming after {opened.done_before}" if opened.done_before else "")
             + (" (--resume: no such study yet, so it starts here)" if request.resume and opened.tuner.created else ""))

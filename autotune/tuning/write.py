@@ -147,7 +147,8 @@ def _warnings(request: RunRequest, prep: Prepared, opened: OpenStudy, cfg: Confi
     stated = summary["time"]["elapsed_s"] if budget is not None else None  # the "took N s" line's figure: one number, not two
     out = ([] if interrupted else short_run_warnings(cfg, prep.space, budget, study, stated)) + busy_warnings(study.user_attrs.get("other_load"))
     ranks = opened.tuner.settings.ranks
-    per_rank, where = len(prep.dataset) // ranks, "images per rank" if ranks > 1 else "images"
+    unit = prep.dataset.unit
+    per_rank, where = len(prep.dataset) // ranks, f"{unit} per rank" if ranks > 1 else unit
     dropped = drop_problem(cfg.loader.batch_size, per_rank, where) if get_preset(request.pipeline).train else None
     if dropped is not None:  # a small set at the largest batch: what training on it loses, before the script finds out
         out.append(f"the winner's {dropped}; to train on them all, pass a --batch-size that divides them more closely")

@@ -412,3 +412,13 @@ def test_a_batch_larger_than_the_recorded_dataset_is_no_match(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "matters  loader.batch_size: 8 is larger than the 5 images per rank of the dataset the YAML records (5), so an epoch would hold no batch" in out
     assert is_stale(f)[0]
+
+
+def test_if_stale_tunes_the_batch_size_again_when_it_was_tuned(tmp_path):
+    """A user pipeline tuned with --tune-batch-size: the re-tune tunes it again, around the user's own size, not the
+    winner's alone."""
+    from autotune.tuning.request import RunRequest, retune_flags
+
+    assert retune_flags(RunRequest(dataset="p.py:make", batch_size=8, tune_batch_size=True)) == ["--batch-size", "8", "--tune-batch-size"]
+    taken, args = _recorded(tmp_path, ["--batch-size", "8", "--tune-batch-size"])
+    assert taken == ["--batch-size", "8", "--tune-batch-size"] and (args.batch_size, args.tune_batch_size) == (8, True)

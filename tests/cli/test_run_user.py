@@ -76,7 +76,10 @@ def pipeline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.slow
 def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--dataset", "my_pipeline.py:make", "--batch-size", "8", "--n-trials", "2", *FAST]) == 0
+    assert main(["run", "--dataset", "my_pipeline.py:make", "--batch-size", "8", "--n-trials", "2", *[f for f in FAST if f != "--quiet"]]) == 0
+    said = capsys.readouterr()
+    lines = [line for line in (said.out + said.err).splitlines() if line.startswith(("setting up", "study "))]
+    assert len(lines) == 2 and all("96 samples" in line and "images" not in line for line in lines), lines
     data = yaml.safe_load(Path("autotune.yaml").read_text())
     assert data["loader"]["backend"] == "user" and data["loader"]["batch_size"] == 8 and data["result"]["samples_per_s"] > 0
     assert set(data["loader"]["user"]) >= {"num_workers", "multiprocessing_context", "in_order"}
@@ -107,8 +110,12 @@ def test_a_pipeline_without_a_batch_size_is_one_line(pipeline: Path, capsys: pyt
 
 
 @pytest.mark.slow
-def test_an_iterable_dataset_is_tuned(pipeline: Path) -> None:
-    assert main(["run", "--dataset", "my_pipeline.py:stream", "--batch-size", "8", "--n-trials", "2", *FAST]) == 0
+def test_an_iterable_dataset_is_tuned(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loud = [flag for flag in FAST if flag != "--quiet"]
+    assert main(["run", "--dataset", "my_pipeline.py:stream", "--batch-size", "8", "--n-trials", "2", *loud]) == 0
+    said = capsys.readouterr()
+    lines = [line for line in (said.out + said.err).splitlines() if line.startswith(("setting up", "study "))]
+    assert len(lines) == 2 and all("a stream of samples" in line and "images" not in line for line in lines), lines
     data = yaml.safe_load(Path("autotune.yaml").read_text())
     assert data["loader"]["backend"] == "user" and data["result"]["samples_per_s"] > 0
     assert data["dataset"]["function"]["name"] == "my_pipeline:stream"
