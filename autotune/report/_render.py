@@ -234,10 +234,17 @@ def _tables(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict[
     }
     conf = ov.get("confirmation")
     if conf:
+        alike = conf.get("indistinguishable")
+
+        def verdict(n: Any) -> list[str]:  # the noise rule's word on each candidate, where it judged them
+            if not isinstance(alike, list):
+                return []
+            return ["chosen" if n == conf.get("winner_trial") else "cannot be told apart" if n in alike else "slower"]
+
         out["confirmation"] = (
-            ["trial", "config", "scores", "median"],
+            ["trial", "config", "scores", "median", *(["verdict"] if isinstance(alike, list) else [])],
             [
-                [f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median"))]
+                [f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median")), *verdict(c["trial"])]
                 for c in conf.get("candidates", [])
             ],
         )

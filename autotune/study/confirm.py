@@ -16,7 +16,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import CLOSE_CALL, CONTENDER_FLOOR, TIEBREAK_ROUNDS, confirmation_method, contenders, trial_attrs
+from autotune.study.evidence import CLOSE_CALL, CONTENDER_FLOOR, INDISTINGUISHABLE, TIEBREAK_ROUNDS, confirmation_method, contenders, trial_attrs
 from autotune.trials.spec import TrialResult
 
 #: ``on_step(k, n, trial, result)``: re-measurement k of n (from 1) of ``trial`` starts (``result`` None) or ended
@@ -36,8 +36,9 @@ def _value(t: optuna.trial.FrozenTrial) -> float:
 
 
 def candidates(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
-    """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate; configs
-    outside the space (baselines measured for reference) are no contenders."""
+    """The best ``k`` complete trials with distinct configs, at least CONTENDER_FLOOR of the best's rate, the last of
+    them the best starting point (a config the run queued itself) where none of the others is one; configs outside
+    the space (baselines measured for reference) are no contenders."""
     out: list[optuna.trial.FrozenTrial] = []
     seen = set()
     for t in sorted(contenders(study), key=_value, reverse=True):
@@ -50,7 +51,53 @@ def candidates(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
         out.append(t)
         if len(out) >= k:
             break
+    if len(out) > 1 and not any(trial_attrs(t).get("role") for t in out):
+        # the best starting point takes the last place: a winner is never one the re-measurement shows slower than a
+        # start, and the re-measurement costs what the budget planned for (``top`` candidates)
+        starts = [t for t in contenders(study) if trial_attrs(t).get("role") and trial_attrs(t).get("config") not in seen]
+        best = max(starts, key=_value, default=None)
+        if best is not None and _value(best) >= CONTENDER_FLOOR * _value(out[0]):
+            out[-1] = best
     return out
+
+
+def told_apart(slower: list[float], faster: list[float]) -> bool:
+    """Whether every score of ``faster`` is above every score of ``slower``: a gap no noise seen in them explains."""
+    return min(faster) > max(slower)
+
+
+Trial = optuna.trial.FrozenTrial
+
+
+def choose(cands: list[Trial], scores: dict[int, list[float]]) -> tuple[Trial, Trial, list[int] | None]:
+    """The winner among re-measured ``cands`` (``scores``: each one's, its trial's first), the fastest, and the
+    candidates that cannot be told apart from the fastest (None where too few were measured again: single readings
+    cannot tell noise; the best median of all scores then wins).
+
+    The fastest is the best median of the re-measurements. Another cannot be told apart from it when their re-measurements overlap
+    (:func:`told_apart` says no) and its median is within :data:`INDISTINGUISHABLE` of the fastest's. Of those, the
+    cheapest wins (fewest loader threads, then least host and GPU memory), unless its scores are told apart from a
+    starting point's (a config the run queued itself, not sampled): a run never hands over a config its own
+    re-measurement shows slower than one it started from.
+    """
+    from autotune.study.selection import cost
+
+    # judged on the re-measurements alone, which ran interleaved: a candidate's first score is why it was picked (a
+    # lucky reading), and it was measured at another time than the others
+    again = {t.number: scores[t.number][1:] for t in cands if len(scores[t.number]) > 1}
+    if len(again) < 2:
+        best = max(cands, key=lambda t: statistics.median(scores[t.number]))
+        return best, best, None
+    judged = [t for t in cands if t.number in again]
+    medians = {n: statistics.median(v) for n, v in again.items()}
+    fastest = max(judged, key=lambda t: medians[t.number])
+    top, floor = again[fastest.number], (1 - INDISTINGUISHABLE) * medians[fastest.number]
+    alike = [t for t in judged if t is fastest or (not told_apart(again[t.number], top) and medians[t.number] >= floor)]
+    starts = [t for t in judged if trial_attrs(t).get("role")]
+    # never empty: no start is told apart above the fastest, whose median is the highest
+    safe = [t for t in alike if not any(told_apart(again[t.number], again[s.number]) for s in starts)]
+    winner = min(safe, key=lambda t: (*cost(t, medians[t.number]), t.number))
+    return winner, fastest, sorted(t.number for t in alike)
 
 
 def earlier_scores(record: Any, cands: list[optuna.trial.FrozenTrial]) -> dict[int, list[float]]:
@@ -170,15 +217,18 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     set_aside = rounds.set_aside(partial)
     scores = rounds.scores
     medians = {n: statistics.median(v) for n, v in scores.items()}
-    winner = max(cands, key=lambda t: medians[t.number])
+    winner, fastest, alike = choose(cands, scores)
     record: dict[str, Any] = {
         "winner_trial": winner.number,
+        "fastest_trial": fastest.number,
         "repeats": repeats,
         "attempted": rounds.k,
         "tiebreak": tiebreak,
         "candidates": [{"trial": t.number, "config": trial_attrs(t).get("config"), "scores": [round(x, 1) for x in scores[t.number]],
                         "median": round(medians[t.number], 1)} for t in cands],
     }
+    if alike is not None:
+        record["indistinguishable"] = alike
     if set_aside:
         record["set_aside"] = set_aside
     if kept := sum(map(len, earlier.values())):

@@ -26,6 +26,9 @@ CONTENDER_FLOOR = 1 / 3
 #: up to TIEBREAK_ROUNDS more times each: with +-8 % noise a single round of three cannot tell a 10 % gap
 CLOSE_CALL = 0.03
 TIEBREAK_ROUNDS = 2
+#: re-measured configs whose scores overlap the fastest's and whose median is within this (relative) of it cannot be
+#: told apart from it: the cheapest of them wins
+INDISTINGUISHABLE = 0.03
 
 
 #: the user attribute that holds a trial's measurement (outcome, rate, spread, windows, peaks, message): one write
@@ -81,7 +84,16 @@ def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def confirmation_method(record: dict[str, Any]) -> str:
     """What the confirmation stage did, in words that match what happened (failed re-measurements included, and
-    those of an earlier run of a resumed study, kept with this run's)."""
+    those of an earlier run of a resumed study, kept with this run's), and how the winner was picked of them."""
+    said = _with_earlier(record)
+    alike = record.get("indistinguishable")
+    head, sep, _ = said.rpartition("; winner by median")
+    if isinstance(alike, list) and len(alike) > 1 and sep:
+        return f"{head}; winner: the cheapest of the {len(alike)} the re-measurement cannot tell apart from the fastest"
+    return said
+
+
+def _with_earlier(record: dict[str, Any]) -> str:
     earlier = int(record.get("earlier") or 0)
     said = _this_run(record, earlier)
     if not earlier:

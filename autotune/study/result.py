@@ -163,6 +163,11 @@ def figures(study: optuna.Study) -> dict[str, Any]:
     conf = study.user_attrs.get("confirmation")
     if conf:
         out["confirmed"] = {"method": confirmation_method(conf), "candidates": len(conf["candidates"])}
+        alike = conf.get("indistinguishable")
+        if isinstance(alike, list) and len(alike) > 1:  # the winner is the cheapest of these: say which they were
+            medians = {c["trial"]: c.get("median") for c in conf["candidates"]}
+            out["indistinguishable"] = [{"trial": c["trial"], "config": c.get("config"), "samples_per_s": medians.get(c["trial"])}
+                                        for c in conf["candidates"] if c["trial"] in alike]
     return out
 
 

@@ -80,7 +80,8 @@ def trial_rates(study: optuna.Study) -> dict[int, float]:
     }
 
 
-def _cost(t: optuna.trial.FrozenTrial, rate: float) -> tuple[float, float, float, float]:
+def cost(t: optuna.trial.FrozenTrial, rate: float) -> tuple[float, float, float, float]:
+    """What a config costs, cheapest first: loader CPU threads, peak host memory, GPU memory, then the faster."""
     a = trial_attrs(t)
     return (loader_threads(a["loader"]), a.get("peak_host_mib") or float("inf"), a.get("peak_gpu_mib") or 0.0, -rate)
 
@@ -108,7 +109,7 @@ def choose_enough(study: optuna.Study, tolerance: float) -> dict[str, Any]:
     fastest = max(rates, key=lambda n: (rates[n], -n))
     floor = rates[fastest] * (1 - tolerance)
     within = sorted(n for n, r in rates.items() if r >= floor)
-    chosen = min(within, key=lambda n: (*_cost(trials[n], rates[n]), n))
+    chosen = min(within, key=lambda n: (*cost(trials[n], rates[n]), n))
     f, c = trial_attrs(trials[fastest]), trial_attrs(trials[chosen])
     cpus = (study.user_attrs.get("hardware") or {}).get("cpus")
 

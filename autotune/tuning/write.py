@@ -190,6 +190,11 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     if r.get("fraction_of_ceiling"):
         line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
     lines = [line]
+    alike = [a for a in r.get("indistinguishable") or () if a.get("trial") != r.get("trial")]
+    if alike:  # the noise rule chose among configs it could not tell apart: name the others
+        others = "; ".join(f"{a['config']} ({fmt_rate(a['samples_per_s'])})" for a in alike)
+        lines.append(f"the re-measurement could not tell {'it' if len(alike) == 1 else 'them'} apart from {others}: "
+                     "the cheapest (fewest loader threads, then least memory) is taken")
     aside = (study.user_attrs.get("confirmation") or {}).get("set_aside") or []
     if aside:  # the progress lines showed it: say why the winner's figure does not count it
         told = ", ".join(f"trial {a['trial']}'s {a['score']:,.0f}" for a in aside)

@@ -111,3 +111,82 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
     assert confirmation_method(none_now) == (
         "4 re-measurements of an earlier run of this study kept; none counted in this run (no re-measurement); winner by median of all scores"
     )
+
+
+def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3) -> Tuner:
+    """A tuner whose study holds one complete trial per ``num_workers``: its first score and its role (None: sampled)."""
+    space = parse_space(SPACE, cores=4)
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=top, confirm_repeats=repeats, baselines=False),
+                  storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
+    for w, (value, role) in trials.items():
+        loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
+        attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 1.0, **({"role": role} if role else {})}
+        tuner.study.add_trial(optuna.trial.create_trial(params={"num_workers": w}, distributions={"num_workers": optuna.distributions.IntDistribution(0, 4)},
+                                                        value=value, user_attrs=attrs))
+    return tuner
+
+
+def _replay(tuner: Tuner, monkeypatch, readings: dict[int, list[float]]) -> list[int]:
+    """Each re-measurement of ``num_workers`` w reads the next of ``readings[w]``; returns the order they ran in."""
+    calls: list[int] = []
+
+    def measure(loader, *a, **k):
+        calls.append(loader.torch.num_workers)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=readings[loader.torch.num_workers].pop(0))
+
+    monkeypatch.setattr(tuner, "measure", measure)
+    return calls
+
+
+def test_the_cheapest_config_that_cannot_be_told_apart_from_the_fastest_wins(tiny_dataset, tmp_path, monkeypatch):
+    """Noise: 4 workers read a median 1 % above 2 workers, but their interleaved re-measurements overlap: 2 workers
+    (two processes fewer) win, and the record, the YAML's result and the last line name both."""
+    from pathlib import Path
+
+    from autotune.config.schema import Config
+    from autotune.study.result import figures
+    from autotune.tuning.write import result_lines
+
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None), 1: (700.0, None)})
+    _replay(tuner, monkeypatch, {4: [1010.0, 960.0, 1000.0, 990.0, 1005.0], 2: [985.0, 1005.0, 975.0, 995.0, 980.0], 1: [690.0, 705.0, 700.0]})
+    record = tuner.confirm()
+    by_workers = {trial_attrs(t)["loader"]["num_workers"]: t.number for t in tuner.study.trials}
+    assert record["fastest_trial"] == by_workers[4] and record["winner_trial"] == by_workers[2]
+    assert record["indistinguishable"] == sorted([by_workers[4], by_workers[2]])  # 1 worker is told apart: every reading lower
+    assert record["method"].endswith("winner: the cheapest of the 2 the re-measurement cannot tell apart from the fastest")
+    result = figures(tuner.study)
+    assert [a["trial"] for a in result["indistinguishable"]] == [by_workers[4], by_workers[2]]
+    loader = LoaderConfig.from_params(trial_attrs(tuner.study.trials[by_workers[2]])["loader"])
+    lines = result_lines(Config(loader=loader, result=result), tuner.study, Path("autotune.yaml"), None, {}, None)
+    told = [line for line in lines if line.startswith("the re-measurement could not tell it apart from ")]
+    assert len(told) == 1 and trial_attrs(tuner.study.trials[by_workers[4]])["config"] in told[0], lines
+
+
+def test_a_config_told_apart_as_slower_does_not_win_for_being_cheaper(tiny_dataset, tmp_path, monkeypatch):
+    """2 workers within 3 % of 4 workers on the medians, but every interleaved reading lower: told apart, the fastest wins."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (1000.0, None)}, top=2)
+    _replay(tuner, monkeypatch, {4: [1000.0, 1002.0, 1001.0, 1000.0, 1000.0], 2: [985.0, 984.0, 986.0, 985.0, 985.0]})
+    record = tuner.confirm()
+    winner = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
+    assert trial_attrs(winner)["loader"]["num_workers"] == 4 and record["indistinguishable"] == [winner.number]
+
+
+def test_the_winner_is_never_one_its_re_measurement_shows_slower_than_a_starting_point(tiny_dataset, tmp_path, monkeypatch):
+    """1 worker (sampled) cannot be told apart from the fastest, 4 workers, and is the cheapest; but every one of its
+    readings is below every reading of the heuristic (3 workers, a starting point): the heuristic wins, not it."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 3: (995.0, "heuristic"), 1: (990.0, None)})
+    _replay(tuner, monkeypatch, {4: [1000.0, 1040.0, 960.0, 1000.0, 1010.0], 3: [990.0, 1000.0, 985.0, 992.0, 996.0], 1: [980.0, 975.0, 982.0]})
+    record = tuner.confirm()
+    winner = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
+    assert len(record["indistinguishable"]) == 3  # all three overlap the fastest's readings
+    assert trial_attrs(winner)["loader"]["num_workers"] == 3
+
+
+def test_the_best_starting_point_is_re_measured_beside_the_sampled_leaders(tiny_dataset, tmp_path, monkeypatch):
+    """The top three are sampled configs: the best start (DALI's usual, say; here the heuristic) takes the third place,
+    so the rule above has a start to compare with, and the re-measurement still costs three candidates."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 3: (990.0, None), 2: (980.0, None), 1: (900.0, "heuristic"),
+                                                 0: (100.0, "defaults")}, top=3, repeats=1)
+    calls = _replay(tuner, monkeypatch, {w: [1000.0 - w] * 3 for w in range(5)})
+    tuner.confirm()
+    assert sorted(set(calls)) == [1, 3, 4]  # not the defaults: under a third of the best
