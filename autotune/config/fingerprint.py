@@ -46,23 +46,40 @@ DATASET_MATTERS = ("samples", "classes", "mean_bytes", "signature")
 DATASET_TOLERANCE = 0.10
 
 
-def cgroup_cpu_limit() -> float | None:
-    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), or None when unlimited."""
+def cgroup_cpu_limit(root: str | os.PathLike[str] = "/sys/fs/cgroup", own: str | os.PathLike[str] = "/proc/self/cgroup") -> float | None:
+    """CPUs allowed by the cgroup quota, or None when unlimited: cgroup v2's ``cpu.max`` of this process's own cgroup
+    and of each one above it (the smallest holds: a job's cgroup inside a container's, a systemd slice), else v1's
+    ``cfs_quota_us``."""
+    limits = []
+    for folder in _own_cgroups(Path(root), Path(own)):
+        try:
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+        except (OSError, ValueError):
+            continue
+        if quota != "max" and int(period) > 0:
+            limits.append(int(quota) / int(period))
+    if limits:
+        return min(limits)
     try:
-        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
-        if quota != "max":
-            return int(quota) / int(period)
-        return None
-    except (OSError, ValueError):
-        pass
-    try:
-        quota_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read_text())
-        period_us = int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+        quota_us = int((Path(root) / "cpu/cpu.cfs_quota_us").read_text())
+        period_us = int((Path(root) / "cpu/cpu.cfs_period_us").read_text())
         if quota_us > 0 and period_us > 0:
             return quota_us / period_us
     except (OSError, ValueError):
         pass
     return None
+
+
+def _own_cgroups(root: Path, own: Path) -> list[Path]:
+    """This process's cgroup v2 folder and each one above it up to ``root`` (``0::/PATH`` in /proc/self/cgroup;
+    ``/`` inside a container with its own cgroup namespace)."""
+    try:
+        line = next((x for x in own.read_text().splitlines() if x.startswith("0::")), "0::/")
+    except OSError:
+        line = "0::/"
+    folder = root / line[3:].strip().lstrip("/")
+    out = [folder, *folder.parents]
+    return [f for f in out if f == root or root in f.parents]
 
 
 def usable_cpus() -> int:

@@ -85,12 +85,14 @@ def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, worke
     - python too old, torch or torchvision not importable;
     - the dataset has no readable image (the scan fails, or every decoded image fails);
     - ``device`` is ``cuda[:N]`` but torch cannot use a GPU (the message carries the GPU/driver check's fix);
-    - ``workers`` (the search space has torch trials) and /dev/shm is below what one worker at batch 64 needs.
+    - ``workers`` (every config of the search space starts DataLoader workers) and /dev/shm is below what one worker
+      at batch 64 needs.
 
     Args:
         dataset_path: the dataset folder, or None to skip the dataset checks.
         device: where batches go, ``cpu`` or ``cuda[:N]``.
-        workers: whether the search space has DataLoader workers (False for a DALI-only space).
+        workers: whether every config of the search space starts DataLoader workers (False where some start none,
+            or use DALI: the memory guard leaves out those /dev/shm cannot hold).
         scanned: the dataset's scan, when the caller has made it (it is not scanned again).
 
     Returns:

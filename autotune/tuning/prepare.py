@@ -169,9 +169,11 @@ def _dataset_path(request: RunRequest, device: str, space: SearchSpace, budget: 
 
 
 def _uses_workers(space: SearchSpace) -> bool:
-    """Whether the space's torch loaders start worker processes (the preflight checks that they can)."""
+    """Whether every config of the space starts DataLoader worker processes, so that a /dev/shm too small for one
+    worker fails them all (the preflight then stops the run). Where some do not (no workers, or DALI), a small
+    /dev/shm is a warning: the memory guard leaves out each config predicted not to fit, and the rest are measured."""
     nw = space["num_workers"] if "num_workers" in space else None
-    return "torch" in space.backends() and nw is not None and max(nw.choices or (nw.high,)) > 0
+    return space.backends() == ("torch",) and nw is not None and min(nw.choices or (nw.low,)) > 0
 
 
 def _checked_dataset(request: RunRequest, dataset: Dataset, path: str, device: str, space: SearchSpace) -> Dataset:

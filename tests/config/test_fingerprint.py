@@ -33,6 +33,25 @@ def test_usable_cpus_respects_affinity_and_quota(monkeypatch):
     assert fingerprint.usable_cpus() == 2
 
 
+def test_the_cpu_quota_of_the_process_own_cgroup_counts(tmp_path):
+    """``docker run --cpus 4`` without a cgroup namespace, a Slurm job, a systemd slice: the quota sits on this
+    process's own cgroup (or one above it), not on the root's ``cpu.max``, which the quota was read from alone."""
+    root = tmp_path / "cgroup"
+    job = root / "system.slice" / "job.scope"
+    job.mkdir(parents=True)
+    own = tmp_path / "self-cgroup"
+    own.write_text("0::/system.slice/job.scope\n")
+    assert fingerprint.cgroup_cpu_limit(root, own) is None  # no cpu.max anywhere: unlimited
+    (job / "cpu.max").write_text("400000 100000\n")
+    (root / "system.slice" / "cpu.max").write_text("max 100000\n")
+    assert fingerprint.cgroup_cpu_limit(root, own) == 4.0
+    (root / "system.slice" / "cpu.max").write_text("250000 100000\n")  # the slice above holds less: it wins
+    assert fingerprint.cgroup_cpu_limit(root, own) == 2.5
+    own.write_text("0::/\n")  # a container with its own cgroup namespace: its cgroup is the root
+    (root / "cpu.max").write_text("600000 100000\n")
+    assert fingerprint.cgroup_cpu_limit(root, own) == 6.0
+
+
 UUIDS = ["GPU-aaaa-0", "GPU-bbbb-1", "GPU-cccc-2", "GPU-dddd-3"]
 
 

@@ -1,0 +1,57 @@
+"""Inside a container: Docker's 64 MiB ``/dev/shm``. The run tunes within it instead of refusing, and the config it
+hands over fits: the configs whose workers would pass more than it holds are not run (``shm``, predicted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune.cli import main
+from autotune.config import fingerprint
+from autotune.config.files import load_config
+from autotune.loaders.memory import estimate
+from autotune.trials.guard import _budgets
+
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--confirm-top", "0", "--device", "cpu"]
+
+
+@pytest.fixture
+def docker_shm(monkeypatch: pytest.MonkeyPatch) -> float:
+    """/dev/shm as Docker mounts it by default: 64 MiB, all free."""
+    monkeypatch.setattr(fingerprint, "shm_bytes", lambda: 64 * 2**20)
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=_budgets.SHM_PATH: 64.0)
+    return 64.0
+
+
+@pytest.fixture(scope="module")
+def batch_64_set(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """96 small JPEGs: enough for a batch of 64, whose float32 crops (37 MiB) a worker passes through /dev/shm."""
+    from autotune.dataset.synth import synthesize
+
+    return synthesize(tmp_path_factory.mktemp("b64") / "train", images=96, classes=3, min_side=64, max_side=96, workers=1)
+
+
+@pytest.mark.slow
+def test_a_64_mib_shm_is_tuned_within_not_refused(workdir: Path, batch_64_set: Path, docker_shm: float) -> None:
+    import optuna
+
+    from autotune.dataset.scan import scan
+    from autotune.study.evidence import trial_attrs
+
+    assert main(["run", "--dataset", str(batch_64_set), "--space", "cpu", "--batch-size", "64", "--n-trials", "5", "--seed", "0", *FAST]) == 0
+    cfg = load_config("autotune.yaml")
+    need = estimate(cfg.loader, scan(batch_64_set), "imagenet-train", "cpu")["shm_mib"]
+    assert need <= _budgets.SHM_FRACTION * docker_shm  # what it hands over fits the container
+    study = optuna.load_study(study_name=None, storage="sqlite:///autotune.db")
+    skipped = [trial_attrs(t) for t in study.trials if trial_attrs(t).get("outcome") == "shm"]
+    assert skipped and all("/dev/shm" in a.get("message", "") for a in skipped)  # the rule of thumb's workers: not run
+
+
+def test_a_space_whose_every_config_starts_workers_is_still_refused(workdir: Path, tiny_dataset: Path, docker_shm: float,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """No config of it could run: one line naming /dev/shm and the fix, before any trial."""
+    Path("space.yaml").write_text("name: w\nparams:\n  backend: {choices: [torch]}\n  batch_size: {choices: [64]}\n  num_workers: {int: [1, 2]}\n")
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "space.yaml", "--n-trials", "2", *FAST]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "/dev/shm" in err and "--shm-size" in err
