@@ -157,6 +157,7 @@ def stream_epoch(al: Any, clock: Callable[[], float]) -> Iterator[Any]:
     plan = _empty_plan(al)
     token = al._epoch_token = object()  # an abandoned earlier iterator must not close this epoch's loader
     whole = Tally()  # every batch, the first one included and the building left out: the score of a short epoch
+    ran = act  # the candidate whose loader this epoch reads (one that failed before its first batch is replaced)
     t_prev: float | None = None
     last: tuple[int, float, float, bool] = (0, 0.0, 0.0, False)  # samples, wait (less the building), building, measured
     ended = False
@@ -172,7 +173,7 @@ def stream_epoch(al: Any, clock: Callable[[], float]) -> Iterator[Any]:
                 if last[3]:
                     act.tally.add(now - t_prev - last[2], last[0], last[1])
             got = _fetch(al, plan, clock)
-            act = al._active  # a candidate that failed before the first batch was replaced
+            act = ran = al._active  # a candidate that failed before the first batch was replaced
             if got is None:  # the stream's end: its cost (workers stopping) belongs to the epoch
                 end = clock() - now
                 whole.loop_s += end
@@ -191,7 +192,7 @@ def stream_epoch(al: Any, clock: Callable[[], float]) -> Iterator[Any]:
         if al._epoch_token is token and al._active is not None:
             act = al._active
             al._close_loader(act)
-            if not ended and al.exploring and plan.batches:
+            if not ended and al.exploring and plan.batches and act is ran:  # not after a failure mid-stream: then judged already
                 act.left = LeftEarly(whole, plan.batches)
             if not al.exploring:
                 al._active = None  # the next epoch runs the winner, built once

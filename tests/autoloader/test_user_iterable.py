@@ -4,6 +4,8 @@ epoch yields exactly what the dataset yields while exploration switches candidat
 from __future__ import annotations
 
 import collections
+import dataclasses
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,13 +137,20 @@ def test_the_settled_config_is_written_and_a_second_run_reads_it() -> None:
         second.close()
 
 
-def test_a_loop_left_early_leaves_no_trial_running() -> None:
+@pytest.mark.parametrize("how", ["close", "dropped"])
+def test_a_loop_left_early_leaves_no_trial_running(how: str) -> None:
+    import gc
+
     al = make(storage="sqlite:///autotune.db")
     name = al.source.study.study_name
     for step, _batch in enumerate(al):
         if step == 2:
             break
-    al.close()
+    if how == "close":
+        al.close()
+    else:
+        del al, _batch
+        gc.collect()
     trials = optuna.load_study(study_name=name, storage="sqlite:///autotune.db").trials
     assert trials and not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING)]
     assert trials[0].state == optuna.trial.TrialState.FAIL and trials[0].user_attrs.get("outcome") == "interrupted"
@@ -150,12 +159,48 @@ def test_a_loop_left_early_leaves_no_trial_running() -> None:
 def test_an_epoch_left_early_is_judged_and_the_next_epoch_is_whole() -> None:
     al = make()
     try:
-        for step, (_, i) in enumerate(al):
+        for step, _batch in enumerate(al):
             if step == 4:
                 break
         seen, used = read_epoch(al)  # the next candidate, from the stream's start
         assert sorted(seen) == list(range(N)) and used[0].get("num_workers") == 1
         assert al.history[1]["epoch"] == 1 and al.history[1]["batch"] == 0  # switched as the next epoch began
+    finally:
+        al.close()
+
+
+class FailsInWorkers(Stream):
+    """Raises at item ``at`` in a DataLoader worker (a crash of the candidates with workers); whole in this process."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__()
+        self.at, self.parent = at, os.getpid()
+
+    def __iter__(self) -> Iterator[dict]:
+        for item in super().__iter__():
+            if item["i"] >= self.at and os.getpid() != self.parent:
+                raise ValueError(f"item {item['i']} cannot be read")
+            yield item
+
+
+@pytest.mark.parametrize("at", [0, 100])
+def test_a_failing_candidate_is_replaced_before_its_first_batch_or_its_error_ends_the_epoch(at: int) -> None:
+    """Failing before its first batch, the candidate is replaced and the epoch is whole; failing mid-stream, its
+    error reaches the loop (a new loader would start the stream again) and the next epoch runs the next candidate."""
+    al = make(FailsInWorkers(at), candidates=[CANDIDATES[1], CANDIDATES[0]], exploration=dataclasses.replace(QUICK, max_candidates=2))
+    try:
+        if at:
+            seen = []
+            with pytest.raises(Exception, match="item 10[0-9] cannot be read"):
+                for _, i in al:
+                    seen += i.tolist()
+            assert len(seen) == len(set(seen)) and seen == list(range(len(seen)))  # what was delivered, once each
+        seen, used = read_epoch(al)
+        assert sorted(seen) == list(range(N)) and all(u.get("num_workers", 0) == 0 for u in used)
+        failed, judged = al.history[1], al.history[2]
+        assert (failed["action"], failed["reason"], failed["epoch"], failed["batch"] > 0) == ("switch", "failed", 0, bool(at))
+        # the next candidate is judged over its own whole epoch, not over what the failed one read
+        assert (judged["action"], judged["epoch"], judged["batch"]) == ("settle", 1 if at else 0, N // BATCH)
     finally:
         al.close()
 
