@@ -25,6 +25,7 @@ from autotune.autoloader._agree import Agreement
 from autotune.autoloader._explore import BUDGET, CONTINUE, Best, Exploration, Explorer, Tally, loop_rate
 from autotune.autoloader._plan import EpochPlan
 from autotune.autoloader._setup import one_line, undecodable
+from autotune.autoloader._stream import finish_epoch, stream_epoch, stream_length
 from autotune.autoloader._writes import Background, write_yaml
 from autotune.config.schema import DEFAULT_BACKEND, LoaderConfig
 from autotune.errors import UserError
@@ -60,6 +61,7 @@ class _Active:
     through: int = 0  # the last epoch whose order the loader reads (it may run on past the current epoch)
     resume: int | None = None  # the epoch the loader goes on with, without a rebuild (the last one ended in full)
     rank_local: bool = False  # the next build is this rank's alone (a fallback): it reads through the agreed `through`
+    left: Any = None  # an IterableDataset's epoch the loop left early, its candidate not yet judged (see _stream.LeftEarly)
 
 
 class AutoLoader:
@@ -78,7 +80,8 @@ class AutoLoader:
 
     Args:
         path: the dataset folder (one sub-folder per class), or your own torch Dataset (its items batched by ``collate_fn``,
-            in order unless ``shuffle``; ``drop_last`` drops an epoch's last partial batch; ``space`` ``user``).
+            in order unless ``shuffle``; ``drop_last`` drops an epoch's last partial batch; ``space`` ``user``). An
+            IterableDataset is read as it yields (``shuffle`` left out), its candidates switched only between epochs.
         device: where batches are delivered; default ``cuda`` (this process's current GPU) when there is one.
         config: the YAML to read and, after exploring, to write; None reads and writes nothing.
         batch_size: an int fixes it (changing it mid-training changes the optimisation); a list lets exploration
@@ -122,14 +125,15 @@ class AutoLoader:
         with_indices: bool = False,
         exploration: Exploration | None = None,
         collate_fn: Callable[..., Any] | None = None,
-        shuffle: bool = True,
+        shuffle: bool | None = None,
         drop_last: bool | None = None,
     ) -> None:
         from autotune.autoloader._setup import agreed, check_arguments, check_candidates, check_writable, resolve, rules_of, start_source, user_source
 
-        self.shuffle, self._user = shuffle, path is not None and not isinstance(path, (str, os.PathLike))  # None: the folder path missing, told so
+        self.shuffle, self._user = shuffle is not False, path is not None and not isinstance(path, (str, os.PathLike))  # None: the path missing, told so
         if self._user:  # the user's own Dataset: the kind user, its DataLoader over the part of the epoch not yet delivered
-            path, pipeline, space = user_source(path, collate_fn=collate_fn, drop_last=drop_last, space=space, with_indices=with_indices)
+            path, pipeline, space, self.shuffle = user_source(path, collate_fn=collate_fn, drop_last=drop_last, space=space, with_indices=with_indices,
+                                                              shuffle=shuffle)
         self._safe = {**SAFE, "backend": "user"} if self._user else SAFE
         candidates = check_arguments(path=path, device=device, config=config, pipeline=pipeline, space=space, candidates=candidates,
                                      storage=storage, study_name=study_name, with_indices=with_indices, exploration=exploration)
@@ -143,7 +147,7 @@ class AutoLoader:
         if s.settled is None:
             check_candidates(candidates, s)  # every rank, alike: found before training starts
         self.dataset, self.pipeline, self.drop_last, self.device, self.seed = s.dataset, s.pipeline, s.drop_last, s.device, s.seed
-        self.batch_size = s.batch_size
+        self.batch_size, self._stream = s.batch_size, bool(getattr(s.dataset, "iterable", False))  # an IterableDataset: see _stream
         self._positions = s.dataset if self._user else dataclasses.replace(s.dataset, labels=tuple(range(len(s.dataset))))  # labels = positions
         self._lut: dict[Any, Any] = {}
         self._epoch = 0
@@ -207,12 +211,14 @@ class AutoLoader:
         another size changes the count of that epoch)."""
         per_rank = len(self.dataset) // self.comm.world if self.comm.world > 1 else len(self.dataset)
         b = LoaderConfig.from_params(self._active.params).batch_size if self.exploring and self._active is not None else self.batch_size
+        if self._stream:  # as DataLoader's over a stream: from the dataset's len(), a TypeError when it has none
+            return stream_length(self.dataset, b, self.drop_last)
         return per_rank // b if self.drop_last else -(-per_rank // b)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         self._epoch += 1
         if self.exploring:
-            return self._explore_epoch()
+            return stream_epoch(self, _clock) if self._stream else self._explore_epoch()
         if self._active is not None:  # settled while an earlier epoch's iterator was left unfinished: the winner now
             self._close_loader(self._active)
             self._active = None
@@ -322,7 +328,7 @@ class AutoLoader:
                     self._epoch_batches = plan.expected_batches(b)
                     whole = act.tally.measured >= self._epoch_batches  # an epoch's worth measured, in one or several epochs
                     if act.tally.measured and plan.done(b):
-                        act.tally.loop_s += self._finish_epoch(act)
+                        act.tally.loop_s += finish_epoch(act, _clock)
                     if act.tally.measured and (plan.done(b) or whole):  # judged at the epoch's end, or once a loop that
                         self._check(plan, epoch_end=whole)  # leaves each epoch early has run an epoch's worth of batches
                 elif self.exploring and act.tally.check_due(self.rules):
@@ -355,26 +361,6 @@ class AutoLoader:
                     self._close_loader(act)
                 if not self.exploring:
                     self._active = None  # the next epoch runs the winner, built once
-
-    @staticmethod
-    def _finish_epoch(act: _Active) -> float:
-        """Let the candidate's loader end its epoch, and return the seconds it took.
-
-        A short epoch is scored whole, and its end belongs to it: DALI's reader still decodes the last partial batch
-        that is dropped (on 300 images at batch 256, as long as the batch delivered: benchmarks/dali_tail.py), and a
-        torch loader without persistent workers stops them. A loader built once pays that every epoch; the candidate,
-        closed right after its last batch, would not, and its score would read up to twice what training then gets.
-        """
-        if act.it is None:
-            return 0.0
-        t0 = _clock()
-        try:
-            next(act.it)  # the epoch's batches are all delivered: this ends it (a batch here would only be dropped)
-        except StopIteration:
-            pass
-        except Exception as e:  # noqa: BLE001 - a failure past the last batch: the epoch was delivered; the close reports nothing either
-            logger.debug("the end of the epoch failed: %s", one_line(e))
-        return _clock() - t0
 
     def _short_epoch(self, plan: EpochPlan, batch_size: int) -> bool:
         """An epoch too short for a warm-up and a check: candidates are scored over whole epochs, first batch and

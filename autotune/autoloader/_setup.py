@@ -213,22 +213,34 @@ def together(comm: Agreement, compute) -> Any:
     return value
 
 
+def _dataset(path: Any) -> Dataset:
+    """The Dataset object given to this process under ``path`` (a stream of unknown length is 0 long: not falsy here), else the folder's scan."""
+    found = given(path)
+    return found if found is not None else scan(path)
+
+
 def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[str], *, device: str | None, batch_size: int | Sequence[int] | None,
             pipeline: str, space: str, seed: int | None) -> Setup:
     """Everything the loader needs before its first batch; the same on every rank."""
     from autotune.study.space import load_space
 
     preset = get_preset(pipeline)
-    choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), given(path) or scan(path)))
+    choices, dev, dataset = together(comm, lambda: (_batch_choices(batch_size), _device(device), _dataset(path)))
     _ranks_alike(comm, dataset, dev)
-    per_rank = len(dataset) // comm.world
-    if per_rank < 1:
+    stream = getattr(dataset, "iterable", False)  # an IterableDataset: its length unknown, or not what an epoch holds
+    if stream and comm.world > 1:
+        raise UserError("AutoLoader over an IterableDataset under DDP is not supported yet (ranks would read epochs of different lengths); "
+                        "tune it with autotune.tune(dataset, batch_size=N) and train from autotune.build_loader(dataset, cfg)")
+    per_rank = len(dataset) // comm.world  # 0 for a stream of unknown length
+    if not stream and per_rank < 1:
         raise UserError(f"the dataset has {len(dataset)} images, fewer than the {comm.world} ranks; use more images")
+    sized = preset.train and not stream  # what the batch size drops is known (a stream's workers each cut their own)
     seed = seed_number(seed)  # one line for a seed numpy or Optuna would refuse mid-training
     seed = agreed(comm, lambda: seed if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
     def match() -> tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]:
-        found = matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current, per_rank=per_rank)
+        found = matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current,
+                                per_rank=None if stream else per_rank)
         carry_on = cut_short(config_path) if found[0] is not None else None
         if carry_on is not None:  # it matches, but its exploration ended with training: explore on, in its study
             logger.warning("%s was settled as training ended while exploring (after %s s and %s candidates): exploring on in study %s; "
@@ -238,16 +250,16 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
 
     settled, recorded, carry_on = agreed(comm, match)
     if settled is not None:
-        dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if preset.train else None
+        dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if sized else None
         if dropped is not None and comm.rank == 0:  # what build_loader says of the same YAML
             logger.warning("%s; pass a batch_size that divides them more closely (the YAML is then explored again at that size)", dropped)
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
-        choices = (min(recorded or DEFAULT_BATCH, per_rank) if preset.train else recorded or DEFAULT_BATCH,)
-    if preset.train and all(b > per_rank for b in choices):
+        choices = (min(recorded or DEFAULT_BATCH, per_rank) if sized else recorded or DEFAULT_BATCH,)
+    if sized and all(b > per_rank for b in choices):
         raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
-    fitting = tuple(b for b in choices if b <= per_rank) if preset.train else choices
-    dropped = drop_problem(fitting[0], per_rank) if preset.train else None
+    fitting = tuple(b for b in choices if b <= per_rank) if sized else choices
+    dropped = drop_problem(fitting[0], per_rank) if sized else None
     if dropped is not None and comm.rank == 0:  # a small set at the default 256: say what training loses
         logger.warning("%s; pass a batch_size that divides them more closely", dropped)
     sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a space file one node lacks
@@ -381,19 +393,25 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}".strip()
 
 
-def user_source(dataset: Any, *, collate_fn: Any, drop_last: bool | None, space: str, with_indices: bool) -> tuple[str, str, str]:
+def user_source(dataset: Any, *, collate_fn: Any, drop_last: bool | None, space: str, with_indices: bool,
+                shuffle: bool | None) -> tuple[str, str, str, bool]:
     """A Dataset object given in place of a folder: the name it goes by in this process, the preset whose ``train``
     is ``drop_last`` (the dataset's own transforms apply; the preset says only whether the last partial batch is
-    dropped) and the search space (``user`` for ``default``)."""
+    dropped), the search space (``user`` for ``default``) and whether to shuffle (``None``: a map-style dataset is
+    shuffled, a stream is read in its own order; ``shuffle=True`` over a stream is refused, as DataLoader refuses it).
+    An IterableDataset is first checked to split its stream among workers (one line when it does not)."""
     if with_indices:
         raise UserError("with_indices=True is for a dataset folder; with your own Dataset, return each sample's index in its item")
     if isinstance(dataset, DatasetSpec) and collate_fn is not None:
         raise UserError("collate_fn is given twice: in the DatasetSpec and to AutoLoader; pass it once")
     spec = dataset if isinstance(dataset, DatasetSpec) or collate_fn is None else DatasetSpec(dataset, collate_fn=collate_fn)
+    if shuffle not in (True, False, None):
+        raise UserError(f"shuffle must be True, False or None, but got {type(shuffle).__name__} {shuffle!r:.60}")
     ds = in_process(spec)
-    if ds.iterable:
-        raise UserError(f"AutoLoader over an IterableDataset ({ds.qualname}) is not supported yet; tune it with autotune.tune(dataset, batch_size=N)")
-    return ds.root, "imagenet-train" if drop_last else "imagenet-eval", "user" if space == "default" else space
+    if ds.iterable and shuffle:
+        raise UserError(f"shuffle=True over an IterableDataset ({ds.qualname}): its order is the stream's own, as DataLoader has it; "
+                        "shuffle inside its __iter__ and leave shuffle out (or pass shuffle=False)")
+    return ds.root, "imagenet-train" if drop_last else "imagenet-eval", "user" if space == "default" else space, not ds.iterable if shuffle is None else shuffle
 
 
 def user_loader(dataset: Dataset, loader: LoaderConfig, *, device: str, seed: int, rank: int, world: int, shuffle: bool, drop_last: bool) -> Any:

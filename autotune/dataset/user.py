@@ -228,10 +228,11 @@ def same(a: Any, b: Any) -> bool:
     return answer
 
 
-def check_split(spec: DatasetSpec, name: str = "the dataset") -> None:
+def check_split(spec: DatasetSpec, name: str = "the dataset", *, given: bool = False) -> None:
     """Raise when an IterableDataset does not split its stream by worker: worker 0 and worker 1 of 2 yield the same first
     items, so that N workers would deliver every item N times. A stream whose items cannot be compared, or whose own
-    first items are all alike (a constant stream says nothing), is let through with a log line."""
+    first items are all alike (a constant stream says nothing), is let through with a log line. ``given``: the dataset
+    was handed over as an object (``AutoLoader(dataset)``), not returned by the function ``name``."""
     ds = spec.dataset
     if not is_iterable(ds):
         return
@@ -247,7 +248,9 @@ def check_split(spec: DatasetSpec, name: str = "the dataset") -> None:
     if constant:
         logger.info("%s yields the same item again and again: not checked that it splits its stream by worker", name)
     elif alike:
-        raise DatasetError(f"{name} returned an IterableDataset ({type(ds).__name__}) whose workers all yield the same items (worker 0 and 1 "
+        cls = type(ds).__name__
+        what = f"the IterableDataset given ({cls}) has workers that" if given else f"{name} returned an IterableDataset ({cls}) whose workers"
+        raise DatasetError(f"{what} all yield the same items (worker 0 and 1 "
                            "of 2 began alike), so N workers would deliver each item N times; split the stream in __iter__ with "
                            "torch.utils.data.get_worker_info() (worker id and num_workers)")
 
@@ -400,7 +403,7 @@ def in_process(value: Any) -> UserDataset:
     sha = sha256_of(source) if os.path.isfile(source) else hashlib.sha256(qualname.encode()).hexdigest()
     iterable = is_iterable(spec.dataset)
     if iterable:
-        check_split(spec, cls.__name__)
+        check_split(spec, cls.__name__, given=True)
     n = len(spec.dataset) if not iterable or hasattr(spec.dataset, "__len__") else 0
     if n < 1 and not iterable:
         raise DatasetError(f"the {cls.__name__} given is empty (len 0); pass a dataset with samples")
