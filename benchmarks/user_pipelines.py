@@ -25,6 +25,7 @@ soon as it is done. ``--limit`` only labels the rows (``none``, ``shm64m``, ``cp
     python benchmarks/user_pipelines.py --data /tmp/s2k --images 2000 --batch-size 32 --device cpu
     python benchmarks/user_pipelines.py --pipelines a,e --data /tmp/tiny --images 24 --batch-size 4 --rounds 1 --window 0.3 \\
         --json /tmp/u.json -- --n-trials 2 --window 0.2 --windows 1          # a smoke run (after --: to autotune run)
+    python benchmarks/user_pipelines.py --merge OUT/user-pipelines.json     # a GPU run's rows (benchmarks/gpu_user.sh)
     python benchmarks/user_pipelines.py --table
 """
 
@@ -65,6 +66,7 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     own, run_args = (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--table", action="store_true", help="measure nothing: write RESULTS.md's section from --json")
+    p.add_argument("--merge", default=None, metavar="FILE", help="measure nothing: append FILE's rows (a GPU run's) to --json, runs already there left out")
     p.add_argument("--pipelines", default="a,b,c,d,e", help="a subset of a,b,c,d,e")
     p.add_argument("--data", default=os.environ.get("AUTOTUNE_BENCH_DATA"), help="the image folder (default: $AUTOTUNE_BENCH_DATA)")
     p.add_argument("--images", type=int, default=0, help="write a synthetic folder of this many images at --data when it has fewer")
@@ -91,7 +93,7 @@ def _args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     bad = set(a.pipelines.split(",")) - set(PIPELINES)
     if bad:
         p.error(f"--pipelines: unknown {', '.join(sorted(bad))} (choose among {','.join(PIPELINES)})")
-    if not a.table and not a.data:
+    if not (a.table or a.merge) and not a.data:
         p.error("--data (or AUTOTUNE_BENCH_DATA) is required")
     return a, run_args
 
@@ -348,8 +350,19 @@ def write_table(json_path: Path, results: Path) -> int:
     return 0
 
 
+def merge(source: Path, json_path: Path) -> int:
+    """Append the rows of ``source`` whose run is not in ``json_path`` yet."""
+    known = {r.get("run_id") for r in harness.read_json(json_path) or []}
+    rows = [r for r in harness.read_json(source) or [] if r.get("run_id") not in known]
+    harness.append_rows(json_path, rows)
+    note(f"appended {len(rows)} row(s) of {source} to {json_path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     a, run_args = _args(argv)
+    if a.merge:
+        return merge(Path(a.merge), Path(a.json))
     if a.table:
         return write_table(Path(a.json), Path(a.results))
     return run(a, run_args, argv)
