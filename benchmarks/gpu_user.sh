@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The user's own pipelines on the H200 (benchmarks/user_pipelines.py), in stages of one call each, every pipeline's rows
+# appended to $OUT/user-pipelines.json (or OUTDIR) as soon as it is done; logs beside them. Run as root from the
+# repository's root, e.g. `STAGE=none PIPES=a,b bash benchmarks/gpu_user.sh`; back here:
+#   python benchmarks/user_pipelines.py --merge OUT/user-pipelines.json && python benchmarks/user_pipelines.py --table
+#
+# Stages (each pipeline: a 60 s `autotune run`, then 5 peers x 3 rounds of 4 s windows, about 4 minutes):
+#  none: limit none, the pipelines in PIPES (default a,b,c,d,e: about 20 minutes; within one call of under nine
+#        minutes, run it three times: PIPES=a,b, PIPES=c,d, PIPES=e)
+#  shm:  /dev/shm remounted at 64 MiB (`mount -o remount,size=64m /dev/shm`, the old size put back on exit), a and c,
+#        rows with --limit shm64m (about 8 minutes)
+#  cpus: four cores: a cgroup v2 child of /sys/fs/cgroup with cpu.max "400000 100000" holding this shell, or, where
+#        cgroups cannot be written, `taskset -c 0-3`; a and c, rows with --limit cpus4 and limit_how saying which
+#        (about 8 minutes)
+# Env: DATA (default /tmp/u4k, 4,000 synthetic images, written when missing: about 30 s), ROUNDS (3), WINDOW (4),
+# BUDGET (60), BATCH (256), WHEELS (a folder of the wheels below: installed into /tmp/site when timm is missing).
+#
+# The wheels for timm, Albumentations and WebDataset (Python 3.12, manylinux x86_64), beyond torch and its own
+# dependencies, torchvision, numpy, pillow, opencv and pyyaml; fetched with
+#   pip download --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 --no-deps -d WHEELS \
+#     albucore==0.0.24 albumentations==2.0.8 annotated-types==0.7.0 anyio==4.16.0 braceexpand==0.1.7 click==8.5.1 \
+#     h11==0.16.0 hf-xet==1.8.0 httpcore2==2.16.2 httpx2==2.16.2 huggingface_hub==2.4.0 idna==3.20 packaging==26.2 \
+#     pydantic==2.13.4 pydantic_core==2.46.4 safetensors==0.8.0 scipy==1.16.3 simsimd==6.5.16 stringzilla==5.3.2 \
+#     timm==1.0.31 tqdm==4.70.1 truststore==0.10.5 typing-inspection==0.4.2 typing_extensions==4.16.0 webdataset==1.0.2
+# (25 wheels, about 51 MB; every Requires-Dist among them is met by the list or by what the machine has.)
+set -uo pipefail
+out=${OUTDIR:-${OUT:-gpu-user-out}}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+data=${DATA:-/tmp/u4k}; rounds=${ROUNDS:-3}; window=${WINDOW:-4}; budget=${BUDGET:-60}; batch=${BATCH:-256}
+machine="1 x H200, 16 cores"
+if ! python3 -c "import timm, albumentations, webdataset" 2>/dev/null && [ -n "${WHEELS:-}" ]; then
+  python3 -m pip install --quiet --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl > "$out/wheels.log" 2>&1
+fi
+[ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 4000 --classes 100 > "$out/data.log" 2>&1 && touch "$data/.complete"; sync; }
+bench=(python3 benchmarks/user_pipelines.py --data "$data" --batch-size "$batch" --device cuda --rounds "$rounds" --window "$window"
+       --budget "$budget" --machine "$machine" --work /tmp/user-bench --json "$out/user-pipelines.json")
+estimate() {  # pipelines x (tuning + peers x rounds x (start-up + window)), as user_pipelines.py prints it
+  local n; n=$(($(echo "$1" | tr ',' '\n' | wc -l)))
+  echo "stage ${STAGE:-none}: pipelines $1, about $(( n * ((budget + 20) + rounds * 5 * (6 + ${window%.*})) / 60 )) minutes"
+}
+case "${STAGE:-none}" in
+none)
+  pipes=${PIPES:-a,b,c,d,e}; estimate "$pipes"
+  "${bench[@]}" --pipelines "$pipes" --limit none > "$out/none-${pipes//,/}.log" 2>&1
+  ;;
+shm)
+  old=$(findmnt -no OPTIONS /dev/shm | tr ',' '\n' | sed -n 's/^size=//p')
+  old=${old:-$(df -k --output=size /dev/shm | tail -1 | tr -d ' ')k}
+  trap 'mount -o remount,size="$old" /dev/shm; df -h /dev/shm' EXIT
+  mount -o remount,size=64m /dev/shm || { echo "cannot remount /dev/shm" | tee "$out/shm.log"; exit 1; }
+  df -h /dev/shm; estimate a,c
+  "${bench[@]}" --pipelines a,c --limit shm64m --limit-how "mount -o remount,size=64m /dev/shm (was $old)" > "$out/shm.log" 2>&1
+  ;;
+cpus)
+  cg=/sys/fs/cgroup/autotune-bench-cpus4; run=("${bench[@]}")
+  if mkdir -p "$cg" 2>/dev/null && { [ -f "$cg/cpu.max" ] || echo +cpu > /sys/fs/cgroup/cgroup.subtree_control; } 2>/dev/null \
+     && [ -f "$cg/cpu.max" ] && echo "400000 100000" > "$cg/cpu.max" && echo $$ > "$cg/cgroup.procs"; then
+    how="cgroup v2 $cg/cpu.max 400000 100000"
+  else
+    how="taskset -c 0-3 (cgroups not writable here)"; run=(taskset -c 0-3 "${bench[@]}")
+  fi
+  seen=$("${run[@]:0:$(( ${#run[@]} - ${#bench[@]} ))}" python3 -c "from autotune.config.fingerprint import usable_cpus; print(usable_cpus())")
+  how="$how; autotune's usable cores: $seen"; echo "$how"; estimate a,c
+  "${run[@]}" --pipelines a,c --limit cpus4 --limit-how "$how" > "$out/cpus.log" 2>&1
+  ;;
+*)
+  echo "STAGE must be none, shm or cpus"; exit 2
+  ;;
+esac
+tail -3 "$out"/*.log; ls -la "$out"
