@@ -504,8 +504,10 @@ def test_an_exploration_training_cut_short_goes_on_in_the_next_run(tiny_dataset,
     done = load_config("autotune.yaml")
     assert "exploration_cut_short" not in done.result and done.study["name"] == cut.study["name"]
     assert done.result["candidates_tried"] > cut.result["candidates_tried"]
-    measured = [t.user_attrs["config"] for t in second.source.study.trials if t.user_attrs.get("outcome") == "complete"]
-    assert len(measured) == len(set(measured)) >= 5  # the 4 candidates and the heuristic, each once
+    # the 4 candidates and the heuristic, each measured once: complete, or left as too slow (on a busy machine a
+    # candidate can fall behind the best by more than the exploration allows)
+    measured = [t.user_attrs["config"] for t in second.source.study.trials if t.user_attrs.get("outcome") in ("complete", "pruned")]
+    assert len(measured) == len(set(measured)) >= 5, [(t.user_attrs.get("config"), t.user_attrs.get("outcome")) for t in second.source.study.trials]
     assert not [t for t in second.source.study.trials if t.state.name in ("RUNNING", "WAITING")]
 
 
