@@ -71,6 +71,21 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def new_run_id() -> str:
+    """An id for one run of a benchmark, kept in each of its rows: ``20261203T071530-4242``."""
+    return f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+
+
+def commit() -> str | None:
+    """The commit the benchmark ran at: ``AUTOTUNE_BENCH_COMMIT`` (a copy of the tree without its .git), else git's."""
+    if os.environ.get("AUTOTUNE_BENCH_COMMIT"):
+        return os.environ["AUTOTUNE_BENCH_COMMIT"]
+    import subprocess
+
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
 def command_line(script: str, argv: Sequence[str] | None = None) -> str:
     """The command that ran ``script`` (a file in benchmarks/) with ``argv`` (default: this process's arguments)."""
     args = list(sys.argv[1:] if argv is None else argv)

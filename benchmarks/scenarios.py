@@ -10,7 +10,7 @@ Lightning's batch-size finder, with the cores heuristic), and the tuned config. 
 process forked like a trial, so a peer that runs out of memory is recorded as failing, with its error.
 
 Rows go to ``benchmarks/results/scenarios.json`` (a list of ``{"scenario", "machine", "peer", "samples_per_s",
-"fraction_of_tuned", "failed", ...}``; rows of the same scenario and machine are replaced) and a table is printed.
+"fraction_of_tuned", "failed", "run_id", "commit", ...}``; every run is kept) and a table is printed.
 ``--table`` measures nothing: it writes RESULTS.md's scenario table from that JSON, so the two never disagree.
 
 Examples (the ``--`` part is passed to ``autotune run``)::
@@ -168,9 +168,11 @@ def tuned_details(tuned: Any, tuning_s: float | None, command: str) -> dict[str,
             "peak_host_mib": tuned.result.get("peak_host_mib"), "peak_gpu_mib": tuned.result.get("peak_gpu_mib"), "command": command}
 
 
-def save_rows(path: Path, scenario: str, machine: str, rows: list[dict[str, Any]]) -> None:
-    """Add ``rows`` to the JSON list at ``path``, replacing the rows of the same scenario and machine."""
-    harness.append_rows(path, rows, replaces=lambda r: r.get("scenario") == scenario and r.get("machine") == machine)
+def save_rows(path: Path, scenario: str, machine: str, rows: list[dict[str, Any]], run_id: str) -> None:
+    """Add one run's ``rows`` to the JSON list at ``path`` with its ``run_id`` and commit: every run is kept (a run
+    that lost stays in the table), and only this run's rows of an earlier round are replaced."""
+    stamped = [{**r, "scenario": scenario, "machine": machine, "run_id": run_id, "commit": harness.commit()} for r in rows]
+    harness.append_rows(path, stamped, replaces=lambda r: r.get("run_id") == run_id)
 
 
 # ------------------------------------------------------------------------------------------ the table
@@ -180,46 +182,81 @@ def beyond_noise(tuned: dict[str, Any], peers: list[dict[str, Any]]) -> bool:
     return all(slowest > max(p.get("scores") or [p["samples_per_s"]]) for p in peers)
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """RESULTS.md's scenario section: per scenario and machine, every peer's samples/s and fraction of the tuned
-    config's, the failures with their error, the tuning time, and the verdict against the best peer."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def runs_of(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[list[dict[str, Any]]]]:
+    """Each scenario and machine's runs, oldest first: the rows of one ``run_id`` (rows from before run ids were kept
+    are one run each scenario and machine: a run replaced the one before it then)."""
+    groups: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
-        groups.setdefault((r["scenario"], r["machine"]), []).append(r)
-    meets = clears = 0
+        groups.setdefault((r["scenario"], r["machine"]), {}).setdefault(str(r.get("run_id") or "earlier"), []).append(r)
+    return {k: list(v.values()) for k, v in groups.items()}
+
+
+def verdict(run: list[dict[str, Any]]) -> tuple[float, bool] | None:
+    """A run's tuned / best peer (medians) and whether it is beyond noise; None when either is missing."""
+    tuned = next((r for r in run if r["peer"] == "tuned"), None)
+    peers = [r for r in run if r["peer"] != "tuned" and r.get("samples_per_s")]
+    best = max(peers, key=lambda r: r["samples_per_s"], default=None)
+    if not (tuned and tuned.get("samples_per_s") and best):
+        return None
+    return tuned["samples_per_s"] / best["samples_per_s"], beyond_noise(tuned, peers)
+
+
+def _run_rows(scenario: str, machine: str, run: list[dict[str, Any]]) -> list[str]:
+    """The detail rows of one run: every peer, the failures with their error, and the verdict."""
+    peers = [r for r in run if r["peer"] != "tuned" and r.get("samples_per_s")]
+    best = max(peers, key=lambda r: r["samples_per_s"], default=None)
+    out, first = [], True
+    for r in run:
+        rate = f"{r['samples_per_s']:,.0f}" if r.get("samples_per_s") else "failed"
+        frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
+        note_ = (r.get("error") or "")[:90]
+        if r["peer"] == "tuned" and r.get("tuning_s") is not None:
+            peaks = [f"{what} {r[k]:,.0f} MiB" for what, k in (("host", "peak_host_mib"), ("GPU", "peak_gpu_mib")) if r.get(k)]
+            note_ = f"tuned in {r['tuning_s']:.0f} s" + (f"; peak {', '.join(peaks)}" if peaks else "")
+        if r is best:
+            note_ = (note_ + "; " if note_ else "") + "best peer"
+        name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
+        out.append(f"| {scenario if first else ''} | {machine if first else ''} | {name} | `{r.get('config') or ''}` | {rate} | {frac} | {note_} |")
+        first = False
+    v = verdict(run)
+    if v is not None:
+        out.append(f"| | | *tuned / best peer* | | | **{100 * v[0]:.0f} %** | {'meets' if v[0] >= 0.97 else 'misses'} the 97 % goal"
+                   f"{'; beyond noise' if v[1] else ''} |")
+    return out
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """RESULTS.md's scenario section: per scenario and machine, every run's tuned / best peer with their median and
+    the worst run, then the latest run's peers (samples/s, fraction of the tuned config's, failures with their
+    error, the tuning time)."""
+    groups = runs_of(rows)
     out = [f"<!-- section: {KIND} -->", "## Where rules of thumb fail: scenarios", "",
-           "Written by `python benchmarks/scenarios.py --table` from `results/scenarios.json`; each scenario's rows come from",
-           "one `benchmarks/scenarios.py` run (or a `time_to_quality.py` compare), every peer re-measured side by side,",
-           "interleaved, in fresh processes. `best peer` is the best rule of thumb; the tuned config should be at least",
-           "97 % of it. `beyond noise`: every round of the tuned config was faster than every round of every peer",
-           "that completed (the rounds are interleaved, so a slow spell of the machine hits all peers alike).", "",
-           "| scenario | machine | peer | config | samples/s | of tuned | note |", "|---|---|---|---|---:|---:|---|"]
-    for (scenario, machine), rs in groups.items():
-        tuned = next((r for r in rs if r["peer"] == "tuned"), None)
-        peers = [r for r in rs if r["peer"] != "tuned" and r.get("samples_per_s")]
-        best = max(peers, key=lambda r: r["samples_per_s"], default=None)
-        first = True
-        for r in rs:
-            rate = f"{r['samples_per_s']:,.0f}" if r.get("samples_per_s") else "failed"
-            frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
-            note_ = (r.get("error") or "")[:90]
-            if r["peer"] == "tuned" and r.get("tuning_s") is not None:
-                peaks = [f"{what} {r[k]:,.0f} MiB" for what, k in (("host", "peak_host_mib"), ("GPU", "peak_gpu_mib")) if r.get(k)]
-                note_ = f"tuned in {r['tuning_s']:.0f} s" + (f"; peak {', '.join(peaks)}" if peaks else "")
-            if r is best:
-                note_ = (note_ + "; " if note_ else "") + "best peer"
-            name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
-            out.append(f"| {scenario if first else ''} | {machine if first else ''} | {name} | `{r.get('config') or ''}` | {rate} | {frac} | {note_} |")
-            first = False
-        if tuned and tuned.get("samples_per_s") and best:
-            verdict = tuned["samples_per_s"] / best["samples_per_s"]
-            clear = beyond_noise(tuned, peers)
-            meets += verdict >= 0.97
-            clears += clear
-            out.append(f"| | | *tuned / best peer* | | | **{100 * verdict:.0f} %** | {'meets' if verdict >= 0.97 else 'misses'} the 97 % goal"
-                       f"{'; beyond noise' if clear else ''} |")
-    out += ["", f"The tuned config is at least 97 % of the best peer in {meets} of {len(groups)} scenario runs, and beyond noise in "
-                f"{clears}.", "", f"<!-- /section: {KIND} -->"]
+           "Written by `python benchmarks/scenarios.py --table` from `results/scenarios.json`, which keeps every run (its",
+           "`run_id` and commit). Each run is one `benchmarks/scenarios.py` run (or a `time_to_quality.py` compare), every peer",
+           "re-measured side by side, interleaved, in fresh processes. `best peer` is the best rule of thumb; the tuned config",
+           "should be at least 97 % of it. `beyond noise`: every round of the tuned config was faster than every round of",
+           "every peer that completed (the rounds are interleaved, so a slow spell of the machine hits all peers alike).", "",
+           "| scenario | machine | runs | tuned / best peer, each run | median | worst run | beyond noise |", "|---|---|---:|---|---:|---:|---:|"]
+    meets = worst_meets = 0
+    for (scenario, machine), runs in groups.items():
+        vs = [v for v in map(verdict, runs) if v is not None]
+        if not vs:
+            out.append(f"| {scenario} | {machine} | {len(runs)} | – | – | – | – |")
+            continue
+        fr = [v[0] for v in vs]
+        med, worst = statistics.median(fr), min(fr)
+        meets += med >= 0.97
+        worst_meets += worst >= 0.97
+        out.append(f"| {scenario} | {machine} | {len(runs)} | {', '.join(f'{100 * f:.0f} %' for f in fr)} | {100 * med:.0f} % | "
+                   f"{100 * worst:.0f} % | {sum(v[1] for v in vs)} of {len(vs)} |")
+    out += ["", f"The tuned config's median run is at least 97 % of the best peer in {meets} of {len(groups)} scenarios; its worst run in "
+                f"{worst_meets}.", "", "Each scenario's latest run, peer by peer:", "",
+            "| scenario | machine | peer | config | samples/s | of tuned | note |", "|---|---|---|---|---:|---:|---|"]
+    for (scenario, machine), runs in groups.items():
+        latest = runs[-1]
+        label = f"{scenario} ({len(runs)} runs)" if len(runs) > 1 else scenario
+        out += _run_rows(label, machine, latest)
+    out += ["", f"<!-- /section: {KIND} -->"]
     return "\n".join(out)
 
 
@@ -263,12 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     model = ModelSpec(name=a.model, amp=a.amp, channels_last=a.channels_last) if a.model else None
     dataset = scan(a.dataset)
     cand = peers(tuned, cores, cuda, [512, 256, 128], dali, node_cores=int(fp["cpus"]) if a.gpus > 1 else None)
-    command = harness.command_line(__file__, argv)
+    command, run_id = harness.command_line(__file__, argv), harness.new_run_id()
 
     def save(scores: dict[str, list[float]], errors: dict[str, str]) -> list[dict[str, Any]]:
         rows = scenario_rows(a.scenario, machine, cand, scores, errors)
         next(r for r in rows if r["peer"] == "tuned").update(tuned_details(tuned, tuning_s, command))
-        save_rows(Path(a.json), a.scenario, machine, rows)
+        save_rows(Path(a.json), a.scenario, machine, rows, run_id)
         return rows
 
     with harness.SideBySide(dataset, pipeline=a.pipeline, device=device, window=a.window, windows=a.windows, trial_timeout=a.trial_timeout,

@@ -419,7 +419,7 @@ def save_scenario(a: argparse.Namespace, cmp: dict[str, Any], recs: list[dict[st
     machine = a.machine or scenarios.machine_name(cmp["hardware"], device.startswith("cuda"))
     rows = scenarios.scenario_rows(a.scenario, machine, cand, scores, errors)
     rows[-1].update(scenarios.tuned_details(load_config(mid["yaml"]), mid["wall_s"], f"{a.command}  # {mid['command']}"))
-    scenarios.save_rows(a.scenarios_json, a.scenario, machine, rows)
+    scenarios.save_rows(a.scenarios_json, a.scenario, machine, rows, harness.new_run_id())
     print(f"compare: wrote {len(rows)} rows of scenario {a.scenario} to {a.scenarios_json}", file=sys.stderr)
 
 

@@ -206,13 +206,6 @@ def group_rows(cand: dict[str, dict[str, Any]], same: dict[str, str], scores: di
     return rows
 
 
-def commit() -> str | None:
-    if os.environ.get("AUTOTUNE_BENCH_COMMIT"):
-        return os.environ["AUTOTUNE_BENCH_COMMIT"]
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=harness.ROOT, capture_output=True, text=True, check=False)
-    return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-
 def estimate_s(a: argparse.Namespace, letters: list[str]) -> float:
     """Seconds the run should take: the tuning (budget + start-up) and every measurement (start-up + window)."""
     return len(letters) * ((a.budget + 20) + a.rounds * 5 * (START_S + a.window))
@@ -267,8 +260,8 @@ def run(a: argparse.Namespace, run_args: list[str], argv: list[str] | None) -> i
     work.mkdir(parents=True, exist_ok=True)
     letters = a.pipelines.split(",")
     ctx = {"device": "cuda" if cuda else "cpu", "cores": fingerprint.usable_cpus(), "cpu_count": os.cpu_count() or 1, "work": work,
-           "machine": a.machine or harness.machine_kind(fp), "run_id": f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}",
-           "commit": commit(), "command": harness.command_line(__file__, argv), "rng": random.Random(a.seed)}
+           "machine": a.machine or harness.machine_kind(fp), "run_id": harness.new_run_id(),
+           "commit": harness.commit(), "command": harness.command_line(__file__, argv), "rng": random.Random(a.seed)}
     note(f"{len(letters)} pipeline(s), {a.rounds} round(s) of windows of {a.window} s at batch {a.batch_size} on {ctx['device']}, "
          f"{ctx['cores']} usable cores: about {estimate_s(a, letters) / 60:.1f} minutes")
     for letter in letters:

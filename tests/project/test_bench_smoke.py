@@ -275,3 +275,29 @@ def test_the_scenario_table_is_written_from_the_json_alone(tmp_path):
     assert text.startswith("# Benchmark results") and "python benchmarks/scenarios.py --table" in text
     assert "| s | m | torch defaults | `torch b=64 workers=0` | 100 | 50 % | best peer |" in text
     assert "**200 %** | meets the 97 % goal; beyond noise |" in text and "tuned in 55 s; peak host 700 MiB" in text
+    assert "| s | m | 1 | 200 % | 200 % | 200 % | 1 of 1 |" in text
+
+
+def test_every_scenario_run_is_kept_and_the_table_shows_the_median_and_the_worst(tmp_path, monkeypatch):
+    """save_rows replaced a scenario's rows with each new run, so a run that lost (86 %) survived only in prose: each
+    run is kept with its run id and commit, and the table gives every run's verdict, their median and the worst."""
+    import json
+
+    scenarios = pytest.importorskip("scenarios")
+    monkeypatch.setenv("AUTOTUNE_BENCH_COMMIT", "abc1234")
+    path = tmp_path / "s.json"
+
+    def run(tuned: float, run_id: str) -> None:
+        rows = [{"peer": "cores", "config": "torch b=64 workers=2", "samples_per_s": 100.0, "fraction_of_tuned": 100.0 / tuned, "scores": [99.0, 101.0]},
+                {"peer": "tuned", "config": "torch b=64 workers=1", "samples_per_s": tuned, "fraction_of_tuned": 1.0, "scores": [tuned - 1, tuned + 1]}]
+        scenarios.save_rows(path, "s", "m", rows, run_id)
+
+    run(120.0, "r1")
+    run(86.0, "r2")
+    run(86.0, "r2")  # the same run's next round: its rows replaced, not added
+    run(110.0, "r3")
+    rows = json.loads(path.read_text())
+    assert [r["run_id"] for r in rows] == ["r1", "r1", "r2", "r2", "r3", "r3"] and {r["commit"] for r in rows} == {"abc1234"}
+    text = scenarios.table(rows)
+    assert "| s | m | 3 | 120 %, 86 %, 110 % | 110 % | 86 % | 2 of 3 |" in text
+    assert "| s (3 runs) | m | cores |" in text  # the latest run's peers
