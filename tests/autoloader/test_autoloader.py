@@ -891,9 +891,10 @@ def test_a_dali_candidate_reads_on_into_the_next_epoch_as_one_file_list(tiny_dat
 
 @pytest.mark.slow
 def test_settling_mid_epoch_on_another_candidate_finishes_the_epoch_when_that_is_cheaper(tiny_dataset, space, monkeypatch):
-    """The winner took 1 s to start; the current candidate is 0.2 s a batch slower: the epoch's 2 batches left cost less."""
+    """The winner took 3 s to start; the current candidate is 0.6 s a batch slower: the epoch's 2 batches left cost
+    less. (Seconds, not tenths: on two busy cores a stall of a few tenths made the current candidate look slower.)"""
     first, second = "torch b=4 workers=0", "torch b=4 workers=0 pin"
-    builds = _recording_builds(monkeypatch, slow_build={first: 1.0}, slow_batches={second: 0.2})
+    builds = _recording_builds(monkeypatch, slow_build={first: 3.0}, slow_batches={second: 0.6})
     rules = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=2, settle_wait=0.0)
     al = make(tiny_dataset, space, candidates=[CANDIDATES[0], CANDIDATES[2]], exploration=rules)  # 2 batches each
     epochs_exactly_once(al, tiny_dataset, 2)
