@@ -68,4 +68,4 @@ cpus)
   echo "STAGE must be none, shm or cpus"; exit 2
   ;;
 esac
-tail -3 "$out"/*.log; ls -la "$out"
+tail -n 3 "$out"/*.log; ls -la "$out"
