@@ -112,11 +112,32 @@ def tune(
         The written :class:`Config`, as :func:`load_config` reads it.
 
     Raises:
-        UserError: bad input, one line naming the setting; exit code 1 when no trial completed, with its cause.
+        UserError: bad input, one line naming the setting by its argument here (not by the command line's flag); exit
+            code 1 when no trial completed, with its cause.
         KeyboardInterrupt: Ctrl-C; after the first completed trial, the best config so far is written first.
     """
     given = dict(locals())  # the arguments, by name: nothing else is bound yet
-    return _tune(_asked({k: v for k, v in given.items() if k != "reporter"}), reporter)
+    try:
+        return _tune(_asked({k: v for k, v in given.items() if k != "reporter"}), reporter)
+    except UserError as e:  # the run's checks speak of autotune run's flags: here, of this function's arguments
+        said = in_python_terms(str(e))
+        if said == str(e):
+            raise
+        raise type(e)(said, exit_code=e.exit_code) from None
+
+
+def in_python_terms(message: str) -> str:
+    """``message`` with each ``autotune run`` flag that :func:`tune` takes as an argument named as that argument:
+    ``--batch-size`` as ``batch_size``, ``--no-report`` as ``report=False``, ``--demo`` as ``demo=True``. A command
+    quoted in it (``'autotune run --dataset DIR'``) stays as it is: it is one to type in a shell."""
+    import re
+
+    words: dict[str, str] = {}
+    for argument, (setting, check) in _ARGUMENTS.items():
+        flag = f"--{setting.replace('_', '-')}"
+        words[flag] = f"{argument}=False" if check is _unless else f"{argument}=True" if check is _switch else argument
+    parts = re.split(r"('[^']*')", message)  # the quoted parts (odd indices) are left alone
+    return "".join(p if i % 2 else re.sub(r"--[a-z][a-z-]*", lambda m: words.get(m.group(0), m.group(0)), p) for i, p in enumerate(parts))
 
 
 def _tune(asked: dict[str, Any], reporter: Reporter | None) -> Config:

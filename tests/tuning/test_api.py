@@ -60,7 +60,7 @@ def test_tune_tells_a_reporter_given(tiny_dataset, workdir):
     ({"dataset": "x", "n_trials": 0}, "n_trials must be a whole number of 1 or more, but got 0"),
     ({"dataset": "x", "n_trials": "3"}, "n_trials must be a whole number of 1 or more, but got str '3'"),
     ({"dataset": "x", "budget_s": float("inf")}, "budget_s must be a finite number greater than 0, but got inf"),
-    ({"dataset": "x", "budget_s": 5}, "--budget 5 is too short to measure anything"),
+    ({"dataset": "x", "budget_s": 5}, "budget_s 5 is too short to measure anything; pass budget_s 10 or more"),  # the argument, not the flag
     ({"dataset": "x", "seed": 2**32}, "seed must be a whole number of 0 or more and 4294967295 or less"),
     ({"dataset": "x", "report": "no"}, "report must be True or False, but got str 'no'"),
     ({"dataset": "x", "pipeline": "imagenet-trian"}, "unknown pipeline 'imagenet-trian'"),
@@ -70,6 +70,18 @@ def test_tune_refuses_bad_arguments_in_one_line_before_any_work(workdir, kwargs,
         autotune.tune(**kwargs)
     assert str(e.value).startswith(needle) and "\n" not in str(e.value)
     assert list(workdir.iterdir()) == []  # no storage, no YAML, no reports folder
+
+
+def test_tune_names_its_arguments_not_the_command_line_flags(workdir):
+    """The run's checks speak of `autotune run`'s flags; from Python the line named flags the caller never wrote
+    ("pass its --batch-size"). A command to type in a shell, quoted, keeps its flags."""
+    from autotune.tuning.api import in_python_terms
+
+    with pytest.raises(UserError) as e:
+        autotune.tune("my_pipeline.py:make")
+    assert "pass its batch_size (the one training uses)" in str(e.value) and "--" not in str(e.value)
+    assert in_python_terms("--no-report with --demo; run 'autotune run --dataset DIR --out FILE'") == (
+        "report=False with demo=True; run 'autotune run --dataset DIR --out FILE'")
 
 
 def test_tune_takes_its_arguments_by_keyword_after_the_dataset():
