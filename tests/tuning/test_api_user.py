@@ -52,5 +52,5 @@ def test_a_dataset_that_does_not_pickle_is_one_line() -> None:
 
 def test_a_pipeline_needs_its_batch_size(workdir: Path) -> None:
     (workdir / "p.py").write_text("def make():\n    return [1, 2]\n")
-    with pytest.raises(UserError, match="--batch-size"):
+    with pytest.raises(UserError, match="pass its batch_size "):
         autotune.tune("p.py:make", n_trials=1, **SHORT)
