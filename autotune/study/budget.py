@@ -104,6 +104,12 @@ class TimeBudget:
         #: window before it (a trial of twice the median took the time and the re-measurement was skipped)
         self.reserved_s = 0.0
         self.earlier: tuple[int, float] | None = None  # a resumed study: its earlier runs and their seconds
+        #: the set-up's steps, each the seconds elapsed when it ended (``time.setup_marks_s``): where set-up time goes
+        self.marks: dict[str, float] = {}
+
+    def mark(self, step: str) -> None:
+        """Note that the set-up's ``step`` has ended, now."""
+        self.marks[step] = self.elapsed()
 
     def follow(self, before: Any) -> None:
         """Count the earlier runs of a resumed study, from its ``time`` attr as the last run left it."""
@@ -245,6 +251,7 @@ class TimeBudget:
             "budget_s": round(self.total_s, 1),
             "elapsed_s": round(self.elapsed(), 1),
             "spent_s": {k: round(v, 1) for k, v in self.spent.items()},
+            **({"setup_marks_s": {k: round(v, 2) for k, v in self.marks.items()}} if self.marks else {}),
             "trials_measured": self.trials_measured,
             "median_trial_s": None if (median_s := self.trial_cost()) is None else round(median_s, 2),
         }

@@ -65,6 +65,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     budget = TimeBudget(request.budget, start=request.started) if request.budget is not None else None
     out_path = checked_outputs(request)
     fp = fingerprint.collect()
+    _mark(budget, "fingerprint")
     others = OtherLoad(usable=fp.get("cpus"))
     warm_start = request.warm_start
     if request.if_stale:
@@ -100,6 +101,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
             dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
         except DatasetError as e:
             raise DatasetError(f"{e}, or use --demo" if "does not exist" in str(e) else str(e)) from None
+    _mark(budget, "dataset")
     # the set-up takes seconds (torch imports twice, in the probe and the zygote): say what happens
     doing = "looking for a finished study to reuse" if request.reuse else "starting the measuring process"
     reporter.say(f"setting up: {dataset.count_text()} {'from' if user else 'in'} {printable(dataset_path)}, {doing} ...")
@@ -109,6 +111,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
                                        measure_left=spend.measure_left)  # a trial past it ends at its next window: the re-measurement keeps its time
     if not user:
         dataset = _checked_dataset(request, dataset, dataset_path, device, space)
+        _mark(budget, "preflight")
     _check_same_dataset(request, out_path, dataset)  # before --reuse writes it, and before any trial
     if request.batch_size is not None and not (user and request.tune_batch_size):
         space = space.fix("batch_size", request.batch_size)
@@ -121,8 +124,15 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         if reused is not None:
             return reused
         zygote, zygote_log = launch_zygote(early, preload=dataset_path if user else None)  # nothing to reuse: this run tunes
+    _mark(budget, "prepared")
     return Prepared(out_path=out_path, fp=fp, others=others, device=device, settings=settings, space=space, warm=warm, dataset=dataset,
                     budget=budget, key=key, zygote=zygote, zygote_log=zygote_log)
+
+
+def _mark(budget: TimeBudget | None, step: str) -> None:
+    """The set-up's ``step`` ended now (recorded with a budget: the study's ``time.setup_marks_s``)."""
+    if budget is not None:
+        budget.mark(step)
 
 
 def _stale_or_done(request: RunRequest, path: str, fp: dict[str, Any], reporter: Reporter) -> dict[str, Any] | None:

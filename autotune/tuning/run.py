@@ -71,6 +71,7 @@ def _measure(request: RunRequest, prep: Prepared, opened: OpenStudy, reporter: R
     t0 = time.monotonic()
     stage: Stage = budget.stage if budget is not None else (lambda name: contextlib.nullcontext())
     if budget is not None:
+        budget.mark("study open")
         budget.spent["setup"] = budget.elapsed()
     try:
         search(request, prep, opened, reporter, stage)

@@ -286,6 +286,9 @@ def test_a_budget_with_slow_starting_contenders_is_kept(tiny_dataset, workdir, m
                  "--storage", "journal:study.log", "--no-report", "--quiet"]) == 0
     study = optuna.load_study(study_name=None, storage=optuna.storages.JournalStorage(JournalFileBackend("study.log")))
     t, conf = study.user_attrs["time"], study.user_attrs["confirmation"]
+    marks = t["setup_marks_s"]  # where the set-up's seconds went, step by step (the budget's own clock)
+    assert list(marks) == ["fingerprint", "dataset", "preflight", "prepared", "study open"] and list(marks.values()) == sorted(marks.values())
+    assert marks["study open"] == t["spent_s"]["setup"]
     contenders = [tr for tr in study.trials if tr.number in {c["trial"] for c in conf["candidates"]}]
     assert max(trial_attrs(tr)["duration_s"] for tr in contenders) > 1.5 * t["median_trial_s"], t  # slow starters among quick trials
     elapsed = clock.now - 1000.0
