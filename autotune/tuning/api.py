@@ -117,9 +117,14 @@ def tune(
         KeyboardInterrupt: Ctrl-C; after the first completed trial, the best config so far is written first.
     """
     given = dict(locals())  # the arguments, by name: nothing else is bound yet
+    return _in_python_terms(lambda: _tune(_asked({k: v for k, v in given.items() if k != "reporter"}), reporter))
+
+
+def _in_python_terms(call: Callable[[], Config]) -> Config:
+    """``call()``; its :class:`UserError` said with :func:`tune`'s arguments where it named ``autotune run``'s flags."""
     try:
-        return _tune(_asked({k: v for k, v in given.items() if k != "reporter"}), reporter)
-    except UserError as e:  # the run's checks speak of autotune run's flags: here, of this function's arguments
+        return call()
+    except UserError as e:
         said = in_python_terms(str(e))
         if said == str(e):
             raise
