@@ -61,17 +61,7 @@ def collate(items: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack([d["x"] for d in items]), torch.tensor([d["i"] for d in items])
 
 
-@pytest.fixture(autouse=True)
-def _here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.chdir(tmp_path)
-    yield
-    # a candidate may start workers by forkserver or spawn: the forkserver and multiprocessing's resource tracker then
-    # live as long as this process, and later tests count this process's children
-    import multiprocessing.forkserver
-    import multiprocessing.resource_tracker
-
-    multiprocessing.forkserver._forkserver._stop()
-    multiprocessing.resource_tracker._resource_tracker._stop()
+pytestmark = pytest.mark.usefixtures("in_tmp_then_no_mp_helpers")
 
 
 def make(dataset: IterableDataset | None = None, **kw) -> AutoLoader:
