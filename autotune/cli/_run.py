@@ -153,6 +153,11 @@ class _StopOnce:
         self.stopping = False
         self.told = False
         self.old: dict[int, Any] = {}
+        self.raised: KeyboardInterrupt | None = None  # the stop raised last, until it is seen swallowed
+        self.lost: KeyboardInterrupt | None = None  # that stop, swallowed where Python drops exceptions
+        self.hook: Callable[[Any], object] | None = None
+        self.again: Any = None  # the timer that sends a swallowed stop's signal again
+        self.signum: int = signal.SIGINT
 
     def handle(self, signum: int, frame: object) -> None:
         from autotune.errors import HungUp, Terminated
@@ -163,6 +168,10 @@ class _StopOnce:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if self.lost is not None:  # the stop was swallowed: raised again here, where it can end the run
+            lost, self.lost = self.lost, None
+            self.raised = lost
+            raise lost
         if self.stopping and not self.written():
             if not self.told:
                 self.told = True
@@ -171,7 +180,23 @@ class _StopOnce:
             return
         self.stopping = True
         stops: dict[int, type[KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}
-        raise stops.get(signum, HungUp)()
+        self.raised = stops.get(signum, HungUp)()
+        self.signum = signum
+        raise self.raised
+
+    def unraisable(self, seen: Any) -> None:
+        """``sys.unraisablehook``: a signal landing in a weakref callback or a ``__del__`` (SQLAlchemy's, at a garbage
+        collection) raised the stop where Python prints "Exception ignored" and goes on; the run then finished
+        every trial and exited 0 under a SIGTERM. The stop is kept and the signal sent again, to land elsewhere."""
+        if self.raised is None or seen.exc_value is not self.raised:
+            if self.hook is not None:
+                self.hook(seen)
+            return
+        self.lost, self.raised = self.raised, None
+        import threading
+
+        self.again = threading.Timer(0.02, _send_again, (self.pid, self.signum))
+        self.again.start()
 
     def __enter__(self) -> _StopOnce:
         from autotune.errors import STOP_SIGNALS
@@ -182,14 +207,28 @@ class _StopOnce:
                     self.old[sig] = signal.signal(sig, self.handle)
             except ValueError:  # not the main thread: the signals stay as they are
                 break
+        if self.old:
+            self.hook, sys.unraisablehook = sys.unraisablehook, self.unraisable
         return self
 
     def __exit__(self, *exc: object) -> None:
         # a stopped run whose process exits next: what it wrote is written, and its exit code (130, 143, 129) chosen;
         # the eighth Ctrl-C, landing before the exit, made it die of SIGINT instead (-2)
         quiet = self.stopping and self.exits
+        if self.hook is not None:
+            sys.unraisablehook, self.hook = self.hook, None
+        if self.again is not None:
+            self.again.cancel()
         for sig, old in self.old.items():
             signal.signal(sig, signal.SIG_IGN if quiet else signal.SIG_DFL if old is None else old)
+        if self.lost is not None and exc[0] is None:  # swallowed, and the block ended before it landed again
+            lost, self.lost = self.lost, None
+            raise lost
+
+
+def _send_again(pid: int, signum: int) -> None:
+    with contextlib.suppress(OSError):  # the process is gone
+        os.kill(pid, signum)
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:

@@ -138,11 +138,27 @@ def in_python_terms(message: str) -> str:
     import re
 
     words: dict[str, str] = {}
+    valued: set[str] = set()
     for argument, (setting, check) in _ARGUMENTS.items():
         flag = f"--{setting.replace('_', '-')}"
         words[flag] = f"{argument}=False" if check is _unless else f"{argument}=True" if check is _switch else argument
+        if check not in (_unless, _switch):
+            valued.add(flag)
+
+    def said(m: re.Match[str]) -> str:
+        flag, value = m.group(1), m.group(2)
+        if flag not in words:
+            return m.group(0)
+        if flag not in valued or value is None or not re.search(r"[./0-9]|^[A-Z]+$", value):  # "--out another file"
+            return words[flag] + m.group(0)[len(flag):]
+        if re.fullmatch(r"[0-9.]+|[A-Z]+", value):  # a number, or a placeholder such as N
+            return f"{words[flag]}={value}"
+        return f"{words[flag]}={value!r}"  # --out autotune.yaml: out='autotune.yaml'
+
     parts = re.split(r"('[^']*')", message)  # the quoted parts (odd indices) are left alone
-    return "".join(p if i % 2 else re.sub(r"--[a-z][a-z-]*", lambda m: words.get(m.group(0), m.group(0)), p) for i, p in enumerate(parts))
+    # a flag, and the value after it (a sentence's last full stop is not part of it)
+    flag_and_value = r"(--[a-z][a-z-]*)(?:\s+([^\s;,]+?)(?=[\s;,]|\.?$|\.\s))?"
+    return "".join(p if i % 2 else re.sub(flag_and_value, said, p) for i, p in enumerate(parts))
 
 
 def _tune(asked: dict[str, Any], reporter: Reporter | None) -> Config:

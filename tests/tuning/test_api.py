@@ -60,7 +60,7 @@ def test_tune_tells_a_reporter_given(tiny_dataset, workdir):
     ({"dataset": "x", "n_trials": 0}, "n_trials must be a whole number of 1 or more, but got 0"),
     ({"dataset": "x", "n_trials": "3"}, "n_trials must be a whole number of 1 or more, but got str '3'"),
     ({"dataset": "x", "budget_s": float("inf")}, "budget_s must be a finite number greater than 0, but got inf"),
-    ({"dataset": "x", "budget_s": 5}, "budget_s 5 is too short to measure anything; pass budget_s 10 or more"),  # the argument, not the flag
+    ({"dataset": "x", "budget_s": 5}, "budget_s=5 is too short to measure anything; pass budget_s=10 or more"),  # the argument, not the flag
     ({"dataset": "x", "seed": 2**32}, "seed must be a whole number of 0 or more and 4294967295 or less"),
     ({"dataset": "x", "report": "no"}, "report must be True or False, but got str 'no'"),
     ({"dataset": "x", "pipeline": "imagenet-trian"}, "unknown pipeline 'imagenet-trian'"),
@@ -82,6 +82,10 @@ def test_tune_names_its_arguments_not_the_command_line_flags(workdir):
     assert "pass its batch_size (the one training uses)" in str(e.value) and "--" not in str(e.value)
     assert in_python_terms("--no-report with --demo; run 'autotune run --dataset DIR --out FILE'") == (
         "report=False with demo=True; run 'autotune run --dataset DIR --out FILE'")
+    # a value after a flag becomes the argument's value; a word after it stays a word
+    assert in_python_terms("pass --out autotune.yaml to replace it, or --out another file; or --batch-size N.") == (
+        "pass out='autotune.yaml' to replace it, or out another file; or batch_size=N.")
+    assert in_python_terms("a --batch-size 64 too large") == "a batch_size=64 too large"
 
 
 def test_tune_takes_its_arguments_by_keyword_after_the_dataset():
@@ -135,7 +139,7 @@ def test_tune_keeps_another_datasets_yaml_unless_out_names_it(tiny_dataset, work
     other = synthesize(tmp_path_factory.mktemp("other") / "train", images=16, classes=2, min_side=64, max_side=96, seed=3)
     autotune.tune(tiny_dataset, n_trials=1, baselines=False, **SHORT)
     first = (workdir / "autotune.yaml").read_text()
-    with pytest.raises(UserError, match="autotune.yaml holds the config for .*; pass --out autotune.yaml to replace it"):
+    with pytest.raises(UserError, match="autotune.yaml holds the config for .*; pass out='autotune.yaml' to replace it"):
         autotune.tune(other, n_trials=1, baselines=False, **SHORT)
     assert (workdir / "autotune.yaml").read_text() == first
     cfg = autotune.tune(other, n_trials=1, baselines=False, out="autotune.yaml", **SHORT)
