@@ -33,6 +33,27 @@ def outcome_counts(study: optuna.Study) -> dict[str, int]:
     return counts
 
 
+#: outcomes of trials that did not run their config: a repeat of one measured, queued when the budget ran out
+_NOT_MEASURED = ("repeat", "waiting")
+
+
+def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """What the search measured and what found the winner: ``configs_measured`` (distinct configs a trial ran, to
+    its end or cut), ``sampled_measured`` (of them, those the sampler drew rather than a starting point or a
+    warm start) and ``winner_from``: ``search`` for a sampled winner, else the starting point's role
+    (``dali-hw``, ``dali-heuristic``, ``heuristic``, ``defaults``, ``warm-start``)."""
+    measured: dict[str, bool] = {}
+    for t in study.get_trials(deepcopy=False):
+        a = trial_attrs(t)
+        outcome = a.get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
+        if outcome in _NOT_MEASURED or t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING):
+            continue
+        key = str(a.get("config") or sorted(t.params.items()))
+        measured[key] = measured.get(key, False) or not a.get("role")
+    role = trial_attrs(best).get("role")
+    return {"configs_measured": len(measured), "sampled_measured": sum(measured.values()), "winner_from": str(role) if role else "search"}
+
+
 def _trial_by_number(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
     return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
 
@@ -288,6 +309,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
         **({"queued_not_run": counts["waiting"]} if counts.get("waiting") else {}),  # queued, then the budget ran out
         "best_trial": best.number,
+        **search_account(study, best),
         "sampler": a.get("sampler"),
         "pruner": a.get("pruner"),
         "space": a.get("space"),

@@ -204,8 +204,27 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
         lines.append(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "
                      f"{'was' if repeats == 1 else 'were'} not measured again")
+    searched = searched_line(cfg.study or {})
+    if searched:
+        lines.append(searched)
     lines.append(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""))
     if budget is not None:
         t = summary["time"]
         lines.append(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()))
     return lines
+
+
+#: the starting points by their role, as a line names them
+STARTS = {"dali-hw": "the hardware-decoder DALI start", "dali-heuristic": "DALI's usual start", "heuristic": "the torch cores heuristic",
+          "defaults": "the torch defaults", "warm-start": "the warm start"}
+
+
+def searched_line(study: dict[str, Any]) -> str:
+    """What the search measured, and whether the winner is a starting point or a config it sampled: a run that
+    only measured its starts is not a search's find."""
+    n, sampled, source = study.get("configs_measured"), study.get("sampled_measured"), study.get("winner_from")
+    if n is None:
+        return ""
+    found = "the winner was sampled by the search" if source == "search" else f"the winner is a starting point ({STARTS.get(str(source), source)})"
+    return f"measured {n} {'config' if n == 1 else 'configs'}, {sampled} of them sampled; {found}"
+

@@ -51,6 +51,11 @@ def test_run_writes_a_yaml_that_training_can_use(tiny_dataset, workdir):
     assert cfg.dataset["samples"] == 24 and cfg.hardware["cpus"] >= 1
     assert cfg.study["trials"] == 4 and "re-measured" in cfg.result["confirmed"]["method"]
     trials = _trials("sqlite:///autotune.db")
+    # what the search measured, and whether it or a starting point found the winner
+    ran = {trial_attrs(t).get("config") for t in trials if trial_attrs(t).get("outcome") != "repeat"}
+    assert cfg.study["configs_measured"] == len(ran) and cfg.study["sampled_measured"] == len(ran) - 3
+    best = next(t for t in trials if t.number == cfg.study["best_trial"])
+    assert cfg.study["winner_from"] == (trial_attrs(best).get("role") or "search")
     roles = [trial_attrs(t).get("role") for t in trials[:3]]
     assert roles == ["dali-heuristic", "heuristic", "defaults"]  # the baselines run first, the likeliest winner first
     assert trial_attrs(trials[2])["loader"]["num_workers"] == 0
