@@ -1,0 +1,205 @@
+"""The headline figures of README.md and RESULTS.md, written from the result files, never by hand.
+
+For each machine it says what the default run chose and whether that is one of autotune's built-in starting points
+or a config the search sampled, gives every figure with its spread (the rounds of fresh-process re-measurement, or
+the runs of several seeds: median and worst), and presents a ratio as a gain only where the two sides can be told
+apart: the tuned config's every round beats the peer's every round. Anything else is said to be within the noise.
+
+    python benchmarks/headlines.py            # rewrite the block in README.md and RESULTS.md
+    python benchmarks/headlines.py --check    # exit 1 when either block differs from what the JSON gives
+
+Sources: ``results/scenarios.json`` (each config re-measured in interleaved rounds, every run kept) and
+``results/<tag>-time-to-quality.json`` (the grid, the default runs of each seed and the other methods).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from typing import Any
+
+import harness
+
+README = harness.ROOT / "README.md"
+BEGIN = "<!-- headlines: written by benchmarks/headlines.py from benchmarks/results/*.json; do not edit by hand -->"
+END = "<!-- /headlines -->"
+
+#: the machines the headlines speak of: the scenario's rows, the time-to-quality file, the starting points' machine
+MACHINES = (
+    {"title": "One NVIDIA H200 (16 cores), 8,000 ImageNet-like JPEGs, random-resized-crop 224", "scenario": "1xH200-loader",
+     "machine": "1 x H200, 16 cores", "ttq": "h200-time-to-quality.json", "cores": 16, "cuda": True},
+    {"title": "A 2-core CPU machine, 2,000 synthetic JPEGs, nothing else running", "scenario": "cpu-2core",
+     "machine": "CPU only, 2 cores", "ttq": "cpu-time-to-quality.json", "cores": 2, "cuda": False},
+)
+
+#: the starting points by role, as a line names them
+START_NAMES = {"dali-hw": "the hardware-decoder DALI start", "dali-heuristic": "DALI's usual start", "heuristic": "the torch cores heuristic",
+               "defaults": "the torch defaults"}
+#: the peers a headline compares the winner with, by their name in scenarios.json, as the line names them
+PEERS = (("torch defaults", "the `DataLoader` defaults"), ("workers = cores, pinned", "`num_workers` = cores with pinning"),
+         ("DALI's usual start", "DALI's usual settings"))
+
+
+def starts(cores: int, cuda: bool) -> dict[str, str]:
+    """autotune's built-in starting points on such a machine, config (as described) to role."""
+    from autotune.config.schema import LoaderConfig
+    from autotune.loaders.backends import BACKENDS
+    from autotune.study.space import load_space
+
+    space = load_space("default", cores=cores, device="cuda" if cuda else "cpu", dali=True)  # the starts whether DALI is here or not
+    sizes = tuple(space["batch_size"].choices)
+    out: dict[str, str] = {}
+    for backend in BACKENDS.values():
+        if backend.reference or backend.name in space.backends():
+            for role, params in backend.starting_points(space, batch_sizes=sizes, cores=cores, cuda=cuda).items():
+                out[LoaderConfig.from_params(params).describe()] = role
+    return out
+
+
+def told_apart(high: list[float], low: list[float]) -> bool:
+    """Whether ``high`` beats ``low`` beyond the noise: every one of its rounds above every one of the other's."""
+    return bool(high) and bool(low) and min(high) > max(low)
+
+
+def rate(v: float) -> str:
+    return f"{v:,.0f}"
+
+
+def pct(fraction: float) -> str:
+    return f"{fraction * 100:.1f} %"
+
+
+def spread(scores: list[float]) -> str:
+    return f"{rate(min(scores))}-{rate(max(scores))}" if len(scores) > 1 else rate(scores[0])
+
+
+def latest_scenario(rows: list[dict[str, Any]], scenario: str, machine: str) -> dict[str, dict[str, Any]]:
+    """The peers of the latest run of ``scenario`` on ``machine``, by peer name (a run is its run id, or, for rows
+    written before runs had ids, the rows that share none)."""
+    mine = [r for r in rows if r.get("scenario") == scenario and r.get("machine") == machine]
+    if not mine:
+        return {}
+    last = mine[-1].get("run_id")
+    return {r["peer"]: r for r in mine if r.get("run_id") == last}
+
+
+def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[dict[str, Any]]) -> list[str]:
+    known = starts(m["cores"], m["cuda"])
+    runs = [r for r in ttq if r["method"] == "autotune"]
+    grid = next((r for r in ttq if r["method"] == "grid"), None)
+    peers = latest_scenario(scenarios, m["scenario"], m["machine"])
+    tuned = peers.get("tuned")
+    lines = [f"- **{m['title']}:**"]
+    if runs:
+        walls = [r["wall_s"] for r in runs]
+        from_start = [r for r in runs if r["config"] in known]
+        if len(runs) == 1:
+            r = runs[0]
+            role = known.get(r["config"])
+            found = (f"**a built-in starting point** ({START_NAMES.get(role, role)}), not a config the search sampled" if role
+                     else "a config **the search sampled**, not one of the built-in starting points")
+            lines.append(f"  - The default run took **{r['wall_s']:.0f} s** and chose `{r['config']}`: {found}.")
+        else:
+            lines.append(f"  - {len(runs)} default runs (seeds {min(r['seed'] for r in runs)}-{max(r['seed'] for r in runs)}) took "
+                         f"{statistics.median(walls):.0f} s (median; worst {max(walls):.0f} s). {len(from_start)} of them chose a built-in "
+                         f"starting point, {len(runs) - len(from_start)} a config the search sampled.")
+    if tuned:
+        scores = tuned.get("scores") or [tuned["samples_per_s"]]
+        lines.append(f"  - The latest scenario run's tuned config, `{tuned['config']}`, re-measured in {len(scores)} fresh-process rounds "
+                     f"interleaved with the rules of thumb: **{rate(tuned['samples_per_s'])} images/s** (median; rounds {spread(scores)}).")
+        gains, alike = [], []
+        for name, said in PEERS:
+            p = peers.get(name)
+            if not p or not p.get("samples_per_s"):
+                continue
+            theirs = p.get("scores") or [p["samples_per_s"]]
+            if told_apart(scores, theirs):
+                gains.append(f"**{tuned['samples_per_s'] / p['samples_per_s']:.1f}×** {said} ({spread(theirs)})")
+            else:
+                alike.append(f"{said} ({spread(theirs)})")
+        if gains:
+            lines.append(f"  - Beyond the noise (every round faster): {'; '.join(gains)}.")
+        if alike:
+            lines.append(f"  - Within the noise, so no gain is claimed: {'; '.join(alike)}.")
+    if runs and grid:
+        fr = sorted(r["fraction_of_grid_best"] for r in runs)
+        share = f"**{pct(statistics.median(fr))}**" + (f" (median; worst {pct(fr[0])})" if len(fr) > 1 else "")
+        n_grid = _grid_size(m)
+        noise = ""
+        if tuned and len(tuned.get("scores") or ()) > 1:
+            lo, hi = min(tuned["scores"]), max(tuned["scores"])
+            noise = (f": within the noise, the tuned config's rounds ({spread(tuned['scores'])}) hold the grid's best" if lo <= grid["samples_per_s"] <= hi
+                     else f": below it beyond the noise, the tuned config's rounds ({spread(tuned['scores'])}) all under the grid's best")
+        best = f"{rate(grid['samples_per_s'])} images/s, `{grid['config']}`"
+        lines.append(f"  - The default {'run' if len(runs) == 1 else 'runs'} reached {share} of the best config of a {n_grid}grid ({best}){noise}.")
+        others = []
+        for method, said in (("random", "random search"), ("optuna", "plain Optuna without the starts")):
+            got = sorted(r["fraction_of_grid_best"] for r in ttq if r["method"] == method)
+            if got:
+                others.append(f"{said} {pct(statistics.median(got))}" + (f" (worst {pct(got[0])})" if len(got) > 1 else ""))
+        usual = next((r for r in ttq if r["method"] == "DALI's usual start"), None)
+        if usual:
+            others.append(f"DALI's usual start alone {pct(usual['fraction_of_grid_best'])}")
+        if others:
+            lines.append(f"  - In the same minute: {'; '.join(others)}.")
+    warm = sorted(r["wall_s"] for r in ttq if r["method"] == "warm start")
+    if warm:
+        lines.append(f"  - Re-tuning from an earlier YAML (`--warm-start`) took {statistics.median(warm):.0f} s"
+                     + (f" (median of {len(warm)}; worst {warm[-1]:.0f} s)." if len(warm) > 1 else "."))
+    return lines
+
+
+def _grid_size(m: dict[str, Any]) -> str:
+    """The grid's size as its time-to-quality section in RESULTS.md states it ('40-config '), or nothing."""
+    import re
+
+    text = harness.RESULTS.read_text() if harness.RESULTS.exists() else ""
+    kind = "gpu: 1x NVIDIA H200, 16 cores" if m["cuda"] else "cpu: 2 cores, no GPU"
+    section = text.split(f"<!-- section: time to quality, {kind} -->", 1)[-1]
+    found = re.search(r"- Grid: (\d+) configs", section)
+    return f"{found.group(1)}-config " if found else ""
+
+
+def render() -> str:
+    scenarios = harness.read_json(harness.RESULTS_DIR / "scenarios.json") or []
+    lines = [BEGIN]
+    for m in MACHINES:
+        ttq = harness.read_json(harness.RESULTS_DIR / m["ttq"]) or []
+        lines += machine_lines(m, scenarios, ttq)
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def put(text: str, block: str) -> str:
+    """``text`` with its headline block replaced by ``block``."""
+    start, end = text.find(BEGIN), text.find(END)
+    if start < 0 or end < start:
+        raise SystemExit(f"no headline block ({BEGIN} ... {END}) found; add the two lines where the headlines go")
+    return text[:start] + block.rstrip("\n") + text[end + len(END):]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when README.md or RESULTS.md differs from what the JSON gives")
+    args = ap.parse_args(argv)
+    block = render()
+    stale = []
+    for path in (README, harness.RESULTS):
+        text = path.read_text()
+        new = put(text, block)
+        if new != text:
+            if args.check:
+                stale.append(path.name)
+            else:
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(new)
+                tmp.replace(path)
+    if stale:
+        harness.note(f"headlines differ from the JSON in {', '.join(stale)}; run python benchmarks/headlines.py")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

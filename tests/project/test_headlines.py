@@ -1,0 +1,77 @@
+"""README's and RESULTS.md's headline figures are the result files' own, written by benchmarks/headlines.py."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+
+import pytest
+
+from tests.helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+harness = pytest.importorskip("harness")
+headlines = pytest.importorskip("headlines")
+
+
+def test_the_readme_and_results_headlines_are_what_the_json_gives():
+    """A figure edited by hand, or a result file changed without running the script, fails here."""
+    assert headlines.main(["--check"]) == 0, "run python benchmarks/headlines.py"
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """A copy of the result files the headlines read, to change."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    for name in ("scenarios.json", "h200-time-to-quality.json", "cpu-time-to-quality.json"):
+        shutil.copy(harness.RESULTS_DIR / name, folder / name)
+    monkeypatch.setattr(harness, "RESULTS_DIR", folder)
+    return folder
+
+
+def _edit(path, change):
+    rows = json.loads(path.read_text())
+    for r in rows:
+        change(r)
+    path.write_text(json.dumps(rows))
+
+
+def test_a_ratio_is_a_gain_only_when_every_round_beats_the_peer(results):
+    h200 = headlines.render().split("A 2-core CPU")[0]
+    assert "Within the noise, so no gain is claimed: DALI's usual settings (21,464-23,786)" in h200
+    assert "**7.5×** `num_workers` = cores with pinning" in h200
+
+    def lucky(r):  # the same medians, but the tuned config's worst round now above every round of DALI's usual start
+        if r["scenario"] == "1xH200-loader" and r["machine"] == "1 x H200, 16 cores" and r["peer"] == "tuned":
+            r["scores"] = [27125.3, 26000.0]
+
+    _edit(results / "scenarios.json", lucky)
+    h200 = headlines.render().split("A 2-core CPU")[0]
+    assert "**1.2×** DALI's usual settings (21,464-23,786)" in h200 and "Within the noise" not in h200
+
+
+def test_the_winner_is_called_a_start_or_a_sampled_config_by_autotune_s_own_starting_points(results):
+    assert "**a built-in starting point** (the hardware-decoder DALI start)" in headlines.render()
+    assert "2 of them chose a built-in starting point, 3 a config the search sampled" in headlines.render()
+
+    def sampled(r):
+        if r["method"] == "autotune":
+            r["config"] = "dali-gpu b=512 threads=5 queue=3 hw_load=0.75"
+
+    _edit(results / "h200-time-to-quality.json", sampled)
+    assert "a config **the search sampled**, not one of the built-in starting points" in headlines.render()
+
+
+def test_a_stale_block_is_found_and_rewritten(results, tmp_path, monkeypatch):
+    readme, report = tmp_path / "README.md", tmp_path / "RESULTS.md"
+    for path in (readme, report):
+        path.write_text(f"intro\n{headlines.BEGIN}\n- **old:** 99× faster\n{headlines.END}\nrest\n")
+    monkeypatch.setattr(headlines, "README", readme)
+    monkeypatch.setattr(harness, "RESULTS", report)
+    assert headlines.main(["--check"]) == 1
+    assert headlines.main([]) == 0 and headlines.main(["--check"]) == 0
+    text = readme.read_text()
+    assert "99×" not in text and text.startswith("intro\n") and text.endswith("rest\n") and "81.6×" in text
