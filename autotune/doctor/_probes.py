@@ -5,6 +5,7 @@ Anything that may hang (torch's CUDA initialisation on a broken driver) runs in 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -56,10 +57,57 @@ def probe_popen() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", _PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
 
 
-def start_probe() -> None:
+#: the probe's answer taken from the file of a passed probe of the same installation (``autotune run`` only)
+_remembered: dict[str, Any] | None = None
+#: where :func:`torch_probe` writes a passed answer for the next run: set by ``start_probe(remember=...)``
+_remember_at: Path | None = None
+#: the GPUs NVML counted for each file to be written (an answer seeing none of them is not remembered)
+_remember_gpus: dict[str, int] = {}
+
+
+def probe_file(fp: dict[str, Any]) -> Path:
+    """Where a passed probe is kept for the next ``autotune run`` on this installation: named by what its answer
+    depends on (this interpreter, torch's and torchvision's versions and install times, the driver, the GPUs and the
+    GPUs CUDA may see). A change to any of them is another file, so the probe runs again."""
+    import hashlib
+
+    from autotune.dataset.synth import default_cache_dir
+
+    stamps = []
+    for name in ("torch", "torchvision"):
+        try:
+            import importlib.metadata as md
+
+            files = md.distribution(name).files or []
+            first = next((f for f in files if str(f).endswith("METADATA")), None)
+            stamps.append(os.stat(str(first.locate())).st_mtime if first is not None else None)
+        except (ImportError, OSError, ValueError):
+            stamps.append(None)
+    what = [sys.executable, sys.version, *(fp.get(k) for k in ("torch", "torchvision", "driver", "gpu", "gpus", "cuda")), *stamps,
+            os.environ.get("CUDA_VISIBLE_DEVICES")]
+    return default_cache_dir() / "probes" / f"torch-{hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:16]}.json"
+
+
+def start_probe(remember: dict[str, Any] | None = None) -> None:
     """Start the torch probe now, so that it runs while other work does (``autotune run`` scans the dataset
-    meanwhile); :func:`torch_probe` collects its answer."""
-    global _probe_proc
+    meanwhile); :func:`torch_probe` collects its answer.
+
+    ``remember`` (the machine's fingerprint): an answer that passed on this installation before is read from its
+    file (:func:`probe_file`) instead, which saves ``autotune run`` the seconds of importing torch twice at start-up;
+    a probe that runs writes its answer there when it passed. ``autotune doctor`` always probes.
+    """
+    global _probe_proc, _remembered, _remember_at
+    if remember is not None and not torch_probe.cache_info().currsize:
+        path = probe_file(remember)
+        try:
+            answer = json.loads(path.read_text())
+        except (OSError, ValueError):
+            _remember_at = path
+            _remember_gpus[str(path)] = int(remember.get("gpus") or 0)
+        else:
+            if isinstance(answer, dict) and not answer.get("error"):
+                _remembered = answer
+                return
     if _probe_proc is None and not torch_probe.cache_info().currsize:
         try:
             _probe_proc = probe_popen()
@@ -74,8 +122,30 @@ def torch_probe() -> dict[str, Any]:
     A child, because initialising CUDA on a broken driver can hang, and because the study's parent process
     must not hold a CUDA context. ``error`` is set when torch cannot be imported or the probe fails.
     """
-    global _probe_proc
+    global _probe_proc, _remembered, _remember_at
+    if _remembered is not None:
+        known, _remembered = _remembered, None
+        return known
     proc, _probe_proc = _probe_proc, None
+    at, _remember_at = _remember_at, None
+    answer = _probe(proc)
+    if at is not None and _passed(answer, at):
+        with contextlib.suppress(OSError):  # a cache that cannot be written: the next run probes again
+            at.parent.mkdir(parents=True, exist_ok=True)
+            tmp = at.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(answer))
+            tmp.replace(at)
+    return answer
+
+
+def _passed(answer: dict[str, Any], at: Path) -> bool:
+    """Whether ``answer`` may stand for the next run's probe: no error, and a GPU wherever NVML counts one (torch
+    not seeing a GPU that is there may pass, so it is asked again, not remembered)."""
+    return not answer.get("error") and (bool(answer.get("available")) or not _remember_gpus.get(str(at)))
+
+
+def _probe(proc: subprocess.Popen | None) -> dict[str, Any]:
+    """The answer of the probe ``proc`` (started now when None)."""
     try:
         proc = proc or probe_popen()
     except OSError as e:

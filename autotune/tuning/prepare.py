@@ -94,7 +94,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         from autotune import doctor
 
         # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
-        doctor.start_probe()
+        doctor.start_probe(remember=fp)  # a probe passed on this installation before is read, not run again
         # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
         zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early)
         try:
