@@ -17,7 +17,7 @@ call cut off by a time limit can be run again as it was); ``--stages`` runs some
     (a run that fails is recorded as failed; delete its file to run it again).
 ``compare``
     In one process, re-measures side by side, interleaved (``--rounds``; a fresh process per measurement,
-    forked from one zygote; a new order each round), the grid's top 3, every method's chosen config and the
+    forked from one zygote; a new order each round), the grid's top 3 (``--grid-top``), every method's chosen config and the
     rules of thumb of ``scenarios.py``. A fraction of the grid's best is a median rate over the best median
     among the grid's top 3. Writes ``--json`` (``{"method", "seed", "wall_s", "fraction_of_grid_best",
     "config", "samples_per_s"}`` rows; the grid's wall time is its trial time, a rule of thumb's is 0), this
@@ -26,6 +26,16 @@ call cut off by a time limit can be run again as it was); ``--stages`` runs some
 ``plot``
     ``--png`` from ``--json``: wall time (log scale) against the fraction of the grid's best; needs the
     ``plot`` extra (matplotlib), skipped with a message without it.
+
+The search's harder truth (``--grid-wide`` on a GPU machine: 60+ configs; ``--grid-top 8``; ``--search-json``): per
+default ``autotune`` run, a row of what its search measured (the YAML's ``study.configs_measured``,
+``sampled_measured``, ``winner_from``), its winner's re-measured median and the grid's best's, every round of both,
+appended with a run id and the commit::
+
+    python benchmarks/time_to_quality.py --tag h200 --dataset /tmp/s8k --work /tmp/search --grid-wide --stages grid --time-budget 480
+    python benchmarks/time_to_quality.py --tag h200 --dataset /tmp/s8k --work /tmp/search --methods autotune --seed 1 --seeds 3 --stages methods
+    python benchmarks/time_to_quality.py --tag h200 --dataset /tmp/s8k --work /tmp/search --grid-top 8 --rounds 3 --stages compare \
+        --json /tmp/search/ttq.json --results /tmp/search/RESULTS.md --search-json benchmarks/results/h200-search.json
 
 Exit codes: 0 done, 2 bad input, 3 stopped by ``--time-budget`` (run the same command again to continue), 130
 interrupted (what finished is kept).
@@ -85,6 +95,11 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], argparse.Name
     p.add_argument("--work", default=None, help="studies, YAMLs and stage results (default: benchmarks/work/ttq-TAG)")
     p.add_argument("--stages", default=",".join(STAGES), help="comma-separated, among %(default)s (default: all)")
     p.add_argument("--grid-batches", type=tuner_bench.batch_list, default=None, metavar="B,B", help="only these batch sizes in the grid, e.g. 128,256")
+    p.add_argument("--grid-wide", action="store_true",
+                   help="on a GPU machine, tuner_bench's wide grid (60+ configs: threads 1-16, hw_decoder_load 0-1 by 0.25, queues 1-4)")
+    p.add_argument("--grid-top", type=int, default=GRID_TOP, help="the grid's best configs re-measured in the compare stage (default: %(default)s)")
+    p.add_argument("--search-json", default=None, help="also append, per default autotune run, a row of the search's account to this JSON "
+                   "(seed, wall_s, configs_measured, sampled_measured, winner, winner_is_start, winner_rate, grid_best, grid_best_rate, fraction)")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated, among %(default)s (default: all)")
     p.add_argument("--seeds", type=int, default=1, help="seeds per method (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default: %(default)s)")
@@ -106,6 +121,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str], argparse.Name
     results = harness.RESULTS_DIR
     a.json, a.png = Path(a.json or results / f"{a.tag}-time-to-quality.json"), Path(a.png or results / f"{a.tag}-time-to-quality.png")
     a.results, a.scenarios_json = Path(a.results), Path(a.scenarios_json)
+    a.search_json = Path(a.search_json) if a.search_json else None
     a.stages = [s.strip() for s in a.stages.split(",") if s.strip()]
     a.methods = [m.strip() for m in a.methods.split(",") if m.strip()]
     for name, got, allowed in (("--stages", a.stages, STAGES), ("--methods", a.methods, tuple(METHODS))):
@@ -163,6 +179,7 @@ def stage_grid(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock) ->
             "--time-budget", str(0 if clock.left() == float("inf") else max(1.0, clock.left()))]
     argv += ["--device", opts.device] if opts.device else []
     argv += ["--batches", ",".join(map(str, a.grid_batches))] if a.grid_batches else []
+    argv += ["--wide"] if a.grid_wide else []
     rc = tuner_bench.main(argv)
     if rc != 0:
         return rc
@@ -173,7 +190,7 @@ def stage_grid(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock) ->
     study = optuna.load_study(study_name="ttq-grid", storage=open_storage(storage))
     g = tuner_bench.grid_summary(study)
     write(out, {"size": g["size"], "wall_s": round(g["wall_s"], 2), "backends": g["backends"], "batches": a.grid_batches,
-                "top": [{"config": t.user_attrs["config"], "params": t.user_attrs["loader"], "rate": t.value} for t in g["top"][:GRID_TOP]],
+                "top": [{"config": t.user_attrs["config"], "params": t.user_attrs["loader"], "rate": t.value} for t in g["top"][:max(GRID_TOP, a.grid_top)]],
                 "dataset": study.user_attrs.get("dataset"), "device": study.user_attrs.get("device"), "space": study.user_attrs.get("space"),
                 "pipeline": study.user_attrs.get("pipeline"), "measurement": study.user_attrs.get("measurement"), "hardware": study.user_attrs.get("hardware")})
     print(f"grid: {g['size']} configs in {g['wall_s']:.0f} s of trials; wrote {out}", file=sys.stderr)
@@ -271,7 +288,7 @@ def stage_compare(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock)
         raise UserError(f"no method has chosen a config in {a.work}; run the methods stage first (--stages methods)")
     fp = harness.machine()
     device = opts.device or ("cuda" if fp.get("gpus") else "cpu")
-    measured = {t["config"]: t["params"] for t in grid["top"]} | {r["config_key"]: r["config"] for r in recs if r.get("config")}
+    measured = {t["config"]: t["params"] for t in grid["top"][:a.grid_top]} | {r["config_key"]: r["config"] for r in recs if r.get("config")}
     path = a.work / "compare.json"
     cmp = read(path)
     setting = {"rounds": a.rounds, "window": a.window, "windows": a.windows, "warmup_batches": a.warmup_batches, "device": device}
@@ -298,8 +315,12 @@ def stage_compare(a: argparse.Namespace, opts: argparse.Namespace, clock: Clock)
         cmp = setting | {"when": harness.utc_now(), "configs": configs, "scores": scores,
                          "errors": errors, "peers": peer_keys, "hardware": fp}
         write(path, cmp)
-    rows = result_rows(grid, recs, cmp)
+    rows = result_rows(grid, recs, cmp, a.grid_top)
     write(a.json, rows)
+    if a.search_json:
+        found = search_rows(grid, recs, cmp, a.grid_top)
+        harness.append_rows(a.search_json, found)  # every run kept: a run id and the commit on each row
+        print(f"compare: appended {len(found)} rows to {a.search_json}", file=sys.stderr)
     print(f"compare: wrote {a.json}", file=sys.stderr)
     kind = f"time to quality, {harness.machine_kind(cmp['hardware'])}"
     harness.write_section(kind, section(a, kind, grid, recs, cmp, rows), a.results)
@@ -313,20 +334,46 @@ def medians(cmp: dict[str, Any]) -> dict[str, float | None]:
     return {k: statistics.median(v) if v else None for k, v in cmp["scores"].items()}
 
 
-def grid_best(grid: dict[str, Any], cmp: dict[str, Any]) -> tuple[str, float]:
-    """The reference: the best median among the grid's top configs, re-measured."""
+def grid_best(grid: dict[str, Any], cmp: dict[str, Any], top: int = GRID_TOP) -> tuple[str, float]:
+    """The reference: the best median among the grid's ``top`` configs, re-measured."""
     med = medians(cmp)
-    rated = [t["config"] for t in grid["top"] if med.get(t["config"])]
+    rated = [t["config"] for t in grid["top"][:top] if med.get(t["config"])]
     if not rated:
         raise UserError("none of the grid's top configs completed when re-measured; see the errors in compare.json")
     key = max(rated, key=lambda k: med[k])
     return key, med[key]
 
 
-def result_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str, Any]) -> list[dict[str, Any]]:
+def search_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str, Any], top: int = GRID_TOP) -> list[dict[str, Any]]:
+    """A row per default ``autotune`` run: what its search measured (the YAML's study section), whether its winner is
+    a built-in start, and the winner's re-measured median over the grid's best's, with every round of both."""
+    from autotune.config import load_config
+
+    med = medians(cmp)
+    ref_key, ref = grid_best(grid, cmp, top)
+    run_id, commit = harness.new_run_id(), harness.commit()
+    out = []
+    for r in recs:
+        if r["name"] != "autotune" or not r.get("yaml"):
+            continue
+        study = load_config(r["yaml"]).study or {}
+        key = r.get("config_key")
+        rate = med.get(key) if key else None
+        out.append({"seed": r["seed"], "wall_s": r["wall_s"], "configs_measured": study.get("configs_measured"),
+                    "sampled_measured": study.get("sampled_measured"), "winner": key,
+                    "winner_is_start": study["winner_from"] != "search" if study.get("winner_from") else None,
+                    "winner_from": study.get("winner_from"), "winner_rate": round(rate, 1) if rate else None,
+                    "winner_rounds": cmp["scores"].get(key) if key else None, "grid_best": ref_key, "grid_best_rate": round(ref, 1),
+                    "grid_best_rounds": cmp["scores"].get(ref_key), "fraction": round(rate / ref, 4) if rate else None,
+                    "grid_size": grid.get("size"), "rounds": cmp.get("rounds"), "machine": harness.machine_kind(cmp["hardware"]),
+                    "when": cmp.get("when"), "run_id": run_id, "commit": commit})
+    return out
+
+
+def result_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str, Any], top: int = GRID_TOP) -> list[dict[str, Any]]:
     """The JSON rows: the grid, each method and seed, each rule of thumb (wall time 0)."""
     med = medians(cmp)
-    ref_key, ref = grid_best(grid, cmp)
+    ref_key, ref = grid_best(grid, cmp, top)
 
     def row(method: str, seed: int | None, wall: float, key: str | None) -> dict[str, Any]:
         rate = med.get(key) if key else None
@@ -345,7 +392,7 @@ def _pct(x: float | None) -> str:
 
 def section(a: argparse.Namespace, kind: str, grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """This machine's section of RESULTS.md: a row per method (median and worst over seeds), the commands, the re-measurement."""
-    ref_key, ref = grid_best(grid, cmp)
+    ref_key, ref = grid_best(grid, cmp, a.grid_top)
     med = medians(cmp)
     ds, m = grid.get("dataset") or {}, grid.get("measurement") or {}
     labels = [METHODS[n][0] for n in METHODS]

@@ -72,6 +72,37 @@ def _levels(cores: int, divisors: tuple[int, ...]) -> list[int]:
     return sorted({max(1, cores // d) for d in divisors})
 
 
+def wide_grid_configs(space: SearchSpace, cores: int) -> list[dict[str, Any]]:
+    """The search's harder truth on a GPU machine (at least 60 configs): DALI GPU decode over threads 1 to ``cores``
+    and ``hw_decoder_load`` 0 to 1 in steps of 0.25 at the largest batch, queue depths 1 to 4, the smaller batches at
+    two thread counts, DALI CPU decode, and the torch side (workers 0 to ``cores`` at every batch size), each value
+    inside ``space`` (a config outside it is left out)."""
+    batches = list(space["batch_size"].choices) if space["batch_size"].kind == "choices" else [int(space["batch_size"].low)]
+    big = max(batches)
+    threads = sorted({t for t in (1, 2, 4, 8, 12, 16, cores) if t <= cores})
+    mid = [t for t in (4, 8) if t <= cores] or threads[:1]
+    gpu = {"backend": "dali", "dali_device": "gpu"}
+    out: list[dict[str, Any]] = []
+    loads = (0.0, 0.25, 0.5, 0.75, 1.0)
+    out += [gpu | {"batch_size": big, "num_threads": t, "prefetch_queue_depth": 2, "hw_decoder_load": hl} for t in threads for hl in loads]
+    out += [gpu | {"batch_size": big, "num_threads": t, "prefetch_queue_depth": q, "hw_decoder_load": 1.0} for t in mid for q in (1, 3, 4)]
+    out += [gpu | {"batch_size": b, "num_threads": t, "prefetch_queue_depth": 2, "hw_decoder_load": hl} for b in batches if b != big
+            for t in mid for hl in (0.5, 1.0)]
+    out += [{"backend": "dali", "dali_device": "cpu", "batch_size": big, "num_threads": t, "prefetch_queue_depth": 2} for t in _levels(cores, (4, 2, 1))]
+    for b in batches:
+        out.append({"backend": "torch", "batch_size": b, "num_workers": 0, "pin_memory": True})
+        out += [{"backend": "torch", "batch_size": b, "num_workers": w, "pin_memory": True, "prefetch_factor": 2, "persistent_workers": True}
+                for w in sorted({max(1, cores // 4), max(1, cores // 2), max(1, cores * 3 // 4), cores})]
+
+    def inside(p: dict[str, Any]) -> bool:
+        names = {"num_threads": "num_threads", "prefetch_queue_depth": "prefetch_queue_depth", "hw_decoder_load": "hw_decoder_load",
+                 "num_workers": "num_workers", "dali_device": "dali_device"}
+        return all(space[n].contains(p[k]) for k, n in names.items() if k in p and n in space)
+
+    unique = {LoaderConfig.from_params(p).describe(): p for p in out if inside(p)}
+    return list(unique.values())
+
+
 def grid_configs(space: SearchSpace, cores: int, cuda: bool) -> list[dict[str, Any]]:
     """The grid for this machine: loader params (``LoaderConfig.from_params``), every value inside ``space``.
 
@@ -201,7 +232,8 @@ def cmd_grid(b: Bench) -> int:
     a = b.args
     name = b.name("grid")
     exists = name in b.studies()
-    configs = grid_configs(b.space, b.cores, b.device.startswith("cuda"))
+    cuda = b.device.startswith("cuda")
+    configs = wide_grid_configs(b.space, b.cores) if a.wide and cuda else grid_configs(b.space, b.cores, cuda)
     if len(configs) < MIN_GRID and not a.batches:  # a grid restricted on purpose may be smaller
         raise UserError(f"the grid for this machine has {len(configs)} configs, fewer than {MIN_GRID}; use a space with more batch sizes (e.g. a dataset of at least 256 images for the default space)")
     attrs = {"dataset": b.dataset.summary(), "device": b.device, "hardware": b.fp, "space": b.space.name, "pipeline": a.pipeline,
@@ -467,6 +499,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "grid":
             s.add_argument("--batches", type=batch_list, default=None, metavar="B,B",
                            help="only these batch sizes of the space, e.g. 128,256 (a smaller grid: no minimum size)")
+            s.add_argument("--wide", action="store_true", help="on a GPU machine, the search's harder truth: wide_grid_configs (60+ configs)")
         if name == "methods":
             s.add_argument("--methods", default=DEFAULT_METHODS, help=f"comma-separated, among {', '.join(METHODS)} (default: %(default)s)")
             s.add_argument("--seeds", type=int, default=1)

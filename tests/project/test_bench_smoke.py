@@ -109,6 +109,22 @@ def test_ranks_bench_runs_two_cpu_ranks_by_hand(tmp_path, tiny_dataset, monkeypa
     assert hand["total_samples_per_s"] == pytest.approx(sum(hand["per_rank"]), abs=0.2)
 
 
+def test_the_wide_gpu_grid_spans_what_the_search_issue_names():
+    """At least 60 configs: DALI GPU threads 1-16, hw_decoder_load 0-1 by 0.25, queues 1-4, every batch size, the torch side."""
+    space = load_space("default", cores=16, device="cuda", dali=True)
+    grid = tuner_bench.wide_grid_configs(space, 16)
+    assert len(grid) >= 60 and len({LoaderConfig.from_params(p).describe() for p in grid}) == len(grid)
+    gpu = [p for p in grid if p.get("dali_device") == "gpu"]
+    assert {p["num_threads"] for p in gpu} >= {1, 16} and {p["hw_decoder_load"] for p in gpu} == {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert {p["prefetch_queue_depth"] for p in gpu} == {1, 2, 3, 4}
+    assert {p["batch_size"] for p in grid} == set(space["batch_size"].choices)
+    assert {p["num_workers"] for p in grid if p["backend"] == "torch"} >= {0, 16}
+    for p in grid:
+        for name, value in p.items():
+            if name in space:
+                assert space[name].contains(value), (name, value)
+
+
 def test_grid_restricted_to_some_batch_sizes_holds_only_those(tmp_path):
     from autotune.errors import UserError
 
@@ -172,7 +188,8 @@ def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path,
     key = {n: LoaderConfig.from_params(p).describe() for n, p in (("fast", fast), ("slow", slow), ("defaults", defaults))}
     top = [{"config": key["slow"], "params": slow, "rate": 90.0}, {"config": key["fast"], "params": fast, "rate": 80.0}]
     harness.write_json(work / "grid.json", {"size": 10, "wall_s": 100.0, "backends": ["dali-cpu", "torch"], "batches": [8], "top": top})
-    save_config(Config(loader=LoaderConfig.from_params(fast), device="cpu"), work / "methods" / "autotune-seed0.yaml")
+    account = {"configs_measured": 9, "sampled_measured": 6, "winner_from": "dali-heuristic"}
+    save_config(Config(loader=LoaderConfig.from_params(fast), device="cpu", study=account), work / "methods" / "autotune-seed0.yaml")
     run = {"seed": 0, "command": "python -m autotune run"}
     yaml = str(work / "methods" / "autotune-seed0.yaml")
     harness.write_json(work / "methods" / "autotune-seed0.json", {"method": "autotune", "name": "autotune", **run, "wall_s": 20.0,
@@ -186,8 +203,18 @@ def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path,
     out = tmp_path / "out"
     rc = ttq.main(["--tag", "t", "--dataset", str(tiny_dataset), "--work", str(work), "--stages", "compare,plot", "--scenario", "s",
                    "--json", str(out / "t.json"), "--png", str(out / "t.png"), "--results", str(out / "RESULTS.md"),
-                   "--scenarios-json", str(out / "scenarios.json"), "--", "--device", "cpu"])
+                   "--scenarios-json", str(out / "scenarios.json"), "--search-json", str(out / "search.json"), "--", "--device", "cpu"])
     assert rc == 0
+    # the search's account, a row per default run, with every round of the winner and the grid's best
+    (row,) = json.loads((out / "search.json").read_text())
+    assert {k: row[k] for k in ("seed", "wall_s", "configs_measured", "sampled_measured", "winner", "winner_is_start", "winner_rate",
+                                "grid_best", "grid_best_rate", "fraction")} == {
+        "seed": 0, "wall_s": 20.0, "configs_measured": 9, "sampled_measured": 6, "winner": key["fast"], "winner_is_start": True,
+        "winner_rate": 100.0, "grid_best": key["fast"], "grid_best_rate": 100.0, "fraction": 1.0}
+    assert row["winner_rounds"] == [100.0, 100.0] and row["run_id"]
+    assert ttq.main(["--tag", "t", "--dataset", str(tiny_dataset), "--work", str(work), "--stages", "compare", "--json", str(out / "t.json"),
+                     "--results", str(out / "RESULTS.md"), "--search-json", str(out / "search.json"), "--", "--device", "cpu"]) == 0
+    assert len(json.loads((out / "search.json").read_text())) == 2  # a second run appends: nothing is overwritten
     rows = {r["method"]: r for r in json.loads((out / "t.json").read_text())}
     assert set(rows) == {"grid", "autotune", "random", "torch defaults"}
     assert rows["grid"]["config"] == key["fast"] and (rows["grid"]["wall_s"], rows["grid"]["fraction_of_grid_best"]) == (100.0, 1.0)
