@@ -57,9 +57,14 @@ def starts(cores: int, cuda: bool) -> dict[str, str]:
     return out
 
 
+#: the fewest rounds on each side for a ratio to be called a gain (one reading says nothing of the noise)
+MIN_ROUNDS = 2
+
+
 def told_apart(high: list[float], low: list[float]) -> bool:
-    """Whether ``high`` beats ``low`` beyond the noise: every one of its rounds above every one of the other's."""
-    return bool(high) and bool(low) and min(high) > max(low)
+    """Whether ``high`` beats ``low`` beyond the noise: at least MIN_ROUNDS rounds each, every one of ``high``'s above
+    every one of ``low``'s."""
+    return len(high) >= MIN_ROUNDS and len(low) >= MIN_ROUNDS and min(high) > max(low)
 
 
 def rate(v: float) -> str:
@@ -78,10 +83,20 @@ def latest_scenario(rows: list[dict[str, Any]], scenario: str, machine: str) -> 
     """The peers of the latest run of ``scenario`` on ``machine``, by peer name (a run is its run id, or, for rows
     written before runs had ids, the rows that share none)."""
     mine = [r for r in rows if r.get("scenario") == scenario and r.get("machine") == machine]
-    if not mine:
-        return {}
-    last = mine[-1].get("run_id")
-    return {r["peer"]: r for r in mine if r.get("run_id") == last}
+    out: dict[str, dict[str, Any]] = {}
+    for r in reversed(mine):  # the last rows written, back to another run's (or a peer seen twice: an older run)
+        if r.get("run_id") != mine[-1].get("run_id") or r["peer"] in out:
+            break
+        out[r["peer"]] = r
+    return out
+
+
+def start_role(run: dict[str, Any], known: dict[str, str]) -> str | None:
+    """The starting point a run's winner is, or None for a sampled one: as its YAML recorded it (``winner_from``), or,
+    for a run written before the YAML recorded it, by autotune's starting points for such a machine."""
+    if run.get("winner_from"):
+        return None if run["winner_from"] == "search" else str(run["winner_from"])
+    return known.get(run["config"])
 
 
 def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[dict[str, Any]]) -> list[str]:
@@ -93,10 +108,10 @@ def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[
     lines = [f"- **{m['title']}:**"]
     if runs:
         walls = [r["wall_s"] for r in runs]
-        from_start = [r for r in runs if r["config"] in known]
+        from_start = [r for r in runs if start_role(r, known)]
         if len(runs) == 1:
             r = runs[0]
-            role = known.get(r["config"])
+            role = start_role(r, known)
             found = (f"**a built-in starting point** ({START_NAMES.get(role, role)}), not a config the search sampled" if role
                      else "a config **the search sampled**, not one of the built-in starting points")
             lines.append(f"  - The default run took **{r['wall_s']:.0f} s** and chose `{r['config']}`: {found}.")
@@ -116,10 +131,12 @@ def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[
             theirs = p.get("scores") or [p["samples_per_s"]]
             if told_apart(scores, theirs):
                 gains.append(f"**{tuned['samples_per_s'] / p['samples_per_s']:.1f}×** {said} ({spread(theirs)})")
+            elif min(len(scores), len(theirs)) < MIN_ROUNDS:
+                alike.append(f"{said} ({spread(theirs)}; one reading, too few to judge)")
             else:
                 alike.append(f"{said} ({spread(theirs)})")
         if gains:
-            lines.append(f"  - Beyond the noise (every round faster): {'; '.join(gains)}.")
+            lines.append(f"  - Beyond the noise (each of the {len(scores)} rounds faster than every round of the peer): {'; '.join(gains)}.")
         if alike:
             lines.append(f"  - Within the noise, so no gain is claimed: {'; '.join(alike)}.")
     if runs and grid:
@@ -129,8 +146,10 @@ def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[
         noise = ""
         if tuned and len(tuned.get("scores") or ()) > 1:
             lo, hi = min(tuned["scores"]), max(tuned["scores"])
-            noise = (f": within the noise, the tuned config's rounds ({spread(tuned['scores'])}) hold the grid's best" if lo <= grid["samples_per_s"] <= hi
-                     else f": below it beyond the noise, the tuned config's rounds ({spread(tuned['scores'])}) all under the grid's best")
+            rounds = spread(tuned["scores"])
+            noise = (f": within the noise, the tuned config's rounds ({rounds}) hold the grid's best" if lo <= grid["samples_per_s"] <= hi
+                     else f": the tuned config's rounds ({rounds}) are all under the grid's best" if hi < grid["samples_per_s"]
+                     else f": the tuned config's rounds ({rounds}) are all above the grid's best, re-measured apart from it")
         best = f"{rate(grid['samples_per_s'])} images/s, `{grid['config']}`"
         lines.append(f"  - The default {'run' if len(runs) == 1 else 'runs'} reached {share} of the best config of a {n_grid}grid ({best}){noise}.")
         others = []

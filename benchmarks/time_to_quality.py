@@ -370,6 +370,17 @@ def search_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str,
     return out
 
 
+def _winner_from(rec: dict[str, Any]) -> dict[str, Any]:
+    """What found a run's winner, as its YAML recorded it (``study.winner_from``), for the headlines; {} for a YAML
+    written before it was recorded, or none."""
+    from autotune.config import load_config
+
+    if not rec.get("yaml") or not Path(rec["yaml"]).exists():
+        return {}
+    found = (load_config(rec["yaml"]).study or {}).get("winner_from")
+    return {"winner_from": found} if found else {}
+
+
 def result_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str, Any], top: int = GRID_TOP) -> list[dict[str, Any]]:
     """The JSON rows: the grid, each method and seed, each rule of thumb (wall time 0)."""
     med = medians(cmp)
@@ -381,7 +392,7 @@ def result_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str,
                 "config": key, "samples_per_s": round(rate, 1) if rate else None}
 
     rows = [row("grid", None, grid["wall_s"], ref_key)]
-    rows += [row(r["method"], r["seed"], r["wall_s"], r.get("config_key")) for r in recs]
+    rows += [row(r["method"], r["seed"], r["wall_s"], r.get("config_key")) | _winner_from(r) for r in recs]
     rows += [row(peer, None, 0.0, key) for peer, key in cmp["peers"].items()]
     return rows
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import logging
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -156,7 +159,10 @@ class _StopOnce:
         self.raised: KeyboardInterrupt | None = None  # the stop raised last, until it is seen swallowed
         self.lost: KeyboardInterrupt | None = None  # that stop, swallowed where Python drops exceptions
         self.hook: Callable[[Any], object] | None = None
-        self.again: Any = None  # the timer that sends a swallowed stop's signal again
+        self.closing = False  # __exit__ has begun: a stop now is kept, and raised once the handlers are back
+        self.cancelled = False  # the swallowed stop's second sending is called off
+        self.sent = threading.Event()  # that sending is over (sent or called off)
+        self.sent.set()
         self.signum: int = signal.SIGINT
 
     def handle(self, signum: int, frame: object) -> None:
@@ -167,6 +173,11 @@ class _StopOnce:
                 raise KeyboardInterrupt
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+            return
+        stops: dict[int, type[KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}
+        if self.closing:  # the handlers are being put back: a stop, first or swallowed, is raised once they are
+            if not self.stopping:
+                self.stopping, self.lost = True, stops.get(signum, HungUp)()
             return
         if self.lost is not None:  # the stop was swallowed: raised again here, where it can end the run
             lost, self.lost = self.lost, None
@@ -179,7 +190,6 @@ class _StopOnce:
                     print("autotune: stopping already, keeping what the run measured (kill -9 ends it at once)", file=sys.stderr, flush=True)
             return
         self.stopping = True
-        stops: dict[int, type[KeyboardInterrupt]] = {signal.SIGINT: KeyboardInterrupt, signal.SIGTERM: Terminated}
         self.raised = stops.get(signum, HungUp)()
         self.signum = signum
         raise self.raised
@@ -188,15 +198,23 @@ class _StopOnce:
         """``sys.unraisablehook``: a signal landing in a weakref callback or a ``__del__`` (SQLAlchemy's, at a garbage
         collection) raised the stop where Python prints "Exception ignored" and goes on; the run then finished
         every trial and exited 0 under a SIGTERM. The stop is kept and the signal sent again, to land elsewhere."""
-        if self.raised is None or seen.exc_value is not self.raised:
+        if self.raised is None or seen.exc_value is not self.raised or os.getpid() != self.pid:  # a forked child's: not ours
             if self.hook is not None:
                 self.hook(seen)
             return
         self.lost, self.raised = self.raised, None
-        import threading
+        # a bare thread: threading.Thread.start() takes a lock that the code the collection interrupted may hold
+        self.sent.clear()
+        _thread.start_new_thread(self._send_again, ())
 
-        self.again = threading.Timer(0.02, _send_again, (self.pid, self.signum))
-        self.again.start()
+    def _send_again(self) -> None:
+        try:
+            time.sleep(0.02)
+            if not self.cancelled:
+                with contextlib.suppress(OSError):  # the process is gone
+                    os.kill(self.pid, self.signum)
+        finally:
+            self.sent.set()
 
     def __enter__(self) -> _StopOnce:
         from autotune.errors import STOP_SIGNALS
@@ -214,21 +232,19 @@ class _StopOnce:
     def __exit__(self, *exc: object) -> None:
         # a stopped run whose process exits next: what it wrote is written, and its exit code (130, 143, 129) chosen;
         # the eighth Ctrl-C, landing before the exit, made it die of SIGINT instead (-2)
-        quiet = self.stopping and self.exits
-        if self.hook is not None:
-            sys.unraisablehook, self.hook = self.hook, None
-        if self.again is not None:
-            self.again.cancel()
-        for sig, old in self.old.items():
-            signal.signal(sig, signal.SIG_IGN if quiet else signal.SIG_DFL if old is None else old)
+        self.closing = True
+        try:
+            if self.hook is not None:
+                sys.unraisablehook, self.hook = self.hook, None
+            self.cancelled = True
+            self.sent.wait(1.0)  # a second sending under way ends before the handlers go back (SIG_DFL would kill)
+        finally:
+            quiet = self.stopping and self.exits  # a stop that came while closing counts too
+            for sig, old in self.old.items():
+                signal.signal(sig, signal.SIG_IGN if quiet else signal.SIG_DFL if old is None else old)
         if self.lost is not None and exc[0] is None:  # swallowed, and the block ended before it landed again
             lost, self.lost = self.lost, None
             raise lost
-
-
-def _send_again(pid: int, signum: int) -> None:
-    with contextlib.suppress(OSError):  # the process is gone
-        os.kill(pid, signum)
 
 
 def request_from_args(args: argparse.Namespace) -> RunRequest:

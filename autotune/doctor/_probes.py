@@ -68,7 +68,8 @@ _remember_gpus: dict[str, int] = {}
 def probe_file(fp: dict[str, Any]) -> Path:
     """Where a passed probe is kept for the next ``autotune run`` on this installation: named by what its answer
     depends on (this interpreter, torch's and torchvision's versions and install times, the driver, the GPUs and the
-    GPUs CUDA may see). A change to any of them is another file, so the probe runs again."""
+    GPUs CUDA and the container runtime may see, this host and this boot). A change to any of them is another file,
+    so the probe runs again."""
     import hashlib
 
     from autotune.dataset.synth import default_cache_dir
@@ -83,8 +84,16 @@ def probe_file(fp: dict[str, Any]) -> Path:
             stamps.append(os.stat(str(first.locate())).st_mtime if first is not None else None)
         except (ImportError, OSError, ValueError):
             stamps.append(None)
+    try:  # this boot of this host: a home folder shared by several nodes, or a reboot, asks again
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = None
+    import socket
+
+    env = sorted((k, v) for k, v in os.environ.items() if k == "CUDA_VISIBLE_DEVICES" or k.startswith("NVIDIA_"))
     what = [sys.executable, sys.version, *(fp.get(k) for k in ("torch", "torchvision", "driver", "gpu", "gpus", "cuda")), *stamps,
-            os.environ.get("CUDA_VISIBLE_DEVICES")]
+            socket.gethostname(), boot, env]
     return default_cache_dir() / "probes" / f"torch-{hashlib.sha256(json.dumps(what, default=str).encode()).hexdigest()[:16]}.json"
 
 
@@ -97,6 +106,7 @@ def start_probe(remember: dict[str, Any] | None = None) -> None:
     a probe that runs writes its answer there when it passed. ``autotune doctor`` always probes.
     """
     global _probe_proc, _remembered, _remember_at
+    _remembered = None  # doctor (no fingerprint) probes, whatever a run before it in this process read
     if remember is not None and not torch_probe.cache_info().currsize:
         path = probe_file(remember)
         try:

@@ -33,8 +33,9 @@ def outcome_counts(study: optuna.Study) -> dict[str, int]:
     return counts
 
 
-#: outcomes of trials that did not run their config: a repeat of one measured, queued when the budget ran out
-_NOT_MEASURED = ("repeat", "waiting")
+#: outcomes of trials that did not run their config: a repeat of one measured, queued when the budget ran out, left
+#: out by the memory guard's prediction before it started
+_NOT_MEASURED = ("repeat", "waiting", "predicted-oom")
 
 
 def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -48,8 +49,10 @@ def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[
         outcome = a.get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
         if outcome in _NOT_MEASURED or t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING):
             continue
-        key = str(a.get("config") or sorted(t.params.items()))
-        measured[key] = measured.get(key, False) or not a.get("role")
+        key = a.get("config")
+        if not key:  # stopped before its config was set (a stop while the trial was being made): nothing ran
+            continue
+        measured[str(key)] = measured.get(str(key), False) or not a.get("role")
     role = trial_attrs(best).get("role")
     return {"configs_measured": len(measured), "sampled_measured": sum(measured.values()), "winner_from": str(role) if role else "search"}
 

@@ -146,18 +146,20 @@ def in_python_terms(message: str) -> str:
             valued.add(flag)
 
     def said(m: re.Match[str]) -> str:
-        flag, value = m.group(1), m.group(2)
+        flag, space, token = m.group(1), m.group(2) or "", m.group(3)
         if flag not in words:
             return m.group(0)
-        if flag not in valued or value is None or not re.search(r"[./0-9]|^[A-Z]+$", value):  # "--out another file"
-            return words[flag] + m.group(0)[len(flag):]
+        # the value, without what closes the sentence or the bracket around it: "(--storage URL);", "--budget 5:"
+        value, tail = re.fullmatch(r"(.*?)((?:'s)?[)\]:!?.,;'\"]*)", token or "").groups()  # type: ignore[union-attr]  # always matches
+        if flag not in valued or not value or not re.search(r"[./0-9]|^[A-Z]+$", value):  # "--out another file"
+            return words[flag] + space + (token or "")
         if re.fullmatch(r"[0-9.]+|[A-Z]+", value):  # a number, or a placeholder such as N
-            return f"{words[flag]}={value}"
-        return f"{words[flag]}={value!r}"  # --out autotune.yaml: out='autotune.yaml'
+            return f"{words[flag]}={value}{tail}"
+        return f"{words[flag]}={value!r}{tail}"  # --out autotune.yaml: out='autotune.yaml'
 
     parts = re.split(r"('[^']*')", message)  # the quoted parts (odd indices) are left alone
-    # a flag, and the value after it (a sentence's last full stop is not part of it)
-    flag_and_value = r"(--[a-z][a-z-]*)(?:\s+([^\s;,]+?)(?=[\s;,]|\.?$|\.\s))?"
+    # a flag, and the word after it unless that is another flag; said() takes its value out of that word
+    flag_and_value = r"(--[a-z][a-z-]*)(?:(\s+)(?!--)(\S+))?"
     return "".join(p if i % 2 else re.sub(flag_and_value, said, p) for i, p in enumerate(parts))
 
 

@@ -49,12 +49,16 @@ def test_a_passed_probe_is_read_by_the_next_run_not_run_again(probes):
     assert _run_start(FP) == CPU and len(runs) == 1  # read, not run
 
 
-def test_another_torch_or_driver_runs_the_probe_again(probes):
+def test_another_torch_driver_host_or_visible_gpus_runs_the_probe_again(probes, monkeypatch):
     runs, _ = probes
     _run_start(FP)
     _run_start({**FP, "torch": "2.15.0"})
     _run_start({**FP, "driver": "580.1", "gpus": 1, "gpu": "NVIDIA H200"})
-    assert len(runs) == 3
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "none")  # a container started without the GPUs
+    _run_start(FP)
+    monkeypatch.setattr("socket.gethostname", lambda: "another-node")  # a home folder shared by several nodes
+    _run_start(FP)
+    assert len(runs) == 5
 
 
 def test_a_failed_probe_or_a_gpu_torch_cannot_see_is_not_remembered(probes):

@@ -217,6 +217,7 @@ def test_ttq_compare_and_plot_write_their_files_from_the_stage_results(tmp_path,
     assert len(json.loads((out / "search.json").read_text())) == 2  # a second run appends: nothing is overwritten
     rows = {r["method"]: r for r in json.loads((out / "t.json").read_text())}
     assert set(rows) == {"grid", "autotune", "random", "torch defaults"}
+    assert rows["autotune"]["winner_from"] == "dali-heuristic" and "winner_from" not in rows["random"]  # for the headlines
     assert rows["grid"]["config"] == key["fast"] and (rows["grid"]["wall_s"], rows["grid"]["fraction_of_grid_best"]) == (100.0, 1.0)
     assert (rows["random"]["fraction_of_grid_best"], rows["random"]["wall_s"]) == (0.5, 60.0)
     assert (rows["torch defaults"]["fraction_of_grid_best"], rows["torch defaults"]["wall_s"]) == (0.1, 0.0)

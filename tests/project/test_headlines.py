@@ -64,6 +64,26 @@ def test_the_winner_is_called_a_start_or_a_sampled_config_by_autotune_s_own_star
     _edit(results / "h200-time-to-quality.json", sampled)
     assert "a config **the search sampled**, not one of the built-in starting points" in headlines.render()
 
+    def recorded(r):  # the run's YAML said what found it: that, not today's starting points, is what is told
+        if r["method"] == "autotune":
+            r["winner_from"] = "dali-heuristic"
+
+    _edit(results / "h200-time-to-quality.json", recorded)
+    assert "**a built-in starting point** (DALI's usual start)" in headlines.render()
+
+
+def test_one_reading_is_no_gain_and_a_grid_best_below_every_round_is_said_so(results):
+    def single(r):
+        if r["scenario"] == "1xH200-loader" and r["machine"] == "1 x H200, 16 cores" and r["peer"] == "torch defaults":
+            r["scores"] = [332.5]
+        if r["scenario"] == "1xH200-loader" and r["machine"] == "1 x H200, 16 cores" and r["peer"] == "tuned":
+            r["scores"] = [29000.0, 30000.0]
+
+    _edit(results / "scenarios.json", single)
+    h200 = headlines.render().split("A 2-core CPU")[0]
+    assert "the `DataLoader` defaults (332; one reading, too few to judge)" in h200
+    assert "are all above the grid's best" in h200 and "all under" not in h200
+
 
 def test_a_stale_block_is_found_and_rewritten(results, tmp_path, monkeypatch):
     readme, report = tmp_path / "README.md", tmp_path / "RESULTS.md"

@@ -28,6 +28,8 @@ def study() -> optuna.Study:
     _add(s, 5, None, outcome="pruned", state=optuna.trial.TrialState.PRUNED)  # sampled, cut: measured still
     _add(s, 3, 250.0, outcome="repeat")  # the sampler drew trial 2's config again: not measured
     _add(s, 6, None, outcome="waiting", state=optuna.trial.TrialState.WAITING)  # queued, the budget ran out
+    _add(s, 8, None, outcome="predicted-oom", state=optuna.trial.TrialState.FAIL)  # left out before it started
+    s.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"outcome": "interrupted"}))  # stopped as made
     return s
 
 

@@ -86,6 +86,11 @@ def test_tune_names_its_arguments_not_the_command_line_flags(workdir):
     assert in_python_terms("pass --out autotune.yaml to replace it, or --out another file; or --batch-size N.") == (
         "pass out='autotune.yaml' to replace it, or out another file; or batch_size=N.")
     assert in_python_terms("a --batch-size 64 too large") == "a batch_size=64 too large"
+    # what closes a sentence or a bracket stays outside the value; a flag after a switch is a flag of its own
+    assert in_python_terms("(--storage sqlite:///a.db); see") == "(storage='sqlite:///a.db'); see"
+    assert in_python_terms("or --batch-size 64), or --budget 5:") == "or batch_size=64), or budget_s=5:"
+    assert in_python_terms("pass --resume --budget 60") == "pass resume=True budget_s=60"
+    assert in_python_terms("next to --out x.yaml's folder") == "next to out='x.yaml''s folder"
 
 
 def test_tune_takes_its_arguments_by_keyword_after_the_dataset():
