@@ -55,6 +55,23 @@ class HungUp(Terminated):
     said = "hung up (SIGHUP)"
 
 
+#: the stop a signal handler raised (``autotune run``'s handler), kept until the run ends. Where the exception never
+#: reached the run (swallowed in a finaliser, or by a library's broad ``except``), the next measurement raises it.
+_stops: list[KeyboardInterrupt] = []
+
+
+def stop_requested(e: KeyboardInterrupt | None) -> None:
+    """Keep ``e`` as the run's stop (None: none, as the run ends)."""
+    _stops[:] = [e] if e is not None else []
+
+
+def raise_if_stopped() -> None:
+    """Raise the stop a signal asked for, if any: before each measurement, so that a stop lost on its way ends the run
+    at the next trial or re-measurement instead of never."""
+    if _stops:
+        raise _stops[0]
+
+
 def with_detail(e: KeyboardInterrupt, detail: str) -> KeyboardInterrupt:
     """``e`` carrying what the stop left behind, for the CLI's last line (``autotune: interrupted: DETAIL``)."""
     e.autotune_detail = detail  # type: ignore[attr-defined]  # set on this one exception; interrupt_detail() reads it back

@@ -166,7 +166,7 @@ class _StopOnce:
         self.signum: int = signal.SIGINT
 
     def handle(self, signum: int, frame: object) -> None:
-        from autotune.errors import HungUp, Terminated
+        from autotune.errors import HungUp, Terminated, stop_requested
 
         if os.getpid() != self.pid:  # a forked child (a process pool's worker): what the signal does by default
             if signum == signal.SIGINT:
@@ -192,6 +192,7 @@ class _StopOnce:
         self.stopping = True
         self.raised = stops.get(signum, HungUp)()
         self.signum = signum
+        stop_requested(self.raised)  # raised again before the next measurement if this one never reaches the run
         raise self.raised
 
     def unraisable(self, seen: Any) -> None:
@@ -230,9 +231,12 @@ class _StopOnce:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from autotune.errors import stop_requested
+
         # a stopped run whose process exits next: what it wrote is written, and its exit code (130, 143, 129) chosen;
         # the eighth Ctrl-C, landing before the exit, made it die of SIGINT instead (-2)
         self.closing = True
+        stop_requested(None)
         try:
             if self.hook is not None:
                 sys.unraisablehook, self.hook = self.hook, None

@@ -232,8 +232,10 @@ class Tuner:
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                 timeout_s: float | None = None) -> TrialResult:
+        from autotune.errors import raise_if_stopped
         from autotune.trials import guard
 
+        raise_if_stopped()  # a stop signal whose exception was lost on its way: it ends the run here
         if self.settings.cache == "cold":
             pagecache.evict(self.dataset)
         st = self.settings
