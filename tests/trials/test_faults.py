@@ -584,6 +584,7 @@ def test_a_stop_during_the_set_up_says_no_config_was_written(workdir, tiny_datas
     assert not (workdir / "autotune.yaml").exists()
 
 
+@pytest.mark.usefixtures("sigint_as_in_a_terminal")
 def test_a_stop_lost_on_its_way_ends_the_run_at_the_next_measurement(tiny_dataset, tmp_path, monkeypatch):
     """CI, under load: one Ctrl-C, and the run went on measuring for a minute. Wherever the raised stop was lost (a
     finaliser, a library's broad except), the handler keeps it and the next measurement raises it: the running study
