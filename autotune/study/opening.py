@@ -135,6 +135,13 @@ def check_resumable(study: optuna.Study, dataset: Dataset, space: SearchSpace, s
                                 "or tune under another --study-name")
 
 
+def another_live_owner(study: optuna.Study, me: str | None = None) -> bool:
+    """Whether a process other than ``me`` that owns a trial of ``study`` is still running (one on another host
+    counts as running): then a trial without an owner may be its own, made a moment before it stamped it."""
+    owners = {str(trial_attrs(t).get("owner")) for t in study.get_trials(deepcopy=False) if trial_attrs(t).get("owner")}
+    return any(not owner_gone(o) for o in owners - {me})
+
+
 def fail_stale_trials(study: optuna.Study) -> list[int]:
     """Mark as failed the RUNNING trials that a killed run on this host left behind (its process is gone).
 
@@ -142,9 +149,16 @@ def fail_stale_trials(study: optuna.Study) -> list[int]:
     Trials of other hosts sharing the storage, and of live processes, are left alone. Returns their numbers.
     """
     stale = []
+    others: bool | None = None
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        # the same PID started after the trial is another process
-        if owner_gone(str(trial_attrs(t).get("owner", "")), since=t.datetime_start.timestamp() if t.datetime_start else None):
+        owner = trial_attrs(t).get("owner")
+        if not owner:  # killed between Optuna's RUNNING and the owner's stamp: stale unless a live process may own it
+            if others is None:
+                others = another_live_owner(study)
+            gone = not others
+        else:  # the same PID started after the trial is another process
+            gone = owner_gone(str(owner), since=t.datetime_start.timestamp() if t.datetime_start else None)
+        if gone:
             fail_interrupted(study, t)
             stale.append(t.number)
     if stale:

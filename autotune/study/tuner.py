@@ -37,7 +37,7 @@ from autotune.study.evidence import (
     trial_attrs,
     unless_repeat,
 )
-from autotune.study.opening import check_resumable, fail_stale_trials, open_study
+from autotune.study.opening import another_live_owner, check_resumable, fail_stale_trials, open_study
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, open_storage, storage_failure
@@ -413,9 +413,16 @@ class Tuner:
         were running before this search began, and those another process owns, are left alone.
         """
         left = []
+        others: bool | None = None
         for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-            if t._trial_id in running_before or trial_attrs(t).get("owner") != self._owner:
+            owner = trial_attrs(t).get("owner")
+            if t._trial_id in running_before or (owner and owner != self._owner):
                 continue
+            if not owner:  # stopped between Optuna's RUNNING and the owner's stamp: ours unless another live process may own it
+                if others is None:
+                    others = another_live_owner(self.study, self._owner)
+                if others:
+                    continue
             fail_interrupted(self.study, t)
             left.append(t.number)
         if left:

@@ -351,16 +351,30 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
     assert trial_attrs(finished[-1]).get("outcome") in ("interrupted", "complete", "pruned")
 
 
-@pytest.mark.parametrize("where", ["creating the trial", "storing its result"])
+@pytest.mark.parametrize("where", ["before its owner is stamped", "creating the trial", "storing its result"])
 @pytest.mark.slow
 def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, workdir, monkeypatch, where):
-    """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING."""
+    """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING. (A
+    loaded run's SIGTERM landed between Optuna's RUNNING and the owner's stamp: the trial, ownerless, stayed RUNNING.)"""
     from optuna.study import _optimize
 
     tuner = _tuner(small_dataset, workdir, "outside", n_trials=3, baselines=False)
     for _ in range(3):
         tuner._enqueue(SMALL, "test")
-    if where == "creating the trial":
+    if where == "before its owner is stamped":
+        storage = tuner.study._storage
+        real_set = storage.set_trial_user_attr
+        stamps = []
+
+        def set_attr(trial_id, key, value):
+            if key == "owner" and trial_id not in stamps:  # a trial's first stamp (the objective stamps it again)
+                stamps.append(trial_id)
+                if len(stamps) == 2:
+                    raise KeyboardInterrupt  # RUNNING in the storage, no owner yet
+            return real_set(trial_id, key, value)
+
+        monkeypatch.setattr(storage, "set_trial_user_attr", set_attr)
+    elif where == "creating the trial":
         calls = []
 
         real_before = type(tuner.study.sampler).before_trial
