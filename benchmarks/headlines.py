@@ -33,9 +33,8 @@ MACHINES = (
      "machine": "CPU only, 2 cores", "ttq": "cpu-time-to-quality.json", "cores": 2, "cuda": False},
 )
 
-#: the starting points by role, as a line names them
-START_NAMES = {"dali-hw": "the hardware-decoder DALI start", "dali-heuristic": "DALI's usual start", "heuristic": "the torch cores heuristic",
-               "defaults": "the torch defaults"}
+#: the starting points by role, as the run's own last lines name them
+from autotune.tuning.write import STARTS as START_NAMES  # noqa: E402 - after harness put the checkout on sys.path
 #: the peers a headline compares the winner with, by their name in scenarios.json, as the line names them
 PEERS = (("torch defaults", "the `DataLoader` defaults"), ("workers = cores, pinned", "`num_workers` = cores with pinning"),
          ("DALI's usual start", "DALI's usual settings"))
