@@ -30,6 +30,13 @@ if TYPE_CHECKING:
 IN_ORDER_SINCE = (2, 6)
 
 
+def default_start_method() -> str:
+    """How this interpreter starts worker processes when the DataLoader is not told (fork on Linux before Python 3.14)."""
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+
+
 def has_in_order() -> bool:
     """Whether the installed torch's DataLoader takes ``in_order`` (read from its version, without importing it)."""
     import importlib.metadata
@@ -217,10 +224,17 @@ class UserBackend(LoaderBackend):
     def starting_points(self, space: Any, *, batch_sizes: tuple[int, ...], cores: int, cuda: bool) -> dict[str, dict[str, Any]]:
         """The DataLoader's defaults and the common heuristic over the user's Dataset, at the user's batch size."""
         batch = batch_sizes[len(batch_sizes) // 2]
+        heuristic: dict[str, Any] = {"backend": self.name, "batch_size": batch, "num_workers": cores, "pin_memory": cuda,
+                                     "prefetch_factor": 2, "persistent_workers": True}
+        # as a training script writes it: the interpreter's own way of starting workers, batches in order. Left out, the
+        # study would draw these two at random, and a start drawn as spawn with a worker per core can spend its whole
+        # trial starting workers (16 of them re-importing torch took over 30 s on a 16-core machine).
+        for name, value in (("multiprocessing_context", default_start_method()), ("in_order", True)):
+            if name in space and space[name].contains(value):
+                heuristic[name] = value
         return {
             "defaults": {"backend": self.name, "batch_size": batch, "num_workers": 0, "pin_memory": False},
-            "heuristic": {"backend": self.name, "batch_size": batch, "num_workers": cores, "pin_memory": cuda, "prefetch_factor": 2,
-                          "persistent_workers": True},
+            "heuristic": heuristic,
         }
 
     def starts_once(self, loader: LoaderConfig) -> bool:

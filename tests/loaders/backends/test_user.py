@@ -140,3 +140,22 @@ def test_an_iterable_dataset_whose_items_cannot_be_compared_is_let_through(caplo
         check_split(as_spec(Opaque()), "make")
     assert "could not be compared" in caplog.text
 
+
+
+def test_the_worker_per_core_start_starts_workers_as_a_training_script_does() -> None:
+    """Left to the study, the start's worker start method was drawn at random: spawn with a worker per core spent its
+    whole trial starting workers on a 16-core machine, and the run ended with no trial."""
+    import multiprocessing
+
+    from autotune.study.space import load_space
+
+    backend = get_backend("user")
+    space = backend.fit_space(load_space("user", cores=16), "cpu")
+    starts = backend.starting_points(space, batch_sizes=(32,), cores=16, cuda=False)
+    heuristic = starts["heuristic"]
+    assert heuristic["num_workers"] == 16
+    assert heuristic["multiprocessing_context"] == (multiprocessing.get_start_method(allow_none=True)
+                                                    or multiprocessing.get_all_start_methods()[0])
+    if "in_order" in space:
+        assert heuristic["in_order"] is True
+    assert all(space[name].contains(value) for name, value in heuristic.items() if name in space and name != "batch_size")
