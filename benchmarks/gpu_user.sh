@@ -23,6 +23,11 @@
 #     pydantic==2.13.4 pydantic_core==2.46.4 safetensors==0.8.0 scipy==1.16.3 simsimd==6.5.16 stringzilla==5.3.2 \
 #     timm==1.0.31 tqdm==4.70.1 truststore==0.10.5 typing-inspection==0.4.2 typing_extensions==4.16.0 webdataset==1.0.2
 # (25 wheels, about 51 MB; every Requires-Dist among them is met by the list or by what the machine has.)
+#
+# Pipelines a-d need no DALI: Optuna (optuna, alembic, sqlalchemy, colorlog, mako) and the wheels above, about 22 MB in
+# one tar, travel in one call with the stage (`tar xf lite.tar -C /tmp && pip install --no-index --no-deps --target
+# /tmp/site /tmp/*.whl`); e needs DALI's wheels as well. A fresh machine writes DATA first (about 40 s on 16 cores).
+# Set AUTOTUNE_BENCH_COMMIT to the commit the tree was sent at: a copy's .git can name an older one.
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-user-out}}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
