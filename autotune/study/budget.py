@@ -144,7 +144,8 @@ class TimeBudget:
         return statistics.median(self.trial_s) if self.trial_s else None
 
     def contender_cost(self, study: Any, top: int) -> float | None:
-        """The expected wall time of one re-measurement: the mean of the ``top`` best trials' own durations.
+        """The expected wall time of one re-measurement: the mean of the ``top`` best trials' own durations, each as a
+        fresh process takes it.
 
         Contenders are often the slow starters (a DALI GPU pipeline takes seconds to start), so the median
         of all trials, fast pruned ones included, would under-count the re-measurement.
@@ -165,7 +166,8 @@ class TimeBudget:
         best = [t for t in best if t.value >= CONTENDER_FLOOR * best[0].value]  # the contenders Tuner.candidates re-measures
         if not best:
             return self.trial_cost()
-        return max(statistics.fmean(float(trial_attrs(t)["duration_s"]) for t in best), self.trial_cost() or 0.0)
+        # a trial measured in a warm process (autotune.trials.warm) saved its start-up; the re-measurement's is fresh
+        return max(statistics.fmean(fresh_duration(trial_attrs(t)) for t in best), self.trial_cost() or 0.0)
 
     def fits(self, seconds: float) -> bool:
         """Whether ``seconds`` more work and writing the YAML still end inside the budget."""
@@ -262,6 +264,11 @@ class TimeBudget:
         if self.earlier is not None:
             out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out
+
+
+def fresh_duration(attrs: dict[str, Any]) -> float:
+    """A trial's seconds as a fresh process takes them: its duration, plus the start-up a warm process saved it."""
+    return float(attrs["duration_s"]) + float(attrs.get("saved_s") or 0.0)
 
 
 def _next_role(study: Any) -> str | None:

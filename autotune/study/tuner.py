@@ -47,6 +47,7 @@ from autotune.trials.measure import STEADY_TOL
 from autotune.trials.owner import this_owner
 from autotune.trials.runner import OnIntermediate, WindowVerdict, deferred_signals, remove_stale_tmpdirs, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
+from autotune.trials.warm import WarmPool
 from autotune.trials.zygote import Zygote
 
 __all__ = [  # the study's parts, importable from here as before
@@ -150,6 +151,9 @@ class Tuner:
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
         self._zygote: Zygote | Literal[False] | None = zygote
+        #: the search's warm trial process (:mod:`autotune.trials.warm`); None: every trial in a fresh process
+        self._warm: WarmPool | None = WarmPool() if settings.reuse_processes else None
+        self._searching = False  # within optimize: the only time a trial may go to a warm process
 
     def _stamp_owner_first(self) -> None:
         """Record the trial's owner as soon as Optuna has made the trial (its sampler's ``before_trial``), so that
@@ -232,6 +236,8 @@ class Tuner:
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                 timeout_s: float | None = None) -> TrialResult:
+        """Measure ``loader`` in its own trial process, or (during :meth:`optimize`) in the warm process of its kind where
+        the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh."""
         from autotune.errors import raise_if_stopped
         from autotune.trials import guard
 
@@ -248,10 +254,21 @@ class Tuner:
             self._zygote = self._zygote.ready() or False
         zygote = self._zygote or None
         timeout_s = self.settings.trial_timeout if timeout_s is None else timeout_s
-        return run_trial(self.spec(loader, number, log), timeout_s=timeout_s, budgets=self.settings.budgets, on_intermediate=on_intermediate, zygote=zygote)
+        warm = self._warm if self._searching else None
+        return run_trial(self.spec(loader, number, log), timeout_s=timeout_s, budgets=self.settings.budgets, on_intermediate=on_intermediate,
+                         zygote=zygote, warm=warm)
+
+    def end_warm(self) -> None:
+        """End the search's warm trial process, and note what it saved (the study attr ``warm_processes``)."""
+        if self._warm is None:
+            return
+        self._warm.close()
+        if self._warm.reused:
+            self.study.set_user_attr("warm_processes", self._warm.summary())
 
     def close(self) -> None:
-        """End the process that trials are forked from (also one started early and never used)."""
+        """End the process that trials are forked from (also one started early and never used), and a warm one."""
+        self.end_warm()
         if self._zygote:
             self._zygote.close()
         self._zygote = None
@@ -384,6 +401,7 @@ class Tuner:
         budget = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
         shown = [unless_repeat(cb) for cb in callbacks or []]
         running_before = {t._trial_id for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
+        self._searching = True
         try:
             self.study.optimize(self.objective, n_trials=None, timeout=s.timeout, catch=(TrialFailure,), callbacks=[*shown, budget], gc_after_trial=False)
         except KeyboardInterrupt:
@@ -402,6 +420,9 @@ class Tuner:
                 raise storage_failure(self.storage_url, e) from None
             raise
         finally:
+            self._searching = False
+            with deferred_signals():
+                self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
             if not keep_warm:
                 self.close()
 
@@ -451,6 +472,7 @@ class Tuner:
         s = self.settings
 
         def remeasure(t: optuna.trial.FrozenTrial, repeat: int) -> TrialResult:
+            # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits)

@@ -148,7 +148,8 @@ def use_tmpdir(path: str | None) -> None:
 
 
 def child_main(fd: int, parent: int | None = None) -> None:
-    """Entry point of ``python -m autotune.trials FD``: receive the spec on FD, send windows and the result."""
+    """Entry point of ``python -m autotune.trials FD``: receive the spec on FD, send windows and the result; a spec that
+    says ``keep`` leaves the process waiting for the next one (a warm process, :mod:`autotune.trials.warm`)."""
     from multiprocessing.connection import Connection
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the tuner decides when a trial stops
@@ -158,11 +159,69 @@ def child_main(fd: int, parent: int | None = None) -> None:
     # DataLoader workers (forked from here) die with this process too, even when they hang
     os.register_at_fork(after_in_child=set_parent_death_signal)
     conn = Connection(fd)
-    spec = conn.recv()
-    use_tmpdir(spec.tmpdir)
-    if spec.log:  # stdout and stderr are the trial's log file: say what runs, and keep the details there
-        logs.log_to_stderr()
-        logger.info("trial process %d: %s on %s, %d rank(s)", os.getpid(), spec.loader.describe(), spec.device, spec.ranks)
+    try:
+        spec: TrialSpec | None = conn.recv()
+        first = True
+        while spec is not None:
+            if not first:
+                _next_log(spec)
+            use_tmpdir(spec.tmpdir)
+            if spec.log:  # stdout and stderr are the trial's log file: say what runs, and keep the details there
+                logs.log_to_stderr()
+                logger.info("trial process %d: %s on %s, %d rank(s)%s", os.getpid(), spec.loader.describe(), spec.device, spec.ranks,
+                            "" if first else ", measured in the process of an earlier trial")
+            complete = _serve(conn, spec)
+            first = False
+            spec = _next_spec(conn) if spec.keep and complete else None
+    finally:
+        logs.flush_output()
+        conn.close()
+
+
+def _next_log(spec: TrialSpec) -> None:
+    """A warm process's next trial writes to that trial's own log file."""
+    logs.flush_output()
+    if spec.log:
+        fd = logs.open_log(spec.log)
+        if fd is not None:
+            logs.redirect_output(fd)  # and closes fd
+
+
+def _next_spec(conn: Any) -> TrialSpec | None:
+    """The next trial's spec, once this one's memory is given back; None when the tuner closes the connection. A
+    ``stop`` that arrived after the last window (the tuner's, racing the result) is passed over."""
+    from autotune.trials.spec import TrialSpec
+
+    release_memory()
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return None
+        if isinstance(msg, TrialSpec):
+            return msg
+
+
+def release_memory() -> None:
+    """Give back what the last trial's loader left: its objects, DALI's unused pools, torch's cached GPU blocks."""
+    import gc
+    import sys
+
+    gc.collect()
+    dali_backend = sys.modules.get("nvidia.dali.backend")
+    if dali_backend is not None and hasattr(dali_backend, "ReleaseUnusedMemory"):
+        try:
+            dali_backend.ReleaseUnusedMemory()
+        except Exception:  # noqa: BLE001 - an older DALI, or none of its memory in use: nothing to give back
+            pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _serve(conn: Any, spec: TrialSpec) -> bool:
+    """Measure ``spec`` and send its result (or how it failed); whether it completed."""
     try:
 
         def on_window(step: int, value: float, spread: tuple[float, float]) -> bool:
@@ -174,6 +233,7 @@ def child_main(fd: int, parent: int | None = None) -> None:
         payload = execute(spec, on_window)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         conn.send(("result", Outcome.COMPLETE.value, payload))
+        return True
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         from autotune.trials.rank_group import RankFailed
 
@@ -193,6 +253,4 @@ def child_main(fd: int, parent: int | None = None) -> None:
             conn.send(("result", outcome.value, {"message": " ".join(msg)[:2000], "bad_file": bad}))
         except Exception:  # noqa: BLE001 - the tuner has gone: nobody is left to tell
             pass
-    finally:
-        logs.flush_output()
-        conn.close()
+        return False

@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from autotune.errors import STOP_SIGNALS
 from autotune.outcomes import Outcome, died_of
 from autotune.trials import logs
-from autotune.trials.guard import Budgets, Monitor, count_orphaned_cpu, cpu_s, process_tree
+from autotune.trials.guard import Budgets, Monitor
 from autotune.trials.owner import owner_gone, this_owner
 from autotune.trials.spec import TrialResult, TrialSpec
+from autotune.trials.tree import kill_tree
+from autotune.trials.warm import WarmPool, WarmProcess, reuse_key
 from autotune.trials.zygote import ForkedTrial, Zygote
 
 if TYPE_CHECKING:
@@ -83,38 +83,6 @@ def remove_stale_tmpdirs(root: str | None = None) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- parent
-def kill_tree(pid: int, timeout: float = 3.0, also: set[psutil.Process] | None = None) -> None:
-    """Terminate a process and all its descendants; SIGKILL what is left after ``timeout``.
-
-    Args:
-        pid: the trial's child, leader of its own process group.
-        timeout: seconds to wait after SIGTERM, then after SIGKILL.
-        also: processes seen in the tree earlier (a worker re-parented to init is no longer a descendant);
-            ``psutil.Process`` checks their start time, so a reused PID is never hit.
-    """
-    procs = process_tree(pid)
-    procs += [p for p in (also or ()) if p not in procs and p.is_running()]
-    # the trial's descendants die with it, unreaped by it: their CPU time leaves this tree (init reaps them);
-    # keep it, or the run's own work would read as another job's (guard.OtherLoad)
-    count_orphaned_cpu(sum(cpu_s(p) for p in procs if p.pid != pid))
-    for p in reversed(procs):
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(alive, timeout=timeout)
-    try:  # anything left in the child's process group
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 class WindowVerdict(enum.Enum):
     """What ``on_intermediate`` says after each window of a trial."""
 
@@ -137,8 +105,9 @@ def run_trial(
     budgets: Budgets | None = None,
     on_intermediate: OnIntermediate | None = None,
     zygote: Zygote | None = None,
+    warm: WarmPool | None = None,
 ) -> TrialResult:
-    """Run ``spec`` in a fresh child process and return how it went.
+    """Run ``spec`` in a fresh child process (or a warm one of its kind, from ``warm``) and return how it went.
 
     Args:
         spec: the config and measurement settings.
@@ -147,50 +116,105 @@ def run_trial(
         on_intermediate: called with (window index, median rate so far); :attr:`WindowVerdict.PRUNE` prunes the
             trial, :attr:`WindowVerdict.ENOUGH` completes it with the windows measured so far.
         zygote: fork the child from this pre-imported process (:mod:`autotune.trials.zygote`) instead of spawning it.
+        warm: keep a kind's process after a complete trial, and measure the next trial of that kind in it
+            (:mod:`autotune.trials.warm`); None: every trial in a fresh process.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
         the child and its workers are gone.
     """
     budgets = budgets or Budgets()
-    tmpdir = trial_tmpdir()  # the child's TMPDIR: what its killed workers leave, goes with it
-    spec = dataclasses.replace(spec, tmpdir=tmpdir)
-    ours, theirs = socket.socketpair()
+    asked = spec
+    key = reuse_key(spec) if warm is not None else None
+    wp = warm.take(key) if warm is not None and key is not None else None
+    tmpdir = wp.tmpdir if wp is not None else trial_tmpdir()  # the child's TMPDIR: what its killed workers leave, goes with it
+    spec = dataclasses.replace(spec, tmpdir=tmpdir, keep=key is not None)
     monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
-    proc: subprocess.Popen | ForkedTrial | None = None
-    from multiprocessing.connection import Connection
-
-    parent_conn = Connection(ours.detach())
-    # the child's stdout and stderr (native libraries' lines and workers' tracebacks too) go to its log file
-    log_fd = logs.open_log(spec.log) if spec.log else None
-    if spec.log and log_fd is None:
-        log_fd = logs.null_output()
+    marks: dict[str, float] = {}
+    kept: WarmProcess | None = None
+    proc: subprocess.Popen | ForkedTrial | None = wp.proc if wp is not None else None
+    theirs: socket.socket | None = None
+    parent_conn: Connection | None = None
+    log_fd: int | None = None
     try:
-        proc = _start_child(spec, theirs, log_fd, zygote)
-        theirs.close()
-        if log_fd is not None:
-            os.close(log_fd)
-            log_fd = None
+        if wp is not None:
+            parent_conn = wp.conn
+            assert proc is not None
+        else:
+            from multiprocessing.connection import Connection
+
+            ours, theirs = socket.socketpair()
+            parent_conn = Connection(ours.detach())
+            # the child's stdout and stderr (native libraries' lines and workers' tracebacks too) go to its log file
+            log_fd = logs.open_log(spec.log) if spec.log else None
+            if spec.log and log_fd is None:
+                log_fd = logs.null_output()
+            proc = _start_child(spec, theirs, log_fd, zygote)
+            theirs.close()
+            theirs = None
+            if log_fd is not None:
+                os.close(log_fd)
+                log_fd = None
         parent_conn.send(spec)
-        result, last_value = _watch(proc, parent_conn, monitor, start, timeout_s, on_intermediate)
+        result, last_value = _watch(proc, parent_conn, monitor, start, timeout_s, on_intermediate, marks)
+        if wp is not None and not marks and proc.poll() is not None:  # the warm process had died as it waited: start a fresh one
+            logger.info("the warm trial process %d had ended (%s): the trial starts in a fresh one", proc.pid, result.message)
+            result = None
+        elif key is not None and _settled(result, marks, parent_conn):  # its process measures the next trial of its kind
+            first_window = marks.get("first_window", time.monotonic() - start)
+            if wp is None:
+                kept = WarmProcess(proc, parent_conn, tmpdir, key, start_s=first_window, seen=set(monitor.seen))
+            else:
+                kept, wp.served, saved = wp, wp.served + 1, max(0.0, wp.start_s - first_window)
+                wp.seen |= monitor.seen
+                result.extra.update(warm_process=wp.served, saved_s=round(saved, 2))
+                if warm is not None:
+                    warm.note(saved)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
         # that arrives meanwhile is delivered once they are
         with deferred_signals():
-            if proc is not None:
-                _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)  # the result is in: no need to wait for a slow teardown
-                kill_tree(proc.pid, also=monitor.seen)
-                _wait(proc, 2.0)
-            theirs.close()
-            parent_conn.close()
+            if kept is not None and warm is not None:
+                warm.give(kept)
+            else:
+                if proc is not None:  # a complete result is in: no need to wait for a slow teardown
+                    _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)
+                    kill_tree(proc.pid, also=monitor.seen | (wp.seen if wp is not None else set()))
+                    _wait(proc, 2.0)
+                if theirs is not None:
+                    theirs.close()
+                if parent_conn is not None:
+                    parent_conn.close()
+                shutil.rmtree(tmpdir, ignore_errors=True)
             monitor.close()
-            shutil.rmtree(tmpdir, ignore_errors=True)
             if log_fd is not None:
                 os.close(log_fd)
+    if result is None:  # only a warm process found dead leaves none here; an exception is raised instead
+        return run_trial(asked, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm)
     return _with_peaks(result, monitor, time.monotonic() - start, last_value)
+
+
+def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wait_s: float = 2.0) -> bool:
+    """Whether the trial's process is ready for another trial: it sent a complete result itself, or (when the tuner
+    ended the trial after a window: pruned, or the budget spent) it stopped at ``stop`` and sent its result within
+    ``wait_s``."""
+    if marks.get("from_child"):
+        return result.outcome is Outcome.COMPLETE
+    if result.outcome not in (Outcome.COMPLETE, Outcome.PRUNED) or "first_window" not in marks:
+        return False
+    try:
+        conn.send("stop")
+        deadline = time.monotonic() + wait_s
+        while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
+            msg = conn.recv()
+            if msg[0] == "result":
+                return bool(msg[1] == Outcome.COMPLETE.value)
+    except (EOFError, OSError):
+        pass
+    return False
 
 
 def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zygote: Zygote | None) -> subprocess.Popen | ForkedTrial:
@@ -209,11 +233,13 @@ def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zyg
 
 
 def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Monitor, start: float, timeout_s: float,
-           on_intermediate: OnIntermediate | None) -> tuple[TrialResult, float | None]:
+           on_intermediate: OnIntermediate | None, marks: dict[str, float] | None = None) -> tuple[TrialResult, float | None]:
     """Sample the child against the budgets and relay its windows until it ends, is stopped or runs out of time.
 
-    Returns how it ended and the last window's rate (None before the first window).
+    Returns how it ended and the last window's rate (None before the first window). ``marks`` gets ``first_window``
+    (seconds from ``start``) and ``from_child`` (the child sent the result itself).
     """
+    marks = {} if marks is None else marks
     last_value: float | None = None
     next_sample = 0.0
     while True:
@@ -240,11 +266,13 @@ def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Moni
             if msg[0] == "window":
                 _, step, value, spread = msg  # the median and (lowest, highest) of the steady windows so far
                 last_value = value
+                marks.setdefault("first_window", time.monotonic() - start)
                 ended = _after_window(step, value, spread, on_intermediate)
                 if ended is not None:
                     return ended, last_value
             elif msg[0] == "result":
                 _, outcome, payload = msg
+                marks["from_child"] = 1.0
                 return _from_payload(Outcome(outcome), payload), last_value
         elif proc.poll() is not None:
             # drain a result that raced with the exit

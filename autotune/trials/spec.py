@@ -26,6 +26,8 @@ class TrialSpec:
     inject: str | None = None  # the test-suite's fault injection, see autotune.trials._faults
     tmpdir: str | None = None  # the trial's own temporary folder, removed by the runner when the trial ends
     log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)
+    #: the process stays, after its result, for the next spec of the same kind (:mod:`autotune.trials.warm`)
+    keep: bool = False
 
 
 @dataclasses.dataclass

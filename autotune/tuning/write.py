@@ -210,7 +210,11 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     lines.append(f"wrote {out_path}" + (f" and {report_dir}/" if report_dir else ""))
     if budget is not None:
         t = summary["time"]
-        lines.append(f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items()))
+        took = f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items())
+        warm = study.user_attrs.get("warm_processes") or {}
+        if warm.get("trials"):  # what measuring in a warm process freed for more trials
+            took += f" ({warm['trials']} {'trial' if warm['trials'] == 1 else 'trials'} in a warm process saved {warm['saved_s']:.0f} s of start-up)"
+        lines.append(took)
     return lines
 
 

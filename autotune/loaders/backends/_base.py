@@ -95,6 +95,9 @@ class LoaderBackend(abc.ABC):
     preload_before_fork: ClassVar[bool] = False
     #: whether its decoder's errors may not name the file (then the trial looks for the undecodable file itself)
     decode_errors_unnamed: ClassVar[bool] = False
+    #: whether one trial process may measure its configs one after another (:mod:`autotune.trials.warm`): its import
+    #: and device set-up, seconds a trial, are then paid once; the re-measurement is always in fresh processes
+    reuses_process: ClassVar[bool] = False
 
     # -- the YAML section ------------------------------------------------------------------------------
     def describe(self, loader: LoaderConfig) -> str:

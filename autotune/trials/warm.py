@@ -1,0 +1,117 @@
+"""Warm trial processes: one process measures a kind's configs one after another during the search.
+
+A DALI trial on an H200 took 4.6 s, of which the measurement was 1.5 s: the rest was the process's import of DALI,
+its CUDA context and the decoder's set-up. A kind whose loaders can be built and torn down in one process
+(``LoaderBackend.reuses_process``) keeps its trial process after a complete trial, and the next trial of that kind is
+sent to it, so the search screens several configs in the time of one fresh trial.
+
+What stays as it was:
+
+- A trial that fails, times out, goes over a memory budget or is stopped ends its process, as before: the next starts
+  fresh.
+- The re-measurement of the contenders runs in fresh processes only (``Tuner.confirm``), so the winner's figure is a
+  fresh process's, as training will see it.
+- A warm trial's result says so (``warm_process``: how many trials the process had measured) and how much start-up it
+  saved (``saved_s``): the time budget prices a fresh re-measurement with it.
+
+One idle process is kept a kind (it gives back its loader's memory as it waits), and :meth:`WarmPool.close` ends them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import subprocess
+from typing import TYPE_CHECKING, Any
+
+from autotune.trials.tree import kill_tree
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    import psutil
+
+    from autotune.trials.spec import TrialSpec
+    from autotune.trials.zygote import ForkedTrial
+
+
+def reuse_key(spec: TrialSpec) -> tuple[str, str] | None:
+    """Which warm process may measure ``spec`` (its kind and device), or None when it needs a fresh one: a kind that
+    does not reuse its process, several ranks, a model's training step, or a fault the test suite injects."""
+    from autotune.loaders.backends import BACKENDS
+
+    kind = BACKENDS.get(getattr(spec.loader.backend, "value", str(spec.loader.backend)))
+    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject:
+        return None
+    return kind.name, spec.device
+
+
+@dataclasses.dataclass
+class WarmProcess:
+    """A trial process that measured a complete trial and waits for the next spec of its kind."""
+
+    proc: subprocess.Popen | ForkedTrial
+    conn: Connection
+    tmpdir: str
+    key: tuple[str, str]
+    #: seconds from its first spec to its first window: what a fresh process of this kind costs before it measures
+    start_s: float
+    served: int = 1
+    seen: set[psutil.Process] = dataclasses.field(default_factory=set)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def end(self) -> None:
+        """Close its connection (it exits at once), then make sure it and its workers are gone, and its temp folder."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        try:
+            self.proc.wait(1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_tree(self.proc.pid, also=self.seen)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(2.0)
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+class WarmPool:
+    """The warm trial processes a study keeps (one a kind: DALI's stays while a torch start is measured), and what reuse
+    saved."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str], WarmProcess] = {}
+        self.reused = 0
+        self.saved_s = 0.0
+
+    def take(self, key: tuple[str, str]) -> WarmProcess | None:
+        """The idle process for ``key``, alive (one that died waiting is cleaned up), or None."""
+        wp = self._idle.pop(key, None)
+        if wp is None:
+            return None
+        if wp.alive():
+            return wp
+        wp.end()
+        return None
+
+    def give(self, wp: WarmProcess) -> None:
+        """Keep ``wp`` for the next trial of its kind."""
+        old = self._idle.pop(wp.key, None)
+        if old is not None and old is not wp:
+            old.end()
+        self._idle[wp.key] = wp
+
+    def note(self, saved_s: float) -> None:
+        self.reused += 1
+        self.saved_s += saved_s
+
+    def close(self) -> None:
+        idle, self._idle = list(self._idle.values()), {}
+        for wp in idle:
+            wp.end()
+
+    def summary(self) -> dict[str, Any]:
+        """The study attr ``warm_processes``: trials measured in a warm process, and the start-up seconds saved."""
+        return {"trials": self.reused, "saved_s": round(self.saved_s, 1)}
