@@ -164,11 +164,12 @@ def run_trial(
             logger.info("the warm trial process %d had ended (%s): the trial starts in a fresh one", proc.pid, result.message)
             result = None
         elif key is not None and _settled(result, marks, parent_conn):  # its process measures the next trial of its kind
-            first_window = marks.get("first_window", time.monotonic() - start)
+            # the process's own start-up: the time to the first window, less the loader's build and warm-up
+            start_s = marks.get("first_window", time.monotonic() - start) - (result.startup_s or 0.0) - (result.warmup_s or 0.0)
             if wp is None:
-                kept = WarmProcess(proc, parent_conn, tmpdir, key, start_s=first_window, seen=set(monitor.seen))
+                kept = WarmProcess(proc, parent_conn, tmpdir, key, start_s=start_s, seen=set(monitor.seen))
             else:
-                kept, wp.served, saved = wp, wp.served + 1, max(0.0, wp.start_s - first_window)
+                kept, wp.served, saved = wp, wp.served + 1, max(0.0, wp.start_s - start_s)
                 wp.seen |= monitor.seen
                 result.extra.update(warm_process=wp.served, saved_s=round(saved, 2))
                 if warm is not None:

@@ -55,7 +55,7 @@ class WarmProcess:
     conn: Connection
     tmpdir: str
     key: tuple[str, str]
-    #: seconds from its first spec to its first window: what a fresh process of this kind costs before it measures
+    #: its first trial's seconds to the first window less the loader's build and warm-up: a fresh process's start-up
     start_s: float
     served: int = 1
     seen: set[psutil.Process] = dataclasses.field(default_factory=set)
