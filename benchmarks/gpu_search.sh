@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The search's harder truth on the H200 (benchmarks/time_to_quality.py), in stages of one call each (under nine
+# minutes), all on one machine (the work folder lives in its /tmp). Run from the repository's root with DALI and
+# Optuna on PYTHONPATH (../shared/gpu: five carried parts, installed into /tmp/site), e.g.
+#   AUTOTUNE_BENCH_COMMIT=<sent commit> STAGE=default bash benchmarks/gpu_search.sh
+# then STAGE=grid (run it again while it exits 3: it resumes), STAGE=methods, STAGE=compare. Back here:
+#   cp OUT/h200-search.json benchmarks/results/h200-search.json && python benchmarks/headlines.py
+#
+# Stages:
+#  default:  two default 60 s runs back to back on DATA (the first probes torch, the second reads the remembered
+#            probe): the run's own lines (configs measured, sampled, what warm processes saved) and its time attr
+#  grid:     --grid-wide, one round each (62 configs), --time-budget 480
+#  methods:  three default `autotune run`s, seeds 1-3
+#  compare:  the grid's best 8 and every default run's winner, 3 interleaved rounds; rows appended to
+#            OUT/h200-search.json (a copy of benchmarks/results/h200-search.json first, so the file comes back whole)
+# Env: DATA (default /tmp/s8k: 8,000 synthetic JPEGs, written when missing, about 60 s), WORK (/tmp/search).
+set -uo pipefail
+out=${OUTDIR:-${OUT:-gpu-search-out}}; mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+data=${DATA:-/tmp/s8k}; work=${WORK:-/tmp/search}
+[ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 > "$out/data.log" 2>&1 && touch "$data/.complete"; }
+ttq=(python3 benchmarks/time_to_quality.py --tag h200 --dataset "$data" --work "$work")
+time_attr() {  # the newest study's time attr in ./autotune.db
+  python3 -c "
+import optuna; optuna.logging.set_verbosity(optuna.logging.WARNING)
+u='sqlite:///autotune.db'; s=optuna.load_study(study_name=optuna.get_all_study_names(u)[-1], storage=u)
+print('time', s.user_attrs.get('time')); print('warm_processes', s.user_attrs.get('warm_processes'))"
+}
+case "${STAGE:-default}" in
+default)
+  root=$PWD
+  for r in 1 2; do
+    mkdir -p "/tmp/default$r" && cd "/tmp/default$r" || exit 1
+    /usr/bin/time -f "wall %e s" python3 -m autotune run --dataset "$data" --no-report > "$out/default-run$r.log" 2>&1
+    time_attr >> "$out/default-run$r.log" 2>&1
+    cd "$root" || exit 1
+  done
+  ;;
+grid)
+  "${ttq[@]}" --grid-wide --stages grid --time-budget 480 > "$out/grid.log" 2>&1; echo "exit $?" >> "$out/grid.log"
+  ;;
+methods)
+  "${ttq[@]}" --methods autotune --seed 1 --seeds 3 --stages methods > "$out/methods.log" 2>&1; echo "exit $?" >> "$out/methods.log"
+  ;;
+compare)
+  cp benchmarks/results/h200-search.json "$out/h200-search.json" 2>/dev/null || true
+  "${ttq[@]}" --grid-top 8 --rounds 3 --stages compare --json "$work/ttq.json" --results "$work/RESULTS.md" \
+    --search-json "$out/h200-search.json" > "$out/compare.log" 2>&1; echo "exit $?" >> "$out/compare.log"
+  cp "$work/ttq.json" "$out/" 2>/dev/null || true
+  ;;
+*)
+  echo "STAGE must be default, grid, methods or compare"; exit 2
+  ;;
+esac
+tail -n 12 "$out"/*.log
