@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from autotune.study.evidence import trial_attrs
+from autotune.study.evidence import fresh_duration, trial_attrs
 
 #: seconds kept back for writing the YAML and the report after the last measurement
 WRITE_RESERVE_S = 3.0
@@ -264,11 +264,6 @@ class TimeBudget:
         if self.earlier is not None:
             out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out
-
-
-def fresh_duration(attrs: dict[str, Any]) -> float:
-    """A trial's seconds as a fresh process takes them: its duration, plus the start-up a warm process saved it."""
-    return float(attrs["duration_s"]) + float(attrs.get("saved_s") or 0.0)
 
 
 def _next_role(study: Any) -> str | None:

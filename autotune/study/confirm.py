@@ -16,7 +16,16 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import CLOSE_CALL, CONTENDER_FLOOR, INDISTINGUISHABLE, TIEBREAK_ROUNDS, confirmation_method, contenders, trial_attrs
+from autotune.study.evidence import (
+    CLOSE_CALL,
+    CONTENDER_FLOOR,
+    INDISTINGUISHABLE,
+    TIEBREAK_ROUNDS,
+    confirmation_method,
+    contenders,
+    fresh_duration,
+    trial_attrs,
+)
 from autotune.trials.spec import TrialResult
 
 #: ``on_step(k, n, trial, result)``: re-measurement k of n (from 1) of ``trial`` starts (``result`` None) or ended
@@ -129,7 +138,8 @@ class _Rounds:
 
     def again(self, t: optuna.trial.FrozenTrial) -> bool:
         """Re-measure ``t`` once; False (nothing measured) when the time budget has no room for it."""
-        if self.fits is not None and not self.fits(float(trial_attrs(t).get("duration_s") or 0.0)):
+        # at a fresh process's time: a trial measured in a warm one saved its start-up, the re-measurement does not
+        if self.fits is not None and not self.fits(fresh_duration(trial_attrs(t))):
             return False
         self.repeats[t.number] += 1
         self.k += 1
@@ -148,7 +158,7 @@ class _Rounds:
     def round_fits(self, ts: list[optuna.trial.FrozenTrial]) -> bool:
         """Whether a whole round of ``ts`` fits the time left: one that does not is not begun (it would be cut
         short, and its scores set aside)."""
-        return self.fits is None or self.fits(sum(float(trial_attrs(t).get("duration_s") or 0.0) for t in ts))
+        return self.fits is None or self.fits(sum(fresh_duration(trial_attrs(t)) for t in ts))
 
     def run(self, repeats: int) -> tuple[int, int]:
         """``repeats`` interleaved rounds, then a tie-break while the two leaders stay within CLOSE_CALL of each

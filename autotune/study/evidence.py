@@ -47,6 +47,11 @@ def trial_attrs(t: optuna.trial.FrozenTrial | optuna.Trial) -> dict[str, Any]:
     return {**attrs, **result} if isinstance(result, dict) else attrs
 
 
+def fresh_duration(attrs: dict[str, Any]) -> float:
+    """A trial's seconds as a fresh process takes them: its duration, plus the start-up a warm process saved it."""
+    return float(attrs["duration_s"]) + float(attrs.get("saved_s") or 0.0)
+
+
 def record_result(trial: optuna.Trial, result: dict[str, Any]) -> None:
     """Store a trial's measurement in one write: :func:`trial_attrs` reads its fields."""
     trial.set_user_attr(RESULT_ATTR, result)

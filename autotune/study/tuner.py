@@ -8,6 +8,7 @@ pick the winner by median. It never imports torch or DALI and never touches a GP
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable
@@ -262,9 +263,11 @@ class Tuner:
         """End the search's warm trial process, and note what it saved (the study attr ``warm_processes``)."""
         if self._warm is None:
             return
-        self._warm.close()
+        with deferred_signals():  # every idle process and its temp folder go, even on a Ctrl-C meanwhile
+            self._warm.close()
         if self._warm.reused:
-            self.study.set_user_attr("warm_processes", self._warm.summary())
+            with contextlib.suppress(Exception):  # a storage that fails here has failed the run already: that error is told
+                self.study.set_user_attr("warm_processes", self._warm.summary())
 
     def close(self) -> None:
         """End the process that trials are forked from (also one started early and never used), and a warm one."""
@@ -421,8 +424,7 @@ class Tuner:
             raise
         finally:
             self._searching = False
-            with deferred_signals():
-                self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
+            self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
             if not keep_warm:
                 self.close()
 

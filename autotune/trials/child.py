@@ -172,19 +172,17 @@ def child_main(fd: int, parent: int | None = None) -> None:
                             "" if first else ", measured in the process of an earlier trial")
             complete = _serve(conn, spec)
             first = False
-            spec = _next_spec(conn) if spec.keep and complete else None
+            spec = _next_spec(conn) if spec.keep and complete else None  # _serve turns keep off when memory stayed
     finally:
         logs.flush_output()
         conn.close()
 
 
 def _next_log(spec: TrialSpec) -> None:
-    """A warm process's next trial writes to that trial's own log file."""
-    logs.flush_output()
-    if spec.log:
-        fd = logs.open_log(spec.log)
-        if fd is not None:
-            logs.redirect_output(fd)  # and closes fd
+    """A warm process's next trial writes to that trial's own log file (to nowhere when it has none or it cannot be
+    written, as a fresh process's output would: never to the last trial's)."""
+    fd = logs.open_log(spec.log) if spec.log else None
+    logs.redirect_output(fd if fd is not None else logs.null_output())  # and closes it
 
 
 def _next_spec(conn: Any) -> TrialSpec | None:
@@ -192,7 +190,6 @@ def _next_spec(conn: Any) -> TrialSpec | None:
     ``stop`` that arrived after the last window (the tuner's, racing the result) is passed over."""
     from autotune.trials.spec import TrialSpec
 
-    release_memory()
     while True:
         try:
             msg = conn.recv()
@@ -232,6 +229,12 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
 
         payload = execute(spec, on_window)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
+        if spec.keep:  # before the result: the next trial's memory readings start from what this one gave back
+            try:
+                release_memory()
+            except Exception:  # noqa: BLE001 - memory not given back is this process's last trial
+                logger.exception("giving back the loader's memory failed: this process measures no more trials")
+                spec.keep = False
         conn.send(("result", Outcome.COMPLETE.value, payload))
         return True
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent

@@ -106,6 +106,7 @@ def run_trial(
     on_intermediate: OnIntermediate | None = None,
     zygote: Zygote | None = None,
     warm: WarmPool | None = None,
+    spent_s: float = 0.0,
 ) -> TrialResult:
     """Run ``spec`` in a fresh child process (or a warm one of its kind, from ``warm``) and return how it went.
 
@@ -118,104 +119,155 @@ def run_trial(
         zygote: fork the child from this pre-imported process (:mod:`autotune.trials.zygote`) instead of spawning it.
         warm: keep a kind's process after a complete trial, and measure the next trial of that kind in it
             (:mod:`autotune.trials.warm`); None: every trial in a fresh process.
+        spent_s: seconds already spent on this trial (a warm process that failed it first), added to its duration.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
         the child and its workers are gone.
     """
     budgets = budgets or Budgets()
-    asked = spec
     key = reuse_key(spec) if warm is not None else None
-    wp = warm.take(key) if warm is not None and key is not None else None
-    tmpdir = wp.tmpdir if wp is not None else trial_tmpdir()  # the child's TMPDIR: what its killed workers leave, goes with it
-    spec = dataclasses.replace(spec, tmpdir=tmpdir, keep=key is not None)
-    monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
+    child = _Child(key is not None)
+    monitor: Monitor | None = None
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
     marks: dict[str, float] = {}
-    kept: WarmProcess | None = None
-    proc: subprocess.Popen | ForkedTrial | None = wp.proc if wp is not None else None
-    theirs: socket.socket | None = None
-    parent_conn: Connection | None = None
-    log_fd: int | None = None
     try:
-        if wp is not None:
-            parent_conn = wp.conn
-            assert proc is not None
-        else:
-            from multiprocessing.connection import Connection
-
-            ours, theirs = socket.socketpair()
-            parent_conn = Connection(ours.detach())
-            # the child's stdout and stderr (native libraries' lines and workers' tracebacks too) go to its log file
-            log_fd = logs.open_log(spec.log) if spec.log else None
-            if spec.log and log_fd is None:
-                log_fd = logs.null_output()
-            proc = _start_child(spec, theirs, log_fd, zygote)
-            theirs.close()
-            theirs = None
-            if log_fd is not None:
-                os.close(log_fd)
-                log_fd = None
-        parent_conn.send(spec)
-        result, last_value = _watch(proc, parent_conn, monitor, start, timeout_s, on_intermediate, marks)
-        if wp is not None and not marks and proc.poll() is not None:  # the warm process had died as it waited: start a fresh one
-            logger.info("the warm trial process %d had ended (%s): the trial starts in a fresh one", proc.pid, result.message)
+        wp = warm.take(key) if warm is not None and key is not None else None
+        sent = child.begin(spec, wp, zygote)
+        monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
+        proc, conn = child.proc, child.conn
+        assert proc is not None and conn is not None  # begun
+        if sent:
+            result, last_value = _watch(proc, conn, monitor, start, timeout_s, on_intermediate, marks)
+        if wp is not None and (not sent or (not marks and proc.poll() is not None) or (result is not None and result.outcome.is_memory)):
+            # the warm process had ended as it waited, died before a window, or went over a budget with an earlier
+            # trial's leftovers in it: the config gets a fresh process, and the time spent here counts
+            logger.info("trial process %d could not measure %s warm (%s): a fresh one does", proc.pid, spec.loader.describe(),
+                        result.message if result is not None else "it had ended")
             result = None
-        elif key is not None and _settled(result, marks, parent_conn):  # its process measures the next trial of its kind
-            # the process's own start-up: the time to the first window, less the loader's build and warm-up
-            start_s = marks.get("first_window", time.monotonic() - start) - (result.startup_s or 0.0) - (result.warmup_s or 0.0)
-            if wp is None:
-                kept = WarmProcess(proc, parent_conn, tmpdir, key, start_s=start_s, seen=set(monitor.seen))
-            else:
-                kept, wp.served, saved = wp, wp.served + 1, max(0.0, wp.start_s - start_s)
-                wp.seen |= monitor.seen
-                result.extra.update(warm_process=wp.served, saved_s=round(saved, 2))
-                if warm is not None:
-                    warm.note(saved)
+        elif key is not None and result is not None:
+            child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor, start=start)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
         # that arrives meanwhile is delivered once they are
         with deferred_signals():
-            if kept is not None and warm is not None:
-                warm.give(kept)
-            else:
-                if proc is not None:  # a complete result is in: no need to wait for a slow teardown
-                    _wait(proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)
-                    kill_tree(proc.pid, also=monitor.seen | (wp.seen if wp is not None else set()))
-                    _wait(proc, 2.0)
-                if theirs is not None:
-                    theirs.close()
-                if parent_conn is not None:
-                    parent_conn.close()
-                shutil.rmtree(tmpdir, ignore_errors=True)
+            child.end(result, monitor, warm)
+    if result is None:  # only a warm process that could not measure leaves none here; an exception is raised instead
+        return run_trial(spec, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm,
+                         spent_s=spent_s + time.monotonic() - start)
+    assert monitor is not None
+    return _with_peaks(result, monitor, time.monotonic() - start + spent_s, last_value)
+
+
+class _Child:
+    """One trial's process, fresh or warm: its connection, temp folder and log, and how it ends (kept or killed)."""
+
+    def __init__(self, keep: bool) -> None:
+        self.keep = keep  # the spec asks the process to stay for the next trial of its kind
+        self.proc: subprocess.Popen | ForkedTrial | None = None
+        self.conn: Connection | None = None
+        self.theirs: socket.socket | None = None
+        self.tmpdir: str | None = None
+        self.log_fd: int | None = None
+        self.warm: WarmProcess | None = None
+        self.kept: WarmProcess | None = None
+
+    def begin(self, spec: TrialSpec, wp: WarmProcess | None, zygote: Zygote | None) -> bool:
+        """Send ``spec`` to the warm process ``wp`` or to a new child; whether it was sent (False: ``wp`` had ended)."""
+        self.warm = wp
+        self.tmpdir = wp.tmpdir if wp is not None else trial_tmpdir()  # the child's TMPDIR: what its killed workers leave, goes with it
+        spec = dataclasses.replace(spec, tmpdir=self.tmpdir, keep=self.keep)
+        if wp is not None:
+            self.proc, self.conn = wp.proc, wp.conn
+            try:
+                self.conn.send(spec)
+                return True
+            except OSError:  # it closed its end: it is ending
+                return False
+        from multiprocessing.connection import Connection
+
+        ours, self.theirs = socket.socketpair()
+        self.conn = Connection(ours.detach())
+        # the child's stdout and stderr (native libraries' lines and workers' tracebacks too) go to its log file
+        self.log_fd = logs.open_log(spec.log) if spec.log else None
+        if spec.log and self.log_fd is None:
+            self.log_fd = logs.null_output()
+        self.proc = _start_child(spec, self.theirs, self.log_fd, zygote)
+        self.theirs.close()
+        self.theirs = None
+        if self.log_fd is not None:
+            os.close(self.log_fd)
+            self.log_fd = None
+        self.conn.send(spec)
+        return True
+
+    def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],
+                        monitor: Monitor, start: float) -> None:
+        """Keep the process for the next trial of its kind when it is ready for one, and note what a warm trial saved."""
+        assert self.proc is not None and self.conn is not None
+        payload = _settled(result, marks, self.conn, wait_s)
+        if payload is None or warm is None:
+            return
+        # the process's own start-up: the time to the first window, less the loader's build and warm-up
+        built = (payload.get("startup_s") or result.startup_s or 0.0) + (payload.get("warmup_s") or result.warmup_s or 0.0)
+        start_s = marks.get("first_window", time.monotonic() - start) - built
+        wp = self.warm
+        if wp is None:
+            assert self.tmpdir is not None
+            self.kept = WarmProcess(self.proc, self.conn, self.tmpdir, key, start_s=start_s, seen=set(monitor.seen))
+            return
+        wp.served += 1
+        wp.seen |= monitor.seen
+        saved = max(0.0, wp.start_s - start_s)
+        result.extra.update(warm_process=wp.served, saved_s=round(saved, 2))
+        warm.note(saved)
+        self.kept = wp
+
+    def end(self, result: TrialResult | None, monitor: Monitor | None, warm: WarmPool | None) -> None:
+        """Hand a kept process to ``warm``; else end the process and its workers, and remove its temp folder."""
+        if self.kept is not None and warm is not None:
+            warm.give(self.kept)
+        else:
+            if self.keep and self.conn is not None:  # a child asked to stay leaves at the connection's end
+                self.conn.close()
+                self.conn = None
+            if self.proc is not None:  # a complete result is in: no need to wait for a slow teardown
+                _wait(self.proc, 1.0 if result is not None and result.outcome is Outcome.COMPLETE else 0.0)
+                seen = (monitor.seen if monitor is not None else set()) | (self.warm.seen if self.warm is not None else set())
+                kill_tree(self.proc.pid, also=seen)
+                _wait(self.proc, 2.0)
+            if self.theirs is not None:
+                self.theirs.close()
+            if self.conn is not None:
+                self.conn.close()
+            if self.tmpdir is not None:
+                shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if monitor is not None:
             monitor.close()
-            if log_fd is not None:
-                os.close(log_fd)
-    if result is None:  # only a warm process found dead leaves none here; an exception is raised instead
-        return run_trial(asked, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm)
-    return _with_peaks(result, monitor, time.monotonic() - start, last_value)
+        if self.log_fd is not None:
+            os.close(self.log_fd)
 
 
-def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wait_s: float = 2.0) -> bool:
-    """Whether the trial's process is ready for another trial: it sent a complete result itself, or (when the tuner
-    ended the trial after a window: pruned, or the budget spent) it stopped at ``stop`` and sent its result within
-    ``wait_s``."""
+def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wait_s: float) -> dict[str, Any] | None:
+    """The payload of a trial whose process is ready for another trial (None when it is not): it sent a complete result
+    itself, or (when the tuner ended the trial after a window: pruned, or the budget spent) it stopped at ``stop``
+    and sent its complete result within ``wait_s`` (its window's end, and the loader's close)."""
     if marks.get("from_child"):
-        return result.outcome is Outcome.COMPLETE
+        return {} if result.outcome is Outcome.COMPLETE else None
     if result.outcome not in (Outcome.COMPLETE, Outcome.PRUNED) or "first_window" not in marks:
-        return False
+        return None
     try:
         conn.send("stop")
         deadline = time.monotonic() + wait_s
         while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
             msg = conn.recv()
             if msg[0] == "result":
-                return bool(msg[1] == Outcome.COMPLETE.value)
+                return dict(msg[2]) if msg[1] == Outcome.COMPLETE.value else None
     except (EOFError, OSError):
         pass
-    return False
+    return None
 
 
 def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zygote: Zygote | None) -> subprocess.Popen | ForkedTrial:

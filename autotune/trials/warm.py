@@ -61,7 +61,9 @@ class WarmProcess:
     seen: set[psutil.Process] = dataclasses.field(default_factory=set)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        """Whether it still runs; a forked one also needs its zygote (it dies with it, unreported)."""
+        zygote = getattr(self.proc, "zygote", None)
+        return self.proc.poll() is None and (zygote is None or zygote.alive())
 
     def end(self) -> None:
         """Close its connection (it exits at once), then make sure it and its workers are gone, and its temp folder."""

@@ -113,14 +113,15 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
     )
 
 
-def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3) -> Tuner:
+def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3, **more) -> Tuner:
     """A tuner whose study holds one complete trial per ``num_workers``: its first score and its role (None: sampled)."""
     space = parse_space(SPACE, cores=4)
     tuner = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=top, confirm_repeats=repeats, baselines=False),
                   storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
     for w, (value, role) in trials.items():
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
-        attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 1.0, **({"role": role} if role else {})}
+        attrs = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", "duration_s": 1.0,
+                 **({"role": role} if role else {}), **more}
         tuner.study.add_trial(optuna.trial.create_trial(params={"num_workers": w}, distributions={"num_workers": optuna.distributions.IntDistribution(0, 4)},
                                                         value=value, user_attrs=attrs))
     return tuner
@@ -190,3 +191,14 @@ def test_the_best_starting_point_is_re_measured_beside_the_sampled_leaders(tiny_
     calls = _replay(tuner, monkeypatch, {w: [1000.0 - w] * 3 for w in range(5)})
     tuner.confirm()
     assert sorted(set(calls)) == [1, 3, 4]  # not the defaults: under a third of the best
+
+
+def test_a_re_measurement_is_admitted_at_a_fresh_process_s_time(tiny_dataset, tmp_path, monkeypatch):
+    """A trial measured in a warm process took 1 s but saved 3 s of start-up: its fresh re-measurement is asked to fit
+    4 s of the budget (at 1 s, one that did not fit was begun, and the run went past its budget)."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, saved_s=3.0)
+    _replay(tuner, monkeypatch, {4: [1000.0, 1000.0, 1000.0], 2: [990.0, 990.0, 990.0]})
+    asked: list[float] = []
+    tuner.confirm(fits=lambda s: asked.append(s) or True)
+    assert asked and all(s == pytest.approx(4.0) or s == pytest.approx(8.0) for s in asked), asked
+    assert pytest.approx(8.0) in asked  # the round of both, at 4 s each
