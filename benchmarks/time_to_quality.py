@@ -143,6 +143,10 @@ def run_options(dataset: str, extra: list[str]) -> argparse.Namespace:
     for name in OWN_OPTIONS:
         if getattr(got, name) != getattr(base, name):
             raise UserError(f"--{name.replace('_', '-')} after -- is set per method by this script (or measures more than the loader); leave it out")
+    from autotune.tuning.request import DEFAULT_PIPELINE, DEFAULT_SPACE
+
+    # the run's own defaults where the flags are left out (the parser leaves them unset: the request fills them in)
+    got.space, got.pipeline = got.space or DEFAULT_SPACE, got.pipeline or DEFAULT_PIPELINE
     return got
 
 

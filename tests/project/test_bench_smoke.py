@@ -163,6 +163,14 @@ def test_ttq_methods_are_autotune_runs_with_their_flags(tmp_path):
     assert got["warm-start"].warm_start == str(work / "autotune-seed3.yaml") and got["warm-start"].budget == 20
 
 
+def test_ttq_grid_and_compare_use_the_run_s_own_space_and_pipeline_when_none_is_given(tmp_path):
+    """Left out after --, the space and pipeline were None, and the grid stage failed at once on the CPU machine."""
+    _, _, opts = _ttq_args(tmp_path)
+    assert (opts.space, opts.pipeline) == ("default", "imagenet-train")
+    _, _, opts = _ttq_args(tmp_path, "--space", "cpu", "--pipeline", "imagenet-eval")
+    assert (opts.space, opts.pipeline) == ("cpu", "imagenet-eval")
+
+
 @pytest.mark.parametrize("extra", [["--budget", "5"], ["--seed", "1"], ["--model", "resnet50"]])
 def test_ttq_refuses_run_options_it_sets_per_method(tmp_path, extra):
     from autotune.errors import UserError
