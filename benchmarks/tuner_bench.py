@@ -42,7 +42,7 @@ from autotune.dataset import pagecache
 from autotune.dataset.scan import scan
 from autotune.errors import UserError
 from autotune.loaders.presets import get_preset
-from autotune.study.evidence import MeasuredTrials
+from autotune.study.evidence import MeasuredTrials, trial_attrs
 from autotune.study.result import winner
 from autotune.study.space import SearchSpace, load_space
 from autotune.study.storage import open_storage
@@ -252,7 +252,7 @@ def cmd_grid(b: Bench) -> int:
     print(f"grid {name}: {len(configs)} configs, {done} measured, {waiting} to go", file=sys.stderr)
     if waiting:
         pagecache.warm(b.dataset)
-        durations = [t.user_attrs.get("duration_s") or 0.0 for t in tuner.study.trials if t.state.is_finished()]
+        durations = [trial_attrs(t).get("duration_s") or 0.0 for t in tuner.study.trials if t.state.is_finished()]
         per_trial = statistics.mean(durations) if durations else 30.0
         timeout = max(1.0, a.time_budget - per_trial) if a.time_budget else None
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -268,9 +268,10 @@ def cmd_grid(b: Bench) -> int:
 
 
 def _echo(study: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
-    rate = t.user_attrs.get("samples_per_s")
-    print(f"  #{t.number} {t.user_attrs.get('config', '')}: {t.user_attrs.get('outcome', t.state.name.lower())}"
-          + (f" {rate:,.1f}/s" if rate else "") + f" ({t.user_attrs.get('duration_s', 0):.1f} s)", file=sys.stderr)
+    attrs = trial_attrs(t)  # the measurement's fields are one attribute, ``result``
+    rate = attrs.get("samples_per_s")
+    print(f"  #{t.number} {attrs.get('config', '')}: {attrs.get('outcome', t.state.name.lower())}"
+          + (f" {rate:,.1f}/s" if rate else "") + f" ({attrs.get('duration_s') or 0:.1f} s)", file=sys.stderr)
 
 
 def grid_summary(study: optuna.Study) -> dict[str, Any]:
@@ -281,7 +282,7 @@ def grid_summary(study: optuna.Study) -> dict[str, Any]:
         "size": study.user_attrs.get("grid_size", len(trials)),
         "measured": len(finished),
         "waiting": sum(t.state == optuna.trial.TrialState.WAITING for t in trials),
-        "wall_s": sum(t.user_attrs.get("duration_s") or 0.0 for t in finished),
+        "wall_s": sum(trial_attrs(t).get("duration_s") or 0.0 for t in finished),
         "top": complete,
         "best_config": complete[0].user_attrs.get("config") if complete else None,
         "best_rate": complete[0].value if complete else None,
@@ -323,7 +324,7 @@ def run_method(b: Bench, method: str, seed: int, budget: int) -> dict[str, Any]:
     record: dict[str, Any] = {"method": method, "seed": seed, "budget": budget, "trials": n_trials, "remeasured": remeasure,
                               "wall_s": round(wall, 2), "search_s": round(searched, 2),
                               "pruned": sum(t.state == optuna.trial.TrialState.PRUNED for t in tuner.study.trials),
-                              "trial_s": round(sum(t.user_attrs.get("duration_s") or 0.0 for t in tuner.study.trials), 2)}
+                              "trial_s": round(sum(trial_attrs(t).get("duration_s") or 0.0 for t in tuner.study.trials), 2)}
     if tuner.complete_trials():
         best, scores = winner(tuner.study)
         record |= {"chosen": best.user_attrs["loader"], "chosen_config": best.user_attrs.get("config"), "rate_in_study": round(statistics.median(scores), 1)}

@@ -217,6 +217,21 @@ def release_memory() -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
+def process_set_up(spec: TrialSpec) -> float:
+    """Import what the trial's kind of loader needs and start its device; the seconds it took (near 0 once done)."""
+    import torch
+
+    from autotune.loaders.backends import get_backend
+
+    t0 = time.perf_counter()
+    get_backend(spec.loader.backend.value).preload()
+    if spec.device.startswith("cuda"):
+        if ":" in spec.device:
+            torch.cuda.set_device(spec.device)
+        torch.cuda.init()
+    return time.perf_counter() - t0
+
+
 def _serve(conn: Any, spec: TrialSpec) -> bool:
     """Measure ``spec`` and send its result (or how it failed); whether it completed."""
     try:
@@ -227,7 +242,10 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
                 return conn.recv() == "stop"
             return False
 
+        set_up_s = process_set_up(spec) if spec.keep else None
         payload = execute(spec, on_window)
+        if set_up_s is not None:  # what a warm process pays once: its later trials find it done (autotune.trials.warm)
+            payload["process_setup_s"] = round(set_up_s, 3)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         if spec.keep:  # before the result: the next trial's memory readings start from what this one gave back
             try:

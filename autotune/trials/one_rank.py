@@ -64,9 +64,20 @@ def measure_rank(
         loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
     build_s = time.perf_counter() - t0
 
+    restarts = backend.restarts_each_epoch(spec.loader) and not getattr(spec.model, "resident", False)
+    epoch_samples = _epoch_samples(loader, spec.loader.batch_size) if restarts else None
+
     def payload(m: Measurement) -> dict[str, Any]:
         out = m.to_dict()
         out["startup_s"] = build_s + m.startup_s
+        if epoch_samples and out.get("samples_per_s"):
+            # workers that do not persist start again every epoch: the windows ran inside one, training pays the start
+            # once an epoch (a forkserver start on a 2-core machine halved a 2,000-sample epoch's rate, unseen before)
+            out["rate_within_epoch"] = out["samples_per_s"]
+            out["epoch_restart_s"] = round(m.startup_s, 3)
+            out["samples_per_s"] = per_epoch_rate(out["samples_per_s"], m.startup_s, epoch_samples)
+            if out.get("spread"):
+                out["spread"] = [per_epoch_rate(x, m.startup_s, epoch_samples) for x in out["spread"]]
         if device.startswith("cuda"):
             out["peak_gpu_mib"] = torch.cuda.max_memory_reserved(torch.device(device)) / 2**20
         for k in ("batches", "samples", "epochs"):
@@ -90,3 +101,18 @@ def buffered_batches(loader: Any) -> int:
     from autotune.loaders.backends import get_backend
 
     return get_backend(loader.backend).buffered_batches(loader)
+
+
+def per_epoch_rate(rate: float, restart_s: float, epoch_samples: int) -> float:
+    """Samples a second over whole epochs of ``epoch_samples`` that each start with ``restart_s`` of worker start-up."""
+    if rate <= 0:
+        return rate
+    return epoch_samples / (epoch_samples / rate + max(0.0, restart_s))
+
+
+def _epoch_samples(loader: Any, batch_size: int) -> int | None:
+    """Samples in one of ``loader``'s epochs (batches x batch size); None when it has no length (a stream)."""
+    try:
+        return int(len(loader)) * int(batch_size)
+    except TypeError:
+        return None

@@ -210,9 +210,11 @@ class _Child:
         payload = _settled(result, marks, self.conn, wait_s)
         if payload is None or warm is None:
             return
-        # the process's own start-up: the time to the first window, less the loader's build and warm-up
+        # the process's own start-up: its imports and device set-up as the child timed them, paid by its first trial
+        # only; where it did not say, the time to the first window less the loader's build and warm-up
+        told = payload.get("process_setup_s", result.extra.get("process_setup_s"))
         built = (payload.get("startup_s") or result.startup_s or 0.0) + (payload.get("warmup_s") or result.warmup_s or 0.0)
-        start_s = marks.get("first_window", time.monotonic() - start) - built
+        start_s = float(told) if told is not None else marks.get("first_window", time.monotonic() - start) - built
         wp = self.warm
         if wp is None:
             assert self.tmpdir is not None

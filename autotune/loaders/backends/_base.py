@@ -164,6 +164,11 @@ class LoaderBackend(abc.ABC):
         """Whether ``loader``'s workers outlive an epoch (the first ``iter()`` starts them, later ones reuse them)."""
         return False
 
+    def restarts_each_epoch(self, loader: LoaderConfig) -> bool:
+        """Whether every epoch starts ``loader``'s workers again (a DataLoader's workers that do not persist): a trial's
+        rate then pays that start once an epoch, as training does."""
+        return False
+
     # -- the trial process -------------------------------------------------------------------------------
     def preload(self) -> None:  # noqa: B027 - optional hook
         """Import what :meth:`build` needs, ahead of the time it is measured in."""

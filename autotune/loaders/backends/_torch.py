@@ -166,6 +166,9 @@ class TorchBackend(LoaderBackend):
     def starts_once(self, loader: LoaderConfig) -> bool:
         return loader.torch is not None and loader.torch.persistent_workers
 
+    def restarts_each_epoch(self, loader: LoaderConfig) -> bool:
+        return loader.torch is not None and loader.torch.num_workers > 0 and not loader.torch.persistent_workers
+
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_workers", 0))
 

@@ -240,6 +240,9 @@ class UserBackend(LoaderBackend):
     def starts_once(self, loader: LoaderConfig) -> bool:
         return bool(loader.options.persistent_workers)
 
+    def restarts_each_epoch(self, loader: LoaderConfig) -> bool:
+        return loader.options.num_workers > 0 and not loader.options.persistent_workers
+
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_workers", 0))
 
