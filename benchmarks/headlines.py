@@ -8,8 +8,9 @@ apart: the tuned config's every round beats the peer's every round. Anything els
     python benchmarks/headlines.py            # rewrite the block in README.md and RESULTS.md
     python benchmarks/headlines.py --check    # exit 1 when either block differs from what the JSON gives
 
-Sources: ``results/scenarios.json`` (each config re-measured in interleaved rounds, every run kept) and
-``results/<tag>-time-to-quality.json`` (the grid, the default runs of each seed and the other methods).
+Sources: ``results/scenarios.json`` (each config re-measured in interleaved rounds, every run kept),
+``results/<tag>-time-to-quality.json`` (the grid, the default runs of each seed and the other methods) and
+``results/<tag>-search.json`` (what each default run's search measured, its winner against the grid's best).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ END = "<!-- /headlines -->"
 #: the machines the headlines speak of: the scenario's rows, the time-to-quality file, the starting points' machine
 MACHINES = (
     {"title": "One NVIDIA H200 (16 cores), 8,000 ImageNet-like JPEGs, random-resized-crop 224", "scenario": "1xH200-loader",
-     "machine": "1 x H200, 16 cores", "ttq": "h200-time-to-quality.json", "cores": 16, "cuda": True},
+     "machine": "1 x H200, 16 cores", "ttq": "h200-time-to-quality.json", "search": "h200-search.json", "cores": 16, "cuda": True},
     {"title": "A 2-core CPU machine, 2,000 synthetic JPEGs, nothing else running", "scenario": "cpu-2core",
-     "machine": "CPU only, 2 cores", "ttq": "cpu-time-to-quality.json", "cores": 2, "cuda": False},
+     "machine": "CPU only, 2 cores", "ttq": "cpu-time-to-quality.json", "search": "cpu-search.json", "cores": 2, "cuda": False},
 )
 
 #: the starting points by role, as the run's own last lines name them
@@ -168,6 +169,27 @@ def machine_lines(m: dict[str, Any], scenarios: list[dict[str, Any]], ttq: list[
     return lines
 
 
+def search_lines(m: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """The newest run of ``results/<tag>-search.json``: what each default run's search measured, what found its winner,
+    and its winner against the grid's best in the same interleaved rounds (a shortfall called one only beyond noise)."""
+    if not rows:
+        return []
+    newest = rows[-1]["run_id"]
+    runs = sorted((r for r in rows if r["run_id"] == newest), key=lambda r: r["seed"])
+    configs, sampled = [r["configs_measured"] for r in runs], [r["sampled_measured"] for r in runs]
+    found = ", ".join(f"seed {r['seed']}: " + ("a starting point" if r["winner_is_start"] else "sampled") for r in runs)
+    fractions = []
+    for r in runs:
+        apart = told_apart(r["grid_best_rounds"], r["winner_rounds"]) and r["fraction"] < 1
+        fractions.append(f"{pct(r['fraction'])}" + (" (below it beyond the noise)" if apart else ""))
+    first = runs[0]
+    return [f"  - The search's own account ({m['search']}, run {newest}, commit {first['commit']}): {len(runs)} default "
+            f"{'run' if len(runs) == 1 else 'runs'} measured {'/'.join(map(str, configs))} configs, {'/'.join(map(str, sampled))} of them "
+            f"sampled; the winner {found}. Re-measured with the best of a {first['grid_size']}-config grid in the same "
+            f"{first['rounds']} interleaved rounds, the winners reached {', '.join(fractions)} of its median "
+            f"({rate(first['grid_best_rate'])} images/s, `{first['grid_best']}`)."]
+
+
 def _grid_size(m: dict[str, Any]) -> str:
     """The grid's size as its time-to-quality section in RESULTS.md states it ('40-config '), or nothing."""
     import re
@@ -185,6 +207,7 @@ def render() -> str:
     for m in MACHINES:
         ttq = harness.read_json(harness.RESULTS_DIR / m["ttq"]) or []
         lines += machine_lines(m, scenarios, ttq)
+        lines += search_lines(m, harness.read_json(harness.RESULTS_DIR / m["search"]) or [])
     lines.append(END)
     return "\n".join(lines) + "\n"
 

@@ -95,3 +95,18 @@ def test_a_stale_block_is_found_and_rewritten(results, tmp_path, monkeypatch):
     assert headlines.main([]) == 0 and headlines.main(["--check"]) == 0
     text = readme.read_text()
     assert "99×" not in text and text.startswith("intro\n") and text.endswith("rest\n") and "81.6×" in text
+
+
+def test_the_search_line_names_what_each_run_measured_and_calls_a_shortfall_only_beyond_noise():
+    row = {"seed": 1, "configs_measured": 11, "sampled_measured": 8, "winner_is_start": False, "fraction": 0.92, "grid_size": 51, "rounds": 3,
+           "grid_best_rate": 1321.5, "grid_best": "dali-cpu b=256", "run_id": "r2", "commit": "abc",
+           "winner_rounds": [1217.0, 1413.0, 1068.0], "grid_best_rounds": [1239.0, 1322.0, 1372.0]}
+    older = {**row, "run_id": "r1", "configs_measured": 4}
+    m = headlines.MACHINES[1]
+    (line,) = headlines.search_lines(m, [older, row])
+    assert "run r2" in line and "measured 11 configs, 8 of them sampled" in line and "seed 1: sampled" in line
+    assert "92.0 %" in line and "beyond the noise" not in line  # the rounds overlap: no shortfall claimed
+    apart = {**row, "winner_rounds": [1000.0, 1010.0, 1020.0]}
+    (line,) = headlines.search_lines(m, [apart])
+    assert "92.0 % (below it beyond the noise)" in line
+    assert headlines.search_lines(m, []) == []
