@@ -307,6 +307,12 @@ def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device
     if not dataset.pickles and "multiprocessing_context" in space:
         logger.info("%s does not pickle: its workers are forked (not spawned)", dataset.qualname)
         space = space.restrict("multiprocessing_context", ("fork",))
+    if dataset.iterable and not dataset.dali and not dataset.samples and "persistent_workers" in space:
+        # a stream of unknown length: the start its workers pay again every epoch cannot be priced per sample (a trial's
+        # windows fall inside one epoch), and workers that persist never pay it again. Unpriced, a forkserver start
+        # each epoch won a 2-core study and then read half the rate of a worker per core over whole epochs
+        logger.info("%s is a stream of unknown length: its workers persist", dataset.qualname)
+        space = space.restrict("persistent_workers", (True,))
     return dataset, space
 
 

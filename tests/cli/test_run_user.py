@@ -127,3 +127,16 @@ def test_an_iterable_dataset_that_does_not_split_by_worker_is_one_line(pipeline:
     assert len(err.splitlines()) == 1, err
     assert "unsplit returned an IterableDataset (Stream)" in err and "torch.utils.data.get_worker_info" in err
     assert not Path("autotune.yaml").exists()
+
+
+def test_a_stream_of_unknown_length_is_tuned_with_workers_that_persist(pipeline: Path) -> None:
+    """Workers that do not persist start again each epoch; over a stream of unknown length that start cannot be priced
+    per sample, and a forkserver start each epoch won a 2-core study, then read half a worker per core's rate."""
+    import optuna
+
+    args = ["run", "--dataset", "my_pipeline.py:stream", "--batch-size", "8", "--n-trials", "8", "--sampler", "random", "--seed", "0"]
+    assert main([*args, *FAST]) == 0
+    url = "sqlite:///autotune.db"
+    study = optuna.load_study(study_name=optuna.get_all_study_names(url)[0], storage=url)
+    with_workers = [t.user_attrs["loader"] for t in study.trials if (t.user_attrs.get("loader") or {}).get("num_workers", 0) > 0]
+    assert len(with_workers) >= 3 and all(o["persistent_workers"] for o in with_workers), with_workers
