@@ -201,13 +201,15 @@ def _grid_size(m: dict[str, Any]) -> str:
     return f"{found.group(1)}-config " if found else ""
 
 
-def render() -> str:
+def render(search: bool = True) -> str:
+    """The block; ``search``: with each machine's search account (RESULTS.md; the README, kept short, links there)."""
     scenarios = harness.read_json(harness.RESULTS_DIR / "scenarios.json") or []
     lines = [BEGIN]
     for m in MACHINES:
         ttq = harness.read_json(harness.RESULTS_DIR / m["ttq"]) or []
         lines += machine_lines(m, scenarios, ttq)
-        lines += search_lines(m, harness.read_json(harness.RESULTS_DIR / m["search"]) or [])
+        if search:
+            lines += search_lines(m, harness.read_json(harness.RESULTS_DIR / m["search"]) or [])
     lines.append(END)
     return "\n".join(lines) + "\n"
 
@@ -224,9 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when README.md or RESULTS.md differs from what the JSON gives")
     args = ap.parse_args(argv)
-    block = render()
     stale = []
-    for path in (README, harness.RESULTS):
+    for path, block in ((README, render(search=False)), (harness.RESULTS, render())):
         text = path.read_text()
         new = put(text, block)
         if new != text:
