@@ -219,16 +219,12 @@ def release_memory() -> None:
 
 def process_set_up(spec: TrialSpec) -> float:
     """Import what the trial's kind of loader needs and start its device; the seconds it took (near 0 once done)."""
-    import torch
-
     from autotune.loaders.backends import get_backend
+    from autotune.trials.one_rank import start_device
 
     t0 = time.perf_counter()
     get_backend(spec.loader.backend.value).preload()
-    if spec.device.startswith("cuda"):
-        if ":" in spec.device:
-            torch.cuda.set_device(spec.device)
-        torch.cuda.init()
+    start_device(spec.device)
     return time.perf_counter() - t0
 
 

@@ -43,10 +43,7 @@ def measure_rank(
     from autotune.loaders.presets import get_preset
     from autotune.trials.measure import measure
 
-    if device.startswith("cuda"):
-        if ":" in device:
-            torch.cuda.set_device(device)
-        torch.cuda.init()
+    start_device(device)
     consume = None
     extra: dict[str, Any] = {}
     if spec.model is not None:
@@ -116,3 +113,13 @@ def _epoch_samples(loader: Any, batch_size: int) -> int | None:
         return int(len(loader)) * int(batch_size)
     except TypeError:
         return None
+
+
+def start_device(device: str) -> None:
+    """Bind a CUDA device (``cuda:N``) and create its context before anything else touches CUDA; nothing for the CPU."""
+    if device.startswith("cuda"):
+        import torch
+
+        if ":" in device:
+            torch.cuda.set_device(device)
+        torch.cuda.init()

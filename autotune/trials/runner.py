@@ -148,7 +148,7 @@ def run_trial(
                         result.message if result is not None else "it had ended")
             result = None
         elif key is not None and result is not None:
-            child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor, start=start)
+            child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
         # that arrives meanwhile is delivered once they are
@@ -204,17 +204,14 @@ class _Child:
         return True
 
     def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],
-                        monitor: Monitor, start: float) -> None:
+                        monitor: Monitor) -> None:
         """Keep the process for the next trial of its kind when it is ready for one, and note what a warm trial saved."""
         assert self.proc is not None and self.conn is not None
         payload = _settled(result, marks, self.conn, wait_s)
         if payload is None or warm is None:
             return
-        # the process's own start-up: its imports and device set-up as the child timed them, paid by its first trial
-        # only; where it did not say, the time to the first window less the loader's build and warm-up
-        told = payload.get("process_setup_s", result.extra.get("process_setup_s"))
-        built = (payload.get("startup_s") or result.startup_s or 0.0) + (payload.get("warmup_s") or result.warmup_s or 0.0)
-        start_s = float(told) if told is not None else marks.get("first_window", time.monotonic() - start) - built
+        # the process's own start-up: its imports and device set-up as the child timed them (paid by its first trial only)
+        start_s = float(payload.get("process_setup_s", result.extra.get("process_setup_s")) or 0.0)
         wp = self.warm
         if wp is None:
             assert self.tmpdir is not None
