@@ -13,6 +13,9 @@
 #  methods:  three default `autotune run`s, seeds 1-3
 #  compare:  the grid's best 8 and every default run's winner, 3 interleaved rounds; rows appended to
 #            OUT/h200-search.json (a copy of benchmarks/results/h200-search.json first, so the file comes back whole)
+#  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
+# STAGE may name several, comma-separated, run in order (STAGE=methods,cuda). After each stage the work folder comes
+# back as OUT/work; carried in as ./gpu-work (an ignored path), it seeds an empty WORK, so a later machine resumes.
 # Env: DATA (default /tmp/s8k: 8,000 synthetic JPEGs, written when missing, about 60 s), WORK (/tmp/search).
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-search-out}}; mkdir -p "$out"
@@ -27,7 +30,10 @@ import optuna; optuna.logging.set_verbosity(optuna.logging.WARNING)
 u='sqlite:///autotune.db'; s=optuna.load_study(study_name=optuna.get_all_study_names(u)[-1], storage=u)
 print('time', s.user_attrs.get('time')); print('warm_processes', s.user_attrs.get('warm_processes'))"
 }
-case "${STAGE:-default}" in
+[ -d "$work" ] || [ ! -d gpu-work ] || cp -r gpu-work "$work"
+stages=${STAGE:-default}
+for stage in ${stages//,/ }; do
+case "$stage" in
 default)
   root=$PWD
   for r in 1 2; do
@@ -49,8 +55,13 @@ compare)
     --search-json "$out/h200-search.json" > "$out/compare.log" 2>&1; echo "exit $?" >> "$out/compare.log"
   cp "$work/ttq.json" "$out/" 2>/dev/null || true
   ;;
+cuda)
+  python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
+  ;;
 *)
-  echo "STAGE must be default, grid, methods or compare"; exit 2
+  echo "STAGE must name default, grid, methods, compare or cuda"; exit 2
   ;;
 esac
+[ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }
+done
 tail -n 12 "$out"/*.log
