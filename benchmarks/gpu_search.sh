@@ -14,6 +14,8 @@
 #  compare:  the grid's best 8 and every default run's winner, 3 interleaved rounds; rows appended to
 #            OUT/h200-search.json (a copy of benchmarks/results/h200-search.json first, so the file comes back whole)
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
+#  ahead:    default 60 s runs with --build-ahead off and on, interleaved (off, on, off, on; seeds 1 and 2): each run's
+#            last lines (configs measured, sampled, what the overlap hid) and its time attr, in OUT/ahead.log
 # STAGE may name several, comma-separated, run in order (STAGE=methods,cuda). After each stage the work folder comes
 # back as OUT/work; carried in as ./gpu-work (an ignored path), it seeds an empty WORK, so a later machine resumes.
 # Env: DATA (default /tmp/s8k: 8,000 synthetic JPEGs, written when missing, about 60 s), WORK (/tmp/search).
@@ -55,11 +57,24 @@ compare)
     --search-json "$out/h200-search.json" > "$out/compare.log" 2>&1; echo "exit $?" >> "$out/compare.log"
   cp "$work/ttq.json" "$out/" 2>/dev/null || true
   ;;
+ahead)
+  root=$PWD
+  for seed in 1 2; do
+    for mode in off on; do
+      mkdir -p "/tmp/ahead-$mode-$seed" && cd "/tmp/ahead-$mode-$seed" || exit 1
+      echo "== --build-ahead $mode --seed $seed" >> "$out/ahead.log"
+      /usr/bin/time -f "wall %e s" python3 -m autotune run --dataset "$data" --no-report --seed "$seed" --build-ahead "$mode" 2>&1 \
+        | tail -n 6 >> "$out/ahead.log"
+      time_attr >> "$out/ahead.log" 2>&1
+      cd "$root" || exit 1
+    done
+  done
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare or cuda"; exit 2
+  echo "STAGE must name default, grid, methods, compare, cuda or ahead"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }

@@ -85,6 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument("--confirm-repeats", type=nonneg_int, default=None, metavar="R", help="re-measurements of each (default: 2; planned with --budget)")
     m.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="warm: read the data once first (if it fits in RAM); cold: evict it before each trial")
+    m.add_argument("--build-ahead", choices=("auto", "on", "off"), default="auto",
+                   help="build the next trial's loader while one is measured (auto: on a CUDA device, where a build takes seconds)")
     m.add_argument("--sampler", choices=SAMPLERS, default="tpe", help="Optuna sampler (default: %(default)s)")
     m.add_argument("--pruner", choices=PRUNERS, default="median", help="Optuna pruner (default: %(default)s)")
     m.add_argument("--no-baselines", action="store_true", help="do not enqueue the defaults and heuristic baselines")

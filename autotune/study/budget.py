@@ -222,6 +222,15 @@ class TimeBudget:
         self.reserved_s = after  # what the reference leaves to the re-measurement: it ends (or is cut) where that begins
         return True
 
+    def ahead_fits(self) -> bool:
+        """Whether, after the trial measured now, one more trial and the planned re-measurement still fit: the next
+        trial may then be built while this one measures (:mod:`autotune.trials.ahead`); built and never measured,
+        its build would be wasted."""
+        cost = self.trial_cost()
+        if cost is None:
+            return self.remaining() > WRITE_RESERVE_S
+        return self.elapsed() + 2 * cost + self.reserved_s + WRITE_RESERVE_S <= self.total_s
+
     def measure_left(self) -> float:
         """Seconds a trial may still measure before it ends at its next window: the time left, less the YAML's
         writing and the planned re-measurement (a trial is cut only where the writing's reserve begins)."""

@@ -44,6 +44,10 @@ class TuneSettings:
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
     #: measure a kind's configs one after another in one warm trial process during the search, where the kind allows
     reuse_processes: bool = True
+    #: build the search's next trial while this one measures, where its kind allows (:mod:`autotune.trials.ahead`)
+    build_ahead: bool = False
+    #: whether the time budget has room for a trial after the one measured now (None: no time budget)
+    ahead_fits: Callable[[], bool] | None = None
     fork_trials: bool = True  # fork trial processes from a pre-imported one (autotune.trials.zygote) rather than spawn each
     log_dir: str | None = None  # each trial process's output goes to <log_dir>/<trial>.log (None: the tuner's stdout/stderr)
     time_left: Callable[[], float] | None = None  # seconds of the time budget left for trials: a trial past it is cut

@@ -43,6 +43,7 @@ from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, open_storage, storage_failure
 from autotune.trials import guard
+from autotune.trials.ahead import build_ahead, halved
 from autotune.trials.logs import append_line, remeasure_log, trial_log
 from autotune.trials.measure import STEADY_TOL
 from autotune.trials.owner import this_owner
@@ -155,6 +156,10 @@ class Tuner:
         #: the search's warm trial process (:mod:`autotune.trials.warm`); None: every trial in a fresh process
         self._warm: WarmPool | None = WarmPool() if settings.reuse_processes else None
         self._searching = False  # within optimize: the only time a trial may go to a warm process
+        #: the trial asked for while the one before it measured (:meth:`_build_next`): the study's next ``ask`` gives it
+        self._asked: optuna.Trial | None = None
+        self._counter: MeasuredTrials | None = None
+        self._ask_ahead_first()
 
     def _stamp_owner_first(self) -> None:
         """Record the trial's owner as soon as Optuna has made the trial (its sampler's ``before_trial``), so that
@@ -166,6 +171,17 @@ class Tuner:
             type(sampler).before_trial(sampler, study, trial)
 
         sampler.before_trial = before_trial  # type: ignore[method-assign]  # wraps this sampler's own hook, on this instance only
+    def _ask_ahead_first(self) -> None:
+        """Make this study's ``ask`` (the one ``optimize`` calls for each trial) give the trial asked for ahead, if any."""
+        study, plain = self.study, self.study.ask
+
+        def ask(fixed_distributions: Any = None) -> optuna.Trial:
+            if self._asked is not None and fixed_distributions is None:
+                trial, self._asked = self._asked, None
+                return trial
+            return plain(fixed_distributions)
+
+        study.ask = ask  # type: ignore[method-assign]  # this instance only, as _stamp_owner_first does with its sampler
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         """Queue a fixed config (a baseline, a warm start). One of a backend the space does not tune (the torch
@@ -236,7 +252,7 @@ class Tuner:
         return left if left < s.trial_timeout else None
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
-                timeout_s: float | None = None) -> TrialResult:
+                timeout_s: float | None = None, after_begin: Callable[[], None] | None = None) -> TrialResult:
         """Measure ``loader`` in its own trial process, or (during :meth:`optimize`) in the warm process of its kind where
         the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh."""
         from autotune.errors import raise_if_stopped
@@ -257,7 +273,7 @@ class Tuner:
         timeout_s = self.settings.trial_timeout if timeout_s is None else timeout_s
         warm = self._warm if self._searching else None
         return run_trial(self.spec(loader, number, log), timeout_s=timeout_s, budgets=self.settings.budgets, on_intermediate=on_intermediate,
-                         zygote=zygote, warm=warm)
+                         zygote=zygote, warm=warm, after_begin=after_begin if warm is not None else None)
 
     def end_warm(self) -> None:
         """End the search's warm trial process, and note what it saved (the study attr ``warm_processes``)."""
@@ -265,7 +281,7 @@ class Tuner:
             return
         with deferred_signals():  # every idle process and its temp folder go, even on a Ctrl-C meanwhile
             self._warm.close()
-        if self._warm.reused:
+        if self._warm.reused or self._warm.built_ahead:
             with contextlib.suppress(Exception):  # a storage that fails here has failed the run already: that error is told
                 self.study.set_user_attr("warm_processes", self._warm.summary())
 
@@ -305,8 +321,12 @@ class Tuner:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM anywhere in the trial, the sampler's work too
             record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
             raise
+        finally:
+            if self._warm is not None:  # built ahead for this trial and not measured (a repeat, a predicted failure): dropped
+                self._warm.drop_ahead(log=trial_log(self.settings.log_dir, trial.number))
 
-    def _objective(self, trial: optuna.Trial) -> float:
+    def _loader_of(self, trial: optuna.Trial) -> LoaderConfig:
+        """The config ``trial`` measures: a queued one as it was queued, else the space's sample."""
         if trial_attrs(trial).get("outside_space"):
             params = trial_attrs(trial)["loader_params"]
         else:
@@ -321,7 +341,36 @@ class Tuner:
             # a queued config as it was queued; a knob it does not name (a warm start from another backend), as sampled:
             # what is measured is what the trial's params say
             params = {**params, **trial_attrs(trial)["loader_params"]} if "loader_params" in trial_attrs(trial) else params
-        loader = LoaderConfig.from_params(params)
+        return LoaderConfig.from_params(params)
+
+    def _build_next(self) -> None:
+        """While the trial just started measures, ask for the next one and have its loader built, to be measured as
+        soon as this one ends (:mod:`autotune.trials.ahead`). Only when the settings allow it, the time budget has
+        room for it, and both configs fit half of each memory budget; a config measured before is asked for but not
+        built (its trial tells the earlier result)."""
+        s = self.settings
+        if not (s.build_ahead and self._searching and self._warm is not None) or self._asked is not None:
+            return
+        if self._counter is not None and self._counter.left <= 1:
+            return
+        if s.ahead_fits is not None and not s.ahead_fits():
+            return
+        trial = optuna.Study.ask(self.study)
+        self._asked = trial
+        try:
+            loader = self._loader_of(trial)
+        except Exception:  # noqa: BLE001 - its own objective raises it again, as it would have
+            return
+        trial.set_user_attr("config", loader.describe())  # what it was, should the search end before it is measured
+        if measured_before(self.study, loader, trial.number) is not None or being_measured(self.study, loader, trial.number, self._owner):
+            return
+        if guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model) is not None:
+            return
+        if build_ahead(self.spec(loader, trial.number), warm=self._warm, zygote=self._zygote or None):
+            logger.info("trial %d %s: built while the trial before it measures", trial.number, loader.describe())
+
+    def _objective(self, trial: optuna.Trial) -> float:
+        loader = self._loader_of(trial)
         trial.set_user_attr("loader", loader.to_params())
         trial.set_user_attr("config", loader.describe())
         # each config is measured once: a sampled one, and a queued one that an earlier trial completed (a warm start
@@ -353,6 +402,12 @@ class Tuner:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         cut = self._budget_cut()
         limit: dict[str, Any] = {"timeout_s": cut} if cut is not None else {}  # none: the measure's own (a stand-in may take none)
+        # the current trial's config is asked first, so that the next one is built ahead only once this one fits too
+        ahead = self._build_next if self.settings.build_ahead and guard.check_estimate(
+            loader, self.dataset, halved(self.settings.budgets), pipeline=self.settings.pipeline, device=self.settings.device,
+            ranks=self.settings.ranks, model=self.settings.model) is None else None
+        if ahead is not None:
+            limit["after_begin"] = ahead
         result = self.measure(loader, trial.number, intermediate, **limit)
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
@@ -401,7 +456,7 @@ class Tuner:
         # Optuna's own lines (a traceback for every failed trial) only with diagnostics on: the outcome and the
         # message are in each trial's user attributes, its output in its log file
         optuna.logging.set_verbosity(optuna.logging.INFO if logger.isEnabledFor(logging.INFO) else optuna.logging.ERROR)
-        budget = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
+        budget = self._counter = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
         shown = [unless_repeat(cb) for cb in callbacks or []]
         running_before = {t._trial_id for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         self._searching = True
@@ -425,8 +480,20 @@ class Tuner:
         finally:
             self._searching = False
             self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
+            self._unasked()
             if not keep_warm:
                 self.close()
+
+    def _unasked(self) -> None:
+        """A trial asked for ahead (:meth:`_build_next`) that the search ended before measuring: failed, its outcome
+        ``interrupted`` (Optuna cannot take a trial back)."""
+        trial, self._asked = self._asked, None
+        if trial is None:
+            return
+        with contextlib.suppress(Exception):  # a stop may have failed it already (_fail_own_running)
+            if self.study._storage.get_trial(trial._trial_id).state == optuna.trial.TrialState.RUNNING:
+                record_result(trial, {"outcome": Outcome.INTERRUPTED.value, "message": "asked for ahead; the search ended before it was measured"})
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
     def _fail_own_running(self, running_before: set[int]) -> list[int]:
         """Mark failed (outcome ``interrupted``) the trial that a Ctrl-C or SIGTERM left RUNNING.

@@ -44,8 +44,9 @@ def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
     return None
 
 
-def execute(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
-    """Build ``spec``'s loader on its device, measure it and return the result payload.
+def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Build ``spec``'s loader on its device, measure it and return the result payload; ``hold``: see
+    :func:`~autotune.trials.one_rank.measure_rank` (one rank only).
 
     Several ranks are forked from here, one process each, before anything touches CUDA
     (:mod:`autotune.trials.rank_group`); one rank is measured in this process.
@@ -62,7 +63,7 @@ def execute(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
         torch.manual_seed(spec.seed)
     if spec.ranks > 1:
         return measure_ranks(spec, on_window, classify=classify_exception, inject=inject)
-    return measure_rank(spec, spec.device, on_window)
+    return measure_rank(spec, spec.device, on_window, hold=hold)
 
 
 def _fault_injection(spec: TrialSpec) -> Callable[[str | None], None] | None:
@@ -228,8 +229,30 @@ def process_set_up(spec: TrialSpec) -> float:
     return time.perf_counter() - t0
 
 
+class Dropped(Exception):
+    """A trial built ahead was not measured: the tuner dropped it (the search ended first)."""
+
+
+def _hold(conn: Any, begun: float, ahead: dict[str, float]) -> Callable[[], None]:
+    """What a spec with ``hold`` does once its loader is built: wait for ``"go"``, noting the seconds from the trial's
+    start to then (its set-up and build, which the trial before it overlapped) in ``ahead``."""
+
+    def hold() -> None:
+        ahead["built_ahead_s"] = round(time.perf_counter() - begun, 3)
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            msg = None
+        if msg != "go":
+            raise Dropped("dropped before it was measured")
+
+    return hold
+
+
 def _serve(conn: Any, spec: TrialSpec) -> bool:
     """Measure ``spec`` and send its result (or how it failed); whether it completed."""
+    begun = time.perf_counter()
+    ahead: dict[str, float] = {}
     try:
 
         def on_window(step: int, value: float, spread: tuple[float, float]) -> bool:
@@ -239,7 +262,8 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
             return False
 
         set_up_s = process_set_up(spec) if spec.keep else None
-        payload = execute(spec, on_window)
+        payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None)
+        payload.update(ahead)
         if set_up_s is not None:  # what a warm process pays once: its later trials find it done (autotune.trials.warm)
             payload["process_setup_s"] = round(set_up_s, 3)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
@@ -251,6 +275,9 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
                 spec.keep = False
         conn.send(("result", Outcome.COMPLETE.value, payload))
         return True
+    except Dropped:
+        logger.info("trial dropped before it was measured")
+        return False
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         from autotune.trials.rank_group import RankFailed
 

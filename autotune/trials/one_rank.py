@@ -24,6 +24,7 @@ def measure_rank(
     num_shards: int = 1,
     after_warmup: Callable[[], None] | None = None,
     keep_loading: Callable[[dict[str, Any]], bool] | None = None,
+    hold: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Build ``spec``'s loader on ``device`` (and this shard), measure it and return the result payload.
 
@@ -36,6 +37,8 @@ def measure_rank(
         after_warmup: called once the loader is warmed up, before the first window.
         keep_loading: called with the payload once the windows are done; the loader goes on (untimed)
             while it returns True.
+        hold: called once the loader is built, before it is measured; it returns when the measurement may begin
+            (a trial built ahead waits there for its turn), or raises to drop the trial.
     """
     import torch
 
@@ -60,6 +63,12 @@ def measure_rank(
     else:
         loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
     build_s = time.perf_counter() - t0
+    if hold is not None:
+        try:
+            hold()
+        except BaseException:
+            loader.close()
+            raise
 
     restarts = backend.restarts_each_epoch(spec.loader) and not getattr(spec.model, "resident", False)
     epoch_samples = _epoch_samples(loader, spec.loader.batch_size) if restarts else None

@@ -107,6 +107,7 @@ def run_trial(
     zygote: Zygote | None = None,
     warm: WarmPool | None = None,
     spent_s: float = 0.0,
+    after_begin: Callable[[], None] | None = None,
 ) -> TrialResult:
     """Run ``spec`` in a fresh child process (or a warm one of its kind, from ``warm``) and return how it went.
 
@@ -120,6 +121,9 @@ def run_trial(
         warm: keep a kind's process after a complete trial, and measure the next trial of that kind in it
             (:mod:`autotune.trials.warm`); None: every trial in a fresh process.
         spent_s: seconds already spent on this trial (a warm process that failed it first), added to its duration.
+        after_begin: called once the trial's process has its spec (the tuner builds the next trial ahead then,
+            :mod:`autotune.trials.ahead`). A trial that ``warm`` holds built ahead is measured at once: its process
+            gets ``"go"``, and its duration counts from then.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
@@ -127,15 +131,22 @@ def run_trial(
     """
     budgets = budgets or Budgets()
     key = reuse_key(spec) if warm is not None else None
-    child = _Child(key is not None)
+    built = warm.claim(spec) if warm is not None and key is not None else None
+    child: _Child = built.child if built is not None else _Child(key is not None)
     monitor: Monitor | None = None
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
     marks: dict[str, float] = {}
     try:
-        wp = warm.take(key) if warm is not None and key is not None else None
-        sent = child.begin(spec, wp, zygote)
+        if built is not None:
+            wp = child.warm
+            sent = child.go()
+        else:
+            wp = warm.take(key) if warm is not None and key is not None else None
+            sent = child.begin(spec, wp, zygote)
+        if after_begin is not None and sent:
+            after_begin()
         monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
@@ -158,6 +169,10 @@ def run_trial(
         return run_trial(spec, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm,
                          spent_s=spent_s + time.monotonic() - start)
     assert monitor is not None
+    ahead_s = float(result.extra.get("built_ahead_s") or 0.0) if built is not None else 0.0
+    if ahead_s and warm is not None:  # its set-up and build overlapped the trial before: a fresh process pays them
+        result.extra["saved_s"] = round(float(result.extra.get("saved_s") or 0.0) + ahead_s, 2)
+        warm.note_ahead(ahead_s)
     return _with_peaks(result, monitor, time.monotonic() - start + spent_s, last_value)
 
 
@@ -201,6 +216,15 @@ class _Child:
             os.close(self.log_fd)
             self.log_fd = None
         self.conn.send(spec)
+        return True
+
+    def go(self) -> bool:
+        """Start the measurement of a trial built ahead (a spec with ``hold``, sent by :meth:`begin`). True even when
+        its process has ended meanwhile: a build that failed left its result on the connection, and a process that
+        died is told by its exit."""
+        assert self.conn is not None
+        with contextlib.suppress(OSError):
+            self.conn.send("go")
         return True
 
     def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],

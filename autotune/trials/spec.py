@@ -28,6 +28,9 @@ class TrialSpec:
     log: str | None = None  # the file that takes the trial process's stdout and stderr (None: the parent's)
     #: the process stays, after its result, for the next spec of the same kind (:mod:`autotune.trials.warm`)
     keep: bool = False
+    #: build the loader, then wait for ``"go"`` before measuring (a config built while an earlier trial measures: the
+    #: search's next trial, :mod:`autotune.trials.ahead`); any other message, or the connection's end, drops it
+    hold: bool = False
 
 
 @dataclasses.dataclass

@@ -79,14 +79,34 @@ class WarmProcess:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+@dataclasses.dataclass
+class BuiltAhead:
+    """A trial whose process builds its loader, or holds it built, until its turn (:mod:`autotune.trials.ahead`)."""
+
+    spec: TrialSpec
+    #: the runner's handle on its process (``runner._Child``): ``go()`` starts the measurement, ``end()`` drops it
+    child: Any
+
+    def matches(self, spec: TrialSpec) -> bool:
+        return (spec.loader, spec.log, spec.window_s, spec.windows, spec.warmup_batches, spec.device) == (
+            self.spec.loader, self.spec.log, self.spec.window_s, self.spec.windows, self.spec.warmup_batches, self.spec.device)
+
+    def drop(self) -> None:
+        """End its process (it leaves its wait at the connection's end) and its temp folder."""
+        self.child.end(None, None, None)
+
+
 class WarmPool:
-    """The warm trial processes a study keeps (one a kind: DALI's stays while a torch start is measured), and what reuse
-    saved."""
+    """The warm trial processes a study keeps (one a kind: DALI's stays while a torch start is measured), the trial built
+    ahead, and what reuse saved."""
 
     def __init__(self) -> None:
         self._idle: dict[tuple[str, str], WarmProcess] = {}
+        self._ahead: BuiltAhead | None = None
         self.reused = 0
         self.saved_s = 0.0
+        self.built_ahead = 0
+        self.ahead_s = 0.0
 
     def take(self, key: tuple[str, str]) -> WarmProcess | None:
         """The idle process for ``key``, alive (one that died waiting is cleaned up), or None."""
@@ -109,11 +129,44 @@ class WarmPool:
         self.reused += 1
         self.saved_s += saved_s
 
+    def hold(self, built: BuiltAhead) -> None:
+        """Keep ``built`` for its trial (one at a time: one held before it is dropped)."""
+        self.drop_ahead()
+        self._ahead = built
+
+    def holds(self) -> TrialSpec | None:
+        """The spec of the trial held built ahead, if any."""
+        return self._ahead.spec if self._ahead is not None else None
+
+    def claim(self, spec: TrialSpec) -> BuiltAhead | None:
+        """The trial built ahead for ``spec``, taken from the pool; None when none is held for it."""
+        b = self._ahead
+        if b is None or not b.matches(spec):
+            return None
+        self._ahead = None
+        return b
+
+    def drop_ahead(self, log: str | None = None) -> None:
+        """Drop the trial held built ahead (only the one whose log is ``log``, when given): it is not measured."""
+        b = self._ahead
+        if b is not None and (log is None or b.spec.log == log):
+            self._ahead = None
+            b.drop()
+
+    def note_ahead(self, ahead_s: float) -> None:
+        self.built_ahead += 1
+        self.ahead_s += ahead_s
+
     def close(self) -> None:
+        self.drop_ahead()
         idle, self._idle = list(self._idle.values()), {}
         for wp in idle:
             wp.end()
 
     def summary(self) -> dict[str, Any]:
-        """The study attr ``warm_processes``: trials measured in a warm process, and the start-up seconds saved."""
-        return {"trials": self.reused, "saved_s": round(self.saved_s, 1)}
+        """The study attr ``warm_processes``: trials measured in a warm process, and the start-up seconds saved; trials
+        built ahead, and the seconds of set-up and build that the trial before each overlapped."""
+        out: dict[str, Any] = {"trials": self.reused, "saved_s": round(self.saved_s, 1)}
+        if self.built_ahead:
+            out["built_ahead"] = {"trials": self.built_ahead, "hidden_s": round(self.ahead_s, 1)}
+        return out

@@ -107,8 +107,10 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     reporter.say(f"setting up: {dataset.count_text()} {'from' if user else 'in'} {printable(dataset_path)}, {doing} ...")
     if budget is not None:
         spend = budget
-        settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S,  # a trial past it is cut
-                                       measure_left=spend.measure_left)  # a trial past it ends at its next window: the re-measurement keeps its time
+        # time_left: a trial past it is cut; measure_left: a trial past it ends at its next window (the re-measurement keeps its
+        # time); ahead_fits: the next trial may be built while one measures
+        settings = dataclasses.replace(settings, time_left=lambda: spend.remaining() - WRITE_RESERVE_S, measure_left=spend.measure_left,
+                                       ahead_fits=spend.ahead_fits)
     if not user:
         dataset = _checked_dataset(request, dataset, dataset_path, device, space)
         _mark(budget, "preflight")
@@ -253,6 +255,8 @@ def settings_for(request: RunRequest, fp: dict[str, Any], device: str) -> TuneSe
         confirm_top=m.confirm_top, confirm_repeats=m.confirm_repeats, sampler=request.sampler, pruner=request.pruner,
         baselines=not request.no_baselines, cores=max(1, fp["cpus"] // ranks), cache=request.cache, ranks=ranks, budgets=budgets, model=model,
         planned=frozenset(k for k, given in (("window_s", request.window), ("windows", request.windows)) if given is None),
+        # a cold cache is evicted before each trial: a build ahead would read the files first
+        build_ahead=request.cache != "cold" and (request.build_ahead == "on" or (request.build_ahead == "auto" and device.startswith("cuda"))),
     )
 
 

@@ -76,6 +76,8 @@ class RunRequest:
     confirm_top: int | None = None
     confirm_repeats: int | None = None
     cache: str = "warm"
+    #: auto: build the next trial while one measures on a CUDA device (autotune.trials.ahead); on; off
+    build_ahead: str = "auto"
     sampler: str = "tpe"
     pruner: str = "median"
     no_baselines: bool = False

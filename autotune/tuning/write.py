@@ -212,8 +212,14 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
         t = summary["time"]
         took = f"took {t['elapsed_s']:.0f} s of the {t['budget_s']:.0f} s budget: " + ", ".join(f"{k} {v:.0f} s" for k, v in t["spent_s"].items())
         warm = study.user_attrs.get("warm_processes") or {}
-        if warm.get("trials"):  # what measuring in a warm process freed for more trials
-            took += f" ({warm['trials']} {'trial' if warm['trials'] == 1 else 'trials'} in a warm process saved {warm['saved_s']:.0f} s of start-up)"
+        freed = []  # what measuring in a warm process, and building the next trial during one, freed for more trials
+        if warm.get("trials"):
+            freed.append(f"{warm['trials']} {'trial' if warm['trials'] == 1 else 'trials'} in a warm process saved {warm['saved_s']:.0f} s of start-up")
+        ahead = warm.get("built_ahead") or {}
+        if ahead.get("trials"):
+            freed.append(f"{ahead['trials']} built while the trial before measured hid {ahead['hidden_s']:.0f} s of set-up and build")
+        if freed:
+            took += f" ({'; '.join(freed)})"
         lines.append(took)
     return lines
 

@@ -44,8 +44,11 @@ READER_NAME = "Reader"
 #: Memory sizes, in MiB (measured on DALI 2.x, rounded up).
 DALI_BASE_MIB = 300  # DALI's libraries and host pools
 DALI_GPU_BASE_MIB = 400  # nvJPEG / hardware decoder state and DALI's device pools
-NVJPEG_DEVICE_PADDING_MIB = 211025920 / 2**20  # the mixed decoder's device_memory_padding (see _graph)
-NVJPEG_HOST_PADDING_MIB = 140544512 / 2**20  # and its host_memory_padding (pinned)
+#: the mixed decoder's device_memory_padding and host_memory_padding, in bytes: DALI's own defaults (see _graph)
+NVJPEG_DEVICE_PADDING = 16 * 2**20
+NVJPEG_HOST_PADDING = 8 * 2**20
+NVJPEG_DEVICE_PADDING_MIB = NVJPEG_DEVICE_PADDING / 2**20
+NVJPEG_HOST_PADDING_MIB = NVJPEG_HOST_PADDING / 2**20  # pinned
 
 #: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
 #: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
@@ -156,10 +159,12 @@ def _graph(
     decode_kw: dict[str, Any] = {"device": "mixed" if gpu_decode else "cpu", "output_type": types.RGB}
     if gpu_decode:
         decode_kw["hw_decoder_load"] = opts.hw_decoder_load
-        # NVIDIA's ResNet-50 recipe: pad nvJPEG's buffers so they are not re-allocated batch after batch while the
-        # pipeline warms up (the paddings DALI's own examples use)
-        decode_kw["device_memory_padding"] = 211025920
-        decode_kw["host_memory_padding"] = 140544512
+        # DALI's default paddings, not the ResNet-50 recipe's (201 MiB device, 134 MiB host): with the recipe's, a
+        # pipeline that decodes part of a batch on the CPU (hw_decoder_load < 1) took 2.3-3.2 s to its first batch
+        # instead of 0.3-0.4 s and held 5.1 GB instead of 1.2 GB of host memory, and was no faster after
+        # (benchmarks/gpu-logs/h200-2026-12-03-search-2/dali-padding-probe.log)
+        decode_kw["device_memory_padding"] = NVJPEG_DEVICE_PADDING
+        decode_kw["host_memory_padding"] = NVJPEG_HOST_PADDING
     mean = [m * 255.0 for m in preset.mean]
     std = [s * 255.0 for s in preset.std]
     if preset.train:
@@ -356,7 +361,7 @@ class DaliBackend(LoaderBackend):
         stage = b * (decoded + 3 * sizes.crop * sizes.crop / 2**20)  # decoded images + resized crops, one batch
         if d.device == "gpu":
             parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, decoder=DALI_GPU_BASE_MIB + NVJPEG_DEVICE_PADDING_MIB)
-            parts.host["nvjpeg_host_padding"] = NVJPEG_HOST_PADDING_MIB
+            parts.host["nvjpeg_host_padding"] = 2 * d.num_threads * NVJPEG_HOST_PADDING_MIB  # pinned, per thread
             parts.gpu.update(stages=q * (stage + out), batches_on_gpu=2 * out)
         else:
             parts.host["stages"] = q * stage

@@ -1,0 +1,164 @@
+"""The next trial built while one measures (autotune.trials.ahead): it waits for its turn, is measured from then and
+says what it hid; one never measured is dropped with its process; the search leaves no trial running."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.study.budget import TimeBudget
+from autotune.study.settings import TuneSettings
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner
+from autotune.trials.ahead import build_ahead, halved
+from autotune.trials.guard import Budgets
+from autotune.trials.runner import run_trial
+from autotune.trials.spec import TrialSpec
+from autotune.trials.warm import WarmPool
+
+pytest.importorskip("nvidia.dali")
+
+DALI_CPU = {"backend": {"choices": ["dali"]}, "batch_size": {"choices": [8]}, "dali_device": {"choices": ["cpu"]},
+            "num_threads": {"int": [1, 2]}, "prefetch_queue_depth": {"choices": [1, 2, 3]}}
+
+
+def _dali(threads: int, queue: int = 2) -> LoaderConfig:
+    return LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": threads, "prefetch_queue_depth": queue})
+
+
+def _spec(dataset, loader: LoaderConfig, log: Path) -> TrialSpec:
+    return TrialSpec(dataset=dataset, loader=loader, pipeline="imagenet-eval", device="cpu", warmup_batches=1, window_s=0.2, windows=2, log=str(log))
+
+
+def _pid(log: Path, wait_s: float = 30.0) -> int:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        m = re.search(r"trial process (\d+)", log.read_text()) if log.exists() else None
+        if m:
+            return int(m.group(1))
+        time.sleep(0.05)
+    raise AssertionError(f"no trial process in {log}")
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_trial_built_ahead_waits_for_its_turn_and_is_measured_in_that_process(tiny_dataset, tmp_path) -> None:
+    ds = scan(tiny_dataset)
+    pool = WarmPool()
+    try:
+        ahead = _spec(ds, _dali(2, 1), tmp_path / "1.log")
+        assert build_ahead(ahead, warm=pool, zygote=None)
+        held = _pid(tmp_path / "1.log")
+        first = run_trial(_spec(ds, _dali(1), tmp_path / "0.log"), timeout_s=60, warm=pool)  # measured meanwhile, in another process
+        assert "complete" not in (tmp_path / "1.log").read_text(), "a trial built ahead measures nothing before its turn"
+        assert pool.holds() is ahead
+        second = run_trial(ahead, timeout_s=60, warm=pool)
+    finally:
+        pool.close()
+    assert first.outcome is Outcome.COMPLETE and second.outcome is Outcome.COMPLETE
+    assert _pid(tmp_path / "0.log") != held and _pid(tmp_path / "1.log") == held
+    assert second.extra["built_ahead_s"] > 0
+    assert second.extra["saved_s"] >= round(second.extra["built_ahead_s"], 2)  # a fresh re-measurement pays what was hidden
+    assert pool.summary()["built_ahead"]["trials"] == 1
+    assert pool.holds() is None
+
+
+def test_a_trial_built_ahead_and_never_measured_is_dropped_with_its_process(tiny_dataset, tmp_path) -> None:
+    ds = scan(tiny_dataset)
+    pool = WarmPool()
+    spec = _spec(ds, _dali(1), tmp_path / "0.log")
+    assert build_ahead(spec, warm=pool, zygote=None)
+    pid = _pid(tmp_path / "0.log")
+    other = _spec(ds, _dali(2), tmp_path / "1.log")
+    assert pool.claim(other) is None  # held for its own trial only
+    pool.drop_ahead(log=str(tmp_path / "1.log"))  # another trial's drop leaves it
+    assert pool.holds() is spec
+    pool.close()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+    assert pool.holds() is None
+
+
+def test_a_torch_dataloader_is_not_built_ahead(tiny_dataset, tmp_path) -> None:
+    ds = scan(tiny_dataset)
+    pool = WarmPool()
+    torch_spec = _spec(ds, LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1}), tmp_path / "0.log")
+    assert not build_ahead(torch_spec, warm=pool, zygote=None)  # its workers would load beside the trial measured
+    assert pool.holds() is None
+
+
+def test_two_trials_at_once_are_held_to_half_of_each_memory_budget() -> None:
+    b = halved(Budgets(host_mib=1000.0, gpu_mib=None, shm_mib=64.0, reserve_gpu_mib=10.0))
+    assert (b.host_mib, b.gpu_mib, b.shm_mib, b.reserve_gpu_mib) == (500.0, None, 32.0, 10.0)
+
+
+def test_the_budget_builds_ahead_only_while_two_more_trials_fit() -> None:
+    now = [0.0]
+    budget = TimeBudget(60.0, clock=lambda: now[0])
+    assert budget.ahead_fits()  # no trial priced yet
+    budget.record_trial(10.0)
+    now[0] = 30.0
+    assert budget.ahead_fits()  # 30 + 2 x 10 + 3 <= 60
+    budget.reserved_s = 10.0
+    assert not budget.ahead_fits()  # the re-measurement's time is never a trial's
+
+
+def _tuner(tiny_dataset, tmp_path, monkeypatch, **kw) -> Tuner:
+    monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
+    settings = TuneSettings(cache="none", cores=2, window_s=0.2, windows=2, warmup_batches=1, pruner="none", baselines=False, confirm_top=2,
+                            confirm_repeats=1, sampler="random", seed=0, log_dir=str(tmp_path / "logs"), pipeline="imagenet-eval", fork_trials=False,
+                            build_ahead=True, **kw)
+    return Tuner(scan(tiny_dataset), parse_space({"params": DALI_CPU}, cores=2), settings, storage="memory", study_name="ahead")
+
+
+def _result(t: optuna.trial.FrozenTrial) -> dict:
+    return t.user_attrs.get("result") or {}
+
+
+def test_the_search_measures_trials_built_ahead_and_leaves_none_running(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4)
+    try:
+        tuner.optimize()
+    finally:
+        tuner.close()
+    trials = tuner.study.trials
+    assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL)]
+    measured = [t for t in trials if "repeat_of" not in _result(t)]
+    assert len(measured) == 4, "n_trials is kept: the last trial asks for none ahead"
+    ahead = [t for t in measured if _result(t).get("built_ahead_s")]
+    assert ahead, [_result(t) for t in trials]
+    assert tuner.study.user_attrs["warm_processes"]["built_ahead"]["trials"] == len(ahead)
+
+
+def test_a_trial_asked_for_ahead_when_the_search_stops_is_failed_not_left_running(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=10)
+
+    def stop_after_first(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        study.stop()
+
+    try:
+        tuner.optimize(callbacks=[stop_after_first])
+    finally:
+        tuner.close()
+    trials = tuner.study.trials
+    assert [t.state for t in trials] == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL]
+    assert _result(trials[1])["outcome"] == Outcome.INTERRUPTED.value
+    assert "ended before it was measured" in _result(trials[1])["message"]
+    assert trials[1].user_attrs["config"].startswith("dali-cpu")
+    assert tuner.study.user_attrs.get("warm_processes", {}).get("built_ahead") is None
