@@ -49,7 +49,7 @@ from autotune.trials.measure import STEADY_TOL
 from autotune.trials.owner import this_owner
 from autotune.trials.runner import OnIntermediate, WindowVerdict, deferred_signals, remove_stale_tmpdirs, run_trial
 from autotune.trials.spec import TrialResult, TrialSpec
-from autotune.trials.warm import WarmPool
+from autotune.trials.warm import WarmPool, reuse_key
 from autotune.trials.zygote import Zygote
 
 __all__ = [  # the study's parts, importable from here as before
@@ -158,6 +158,7 @@ class Tuner:
         self._searching = False  # within optimize: the only time a trial may go to a warm process
         #: the trial asked for while the one before it measured (:meth:`_build_next`): the study's next ``ask`` gives it
         self._asked: optuna.Trial | None = None
+        self._built_for: int | None = None  # the trial whose loader is built ahead, held in the warm pool
         self._counter: MeasuredTrials | None = None
         self._ask_ahead_first()
 
@@ -176,12 +177,13 @@ class Tuner:
         study, plain = self.study, self.study.ask
 
         def ask(fixed_distributions: Any = None) -> optuna.Trial:
-            if self._asked is not None and fixed_distributions is None:
+            if self._asked is not None and not fixed_distributions:
                 trial, self._asked = self._asked, None
                 return trial
             return plain(fixed_distributions)
 
         study.ask = ask  # type: ignore[method-assign]  # this instance only, as _stamp_owner_first does with its sampler
+
     # -- enqueueing ------------------------------------------------------------------------------------
     def _enqueue(self, params: dict[str, Any], role: str) -> None:
         """Queue a fixed config (a baseline, a warm start). One of a backend the space does not tune (the torch
@@ -301,6 +303,9 @@ class Tuner:
         d = self.dataset
         if path not in d.files:
             return
+        if self._warm is not None:  # a trial built ahead reads the files as they were
+            with deferred_signals():
+                self._warm.drop_ahead()
         if not os.path.lexists(path):  # removed while the run measured: the others removed with it go at once, not a trial each
             gone = _removed(d.files)
             self.dataset = d.without([d.name_of(f) for f in gone], "removed during the run")
@@ -322,8 +327,11 @@ class Tuner:
             record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
             raise
         finally:
-            if self._warm is not None:  # built ahead for this trial and not measured (a repeat, a predicted failure): dropped
-                self._warm.drop_ahead(log=trial_log(self.settings.log_dir, trial.number))
+            if self._built_for == trial.number:  # built ahead for this trial and not measured (a repeat, a predicted failure)
+                self._built_for = None
+                if self._warm is not None:
+                    with deferred_signals():  # its process goes, even on a Ctrl-C meanwhile
+                        self._warm.drop_ahead()
 
     def _loader_of(self, trial: optuna.Trial) -> LoaderConfig:
         """The config ``trial`` measures: a queued one as it was queued, else the space's sample."""
@@ -343,31 +351,46 @@ class Tuner:
             params = {**params, **trial_attrs(trial)["loader_params"]} if "loader_params" in trial_attrs(trial) else params
         return LoaderConfig.from_params(params)
 
-    def _build_next(self) -> None:
-        """While the trial just started measures, ask for the next one and have its loader built, to be measured as
-        soon as this one ends (:mod:`autotune.trials.ahead`). Only when the settings allow it, the time budget has
-        room for it, and both configs fit half of each memory budget; a config measured before is asked for but not
-        built (its trial tells the earlier result)."""
+    def _may_build_ahead(self, loader: LoaderConfig) -> bool:
+        """Whether the next trial may be built while ``loader``'s trial measures: the settings ask for it, the search
+        runs, this trial is one of a kind that is built ahead itself (a build beside a torch trial, the torch defaults
+        that the speedup is measured against among them, would slow it), and it fits half of each memory budget."""
         s = self.settings
-        if not (s.build_ahead and self._searching and self._warm is not None) or self._asked is not None:
+        if not (s.build_ahead and self._searching and self._warm is not None) or reuse_key(self.spec(loader)) is None:
+            return False
+        return guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model) is None
+
+    def _build_next(self, current: LoaderConfig) -> None:
+        """While the trial of ``current`` measures, ask for the next one and have its loader built, to be measured as
+        soon as this one ends (:mod:`autotune.trials.ahead`).
+
+        Only a sampled trial is asked for ahead: a queued one (a starting point) keeps its place, which the time
+        budget's last-trial rule reads. And only while the time budget has room for it after this trial, and before
+        the last of ``--n-trials``. Asked for, it is built unless it is of a kind that is not, this same config, one
+        measured before, or over half of a memory budget; its trial then runs as usual. A failure here is the next
+        trial's own to tell, never this one's.
+        """
+        s, warm = self.settings, self._warm
+        if warm is None or self._asked is not None or self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
             return
         if self._counter is not None and self._counter.left <= 1:
             return
         if s.ahead_fits is not None and not s.ahead_fits():
             return
-        trial = optuna.Study.ask(self.study)
-        self._asked = trial
         try:
+            trial = self._asked = optuna.Study.ask(self.study)
             loader = self._loader_of(trial)
-        except Exception:  # noqa: BLE001 - its own objective raises it again, as it would have
-            return
-        trial.set_user_attr("config", loader.describe())  # what it was, should the search end before it is measured
-        if measured_before(self.study, loader, trial.number) is not None or being_measured(self.study, loader, trial.number, self._owner):
-            return
-        if guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model) is not None:
-            return
-        if build_ahead(self.spec(loader, trial.number), warm=self._warm, zygote=self._zygote or None):
-            logger.info("trial %d %s: built while the trial before it measures", trial.number, loader.describe())
+            trial.set_user_attr("config", loader.describe())  # what it was, should the search end before it is measured
+            if loader == current or measured_before(self.study, loader, trial.number) is not None or \
+                    being_measured(self.study, loader, trial.number, self._owner):
+                return
+            if guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model):
+                return
+            if build_ahead(self.spec(loader, trial.number), warm=warm, zygote=self._zygote or None):
+                self._built_for = trial.number
+                logger.info("trial %d %s: built while the trial before it measures", trial.number, loader.describe())
+        except Exception as e:  # noqa: BLE001 - the next trial's own objective meets it again, and tells it
+            logger.info("the next trial was not built ahead: %s: %s", type(e).__name__, e)
 
     def _objective(self, trial: optuna.Trial) -> float:
         loader = self._loader_of(trial)
@@ -402,12 +425,8 @@ class Tuner:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         cut = self._budget_cut()
         limit: dict[str, Any] = {"timeout_s": cut} if cut is not None else {}  # none: the measure's own (a stand-in may take none)
-        # the current trial's config is asked first, so that the next one is built ahead only once this one fits too
-        ahead = self._build_next if self.settings.build_ahead and guard.check_estimate(
-            loader, self.dataset, halved(self.settings.budgets), pipeline=self.settings.pipeline, device=self.settings.device,
-            ranks=self.settings.ranks, model=self.settings.model) is None else None
-        if ahead is not None:
-            limit["after_begin"] = ahead
+        if self._may_build_ahead(loader):
+            limit["after_begin"] = lambda: self._build_next(loader)
         result = self.measure(loader, trial.number, intermediate, **limit)
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"
@@ -479,8 +498,10 @@ class Tuner:
             raise
         finally:
             self._searching = False
-            self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
-            self._unasked()
+            try:
+                self._unasked()
+            finally:
+                self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
             if not keep_warm:
                 self.close()
 

@@ -30,7 +30,7 @@ from autotune.trials.guard import Budgets, Monitor
 from autotune.trials.owner import owner_gone, this_owner
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.tree import kill_tree
-from autotune.trials.warm import WarmPool, WarmProcess, reuse_key
+from autotune.trials.warm import BuiltAhead, WarmPool, WarmProcess, reuse_key
 from autotune.trials.zygote import ForkedTrial, Zygote
 
 if TYPE_CHECKING:
@@ -131,23 +131,26 @@ def run_trial(
     """
     budgets = budgets or Budgets()
     key = reuse_key(spec) if warm is not None else None
-    built = warm.claim(spec) if warm is not None and key is not None else None
-    child: _Child = built.child if built is not None else _Child(key is not None)
+    child = _Child(key is not None)
+    built: BuiltAhead | None = None
     monitor: Monitor | None = None
     start = time.monotonic()
     result: TrialResult | None = None
     last_value: float | None = None
     marks: dict[str, float] = {}
     try:
+        built = warm.claim(spec) if warm is not None and key is not None else None
         if built is not None:
+            child = built.child
             wp = child.warm
             sent = child.go()
         else:
             wp = warm.take(key) if warm is not None and key is not None else None
             sent = child.begin(spec, wp, zygote)
+        # before the next trial's build begins beside it: the GPU's and /dev/shm's baselines are this trial's own
+        monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
         if after_begin is not None and sent:
             after_begin()
-        monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
         if sent:

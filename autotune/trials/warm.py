@@ -88,7 +88,9 @@ class BuiltAhead:
     child: Any
 
     def matches(self, spec: TrialSpec) -> bool:
-        return (spec.loader, spec.log, spec.window_s, spec.windows, spec.warmup_batches, spec.device) == (
+        """Whether it was built for ``spec``: the same config, measurement and log, over the same dataset object (a
+        file left out since, as undecodable, makes a new one)."""
+        return spec.dataset is self.spec.dataset and (spec.loader, spec.log, spec.window_s, spec.windows, spec.warmup_batches, spec.device) == (
             self.spec.loader, self.spec.log, self.spec.window_s, self.spec.windows, self.spec.warmup_batches, self.spec.device)
 
     def drop(self) -> None:
@@ -146,11 +148,10 @@ class WarmPool:
         self._ahead = None
         return b
 
-    def drop_ahead(self, log: str | None = None) -> None:
-        """Drop the trial held built ahead (only the one whose log is ``log``, when given): it is not measured."""
-        b = self._ahead
-        if b is not None and (log is None or b.spec.log == log):
-            self._ahead = None
+    def drop_ahead(self) -> None:
+        """Drop the trial held built ahead, if any: it is not measured."""
+        b, self._ahead = self._ahead, None
+        if b is not None:
             b.drop()
 
     def note_ahead(self, ahead_s: float) -> None:

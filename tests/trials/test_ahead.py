@@ -85,7 +85,8 @@ def test_a_trial_built_ahead_and_never_measured_is_dropped_with_its_process(tiny
     pid = _pid(tmp_path / "0.log")
     other = _spec(ds, _dali(2), tmp_path / "1.log")
     assert pool.claim(other) is None  # held for its own trial only
-    pool.drop_ahead(log=str(tmp_path / "1.log"))  # another trial's drop leaves it
+    fewer = scan(tiny_dataset)  # the same files, but another dataset object: one left out as undecodable makes a new one
+    assert pool.claim(_spec(fewer, _dali(1), tmp_path / "0.log")) is None
     assert pool.holds() is spec
     pool.close()
     deadline = time.monotonic() + 10
@@ -121,9 +122,9 @@ def test_the_budget_builds_ahead_only_while_two_more_trials_fit() -> None:
 
 def _tuner(tiny_dataset, tmp_path, monkeypatch, **kw) -> Tuner:
     monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
+    kw.setdefault("log_dir", str(tmp_path / "logs"))
     settings = TuneSettings(cache="none", cores=2, window_s=0.2, windows=2, warmup_batches=1, pruner="none", baselines=False, confirm_top=2,
-                            confirm_repeats=1, sampler="random", seed=0, log_dir=str(tmp_path / "logs"), pipeline="imagenet-eval", fork_trials=False,
-                            build_ahead=True, **kw)
+                            confirm_repeats=1, sampler="random", seed=0, pipeline="imagenet-eval", fork_trials=False, build_ahead=True, **kw)
     return Tuner(scan(tiny_dataset), parse_space({"params": DALI_CPU}, cores=2), settings, storage="memory", study_name="ahead")
 
 
@@ -131,8 +132,9 @@ def _result(t: optuna.trial.FrozenTrial) -> dict:
     return t.user_attrs.get("result") or {}
 
 
-def test_the_search_measures_trials_built_ahead_and_leaves_none_running(tiny_dataset, tmp_path, monkeypatch) -> None:
-    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4)
+@pytest.mark.parametrize("logs", [True, False], ids=["trial-logs", "no-logs"])
+def test_the_search_measures_trials_built_ahead_and_leaves_none_running(tiny_dataset, tmp_path, monkeypatch, logs) -> None:
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4, **({} if logs else {"log_dir": None}))
     try:
         tuner.optimize()
     finally:
@@ -162,3 +164,47 @@ def test_a_trial_asked_for_ahead_when_the_search_stops_is_failed_not_left_runnin
     assert "ended before it was measured" in _result(trials[1])["message"]
     assert trials[1].user_attrs["config"].startswith("dali-cpu")
     assert tuner.study.user_attrs.get("warm_processes", {}).get("built_ahead") is None
+
+
+def test_a_queued_trial_keeps_its_place_and_a_torch_trial_has_no_build_beside_it(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4)
+    tuner._searching = True
+    torch_loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
+    assert tuner._may_build_ahead(_dali(1)) and not tuner._may_build_ahead(torch_loader)
+    tuner._searching = False
+    for threads, queue in ((1, 1), (2, 2)):  # starting points: the budget's last-trial rule reads the queue's next role
+        tuner.study.enqueue_trial({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": threads, "prefetch_queue_depth": queue})
+    try:
+        tuner.optimize()
+    finally:
+        tuner.close()
+    trials = tuner.study.trials
+    assert not _result(trials[0]).get("built_ahead_s") and not _result(trials[1]).get("built_ahead_s")
+    assert any(_result(t).get("built_ahead_s") for t in trials[2:])
+
+
+def test_the_config_being_measured_is_not_built_again_and_a_failed_build_fails_no_trial(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4)
+    current = _dali(2, 3)
+    monkeypatch.setattr(tuner, "_loader_of", lambda trial: current)
+    tuner._searching = True
+    try:
+        tuner._build_next(current)
+        assert tuner._asked is not None and tuner._warm is not None and tuner._warm.holds() is None
+    finally:
+        tuner._searching = False
+        tuner._unasked()
+        tuner.close()
+
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=3)
+
+    def broken(*args, **kwargs):
+        raise OSError("fork failed")
+
+    monkeypatch.setattr("autotune.study.tuner.build_ahead", broken)
+    try:
+        tuner.optimize()
+    finally:
+        tuner.close()
+    states = [t.state for t in tuner.study.trials]
+    assert len(states) >= 3 and set(states) == {optuna.trial.TrialState.COMPLETE}, states
