@@ -30,7 +30,11 @@ time_attr() {  # the newest study's time attr in ./autotune.db
   python3 -c "
 import optuna; optuna.logging.set_verbosity(optuna.logging.WARNING)
 u='sqlite:///autotune.db'; s=optuna.load_study(study_name=optuna.get_all_study_names(u)[-1], storage=u)
-print('time', s.user_attrs.get('time')); print('warm_processes', s.user_attrs.get('warm_processes'))"
+print('time', s.user_attrs.get('time')); print('warm_processes', s.user_attrs.get('warm_processes'))
+keys = ('duration_s', 'startup_s', 'build_s', 'warmup_s', 'built_ahead_s', 'close_s', 'release_s', 'saved_s', 'warm_process')
+for t in s.trials:  # where each trial's time went
+    r = t.user_attrs.get('result') or {}
+    print(' ', t.number, t.state.name, t.user_attrs.get('config'), r.get('outcome'), r.get('samples_per_s'), {k: r[k] for k in keys if r.get(k) is not None})"
 }
 [ -d "$work" ] || [ ! -d gpu-work ] || cp -r gpu-work "$work"
 stages=${STAGE:-default}

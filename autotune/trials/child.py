@@ -269,7 +269,9 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         if spec.keep:  # before the result: the next trial's memory readings start from what this one gave back
             try:
+                t0 = time.perf_counter()
                 release_memory()
+                payload["release_s"] = round(time.perf_counter() - t0, 3)
             except Exception:  # noqa: BLE001 - memory not given back is this process's last trial
                 logger.exception("giving back the loader's memory failed: this process measures no more trials")
                 spec.keep = False

@@ -97,8 +97,12 @@ def measure_rank(
             consume=consume, after_warmup=after_warmup, keep_loading=tail, drain_batches=buffered_batches(spec.loader),
         )
     finally:
+        t_close = time.perf_counter()
         loader.close()
-    return payload(m)
+    out = payload(m)
+    out["build_s"] = round(build_s, 3)  # of startup_s: the loader's construction, before its first batch was asked for
+    out["close_s"] = round(time.perf_counter() - t_close, 3)  # the loader's teardown, inside the trial's time
+    return out
 
 
 def buffered_batches(loader: Any) -> int:

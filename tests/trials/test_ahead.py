@@ -72,6 +72,9 @@ def test_a_trial_built_ahead_waits_for_its_turn_and_is_measured_in_that_process(
     assert first.outcome is Outcome.COMPLETE and second.outcome is Outcome.COMPLETE
     assert _pid(tmp_path / "0.log") != held and _pid(tmp_path / "1.log") == held
     assert second.extra["built_ahead_s"] > 0
+    # where a trial's time goes, for the time budget's account: the build (inside the start-up), the teardown, and a
+    # kept process's giving back of the loader's memory
+    assert 0 <= second.extra["build_s"] <= second.startup_s and second.extra["close_s"] >= 0 and second.extra["release_s"] >= 0
     assert second.extra["saved_s"] >= round(second.extra["built_ahead_s"], 2)  # a fresh re-measurement pays what was hidden
     assert pool.summary()["built_ahead"]["trials"] == 1
     assert pool.holds() is None
