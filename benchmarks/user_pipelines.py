@@ -223,6 +223,7 @@ def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: d
         cand[key] = json.loads(value)
     if yaml_path is not None:
         cand["tuned"] = tuned_kwargs(yaml_path, kind)
+        note(f"  tuned config: {json.dumps(cand['tuned'], sort_keys=True)}")  # in the log too, should the JSON not come back
     kept: dict[str, dict[str, Any]] = {}
     same: dict[str, str] = {}  # a peer equal to an earlier one here: measured once
     for k, kw in cand.items():
