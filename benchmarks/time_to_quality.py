@@ -370,7 +370,8 @@ def search_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str,
                     "winner_rounds": cmp["scores"].get(key) if key else None, "grid_best": ref_key, "grid_best_rate": round(ref, 1),
                     "grid_best_rounds": cmp["scores"].get(ref_key), "fraction": round(rate / ref, 4) if rate else None,
                     "grid_size": grid.get("size"), "rounds": cmp.get("rounds"), "machine": harness.machine_kind(cmp["hardware"]),
-                    "when": cmp.get("when"), "run_id": run_id, "commit": commit})
+                    "when": cmp.get("when"), "run_id": run_id, "commit": commit,
+                    "command": r.get("command"), "compare_command": "python " + shlex.join([sys.argv[0], *sys.argv[1:]])})
     return out
 
 
