@@ -183,11 +183,21 @@ def search_lines(m: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
         apart = told_apart(r["grid_best_rounds"], r["winner_rounds"]) and r["fraction"] < 1
         fractions.append(f"{pct(r['fraction'])}" + (" (below it beyond the noise)" if apart else ""))
     first = runs[0]
-    return [f"  - The search's own account ({m['search']}, run {newest}, commit {first['commit']}): {len(runs)} default "
-            f"{'run' if len(runs) == 1 else 'runs'} measured {'/'.join(map(str, configs))} configs, {'/'.join(map(str, sampled))} of them "
-            f"sampled; the winner {found}. Re-measured with the best of a {first['grid_size']}-config grid in the same "
-            f"{first['rounds']} interleaved rounds, the winners reached {', '.join(fractions)} of its median "
-            f"({rate(first['grid_best_rate'])} images/s, `{first['grid_best']}`)."]
+    lines = [f"  - The search's own account ({m['search']}, run {newest}, commit {first['commit']}): {len(runs)} default "
+             f"{'run' if len(runs) == 1 else 'runs'} measured {'/'.join(map(str, configs))} configs, {'/'.join(map(str, sampled))} of them "
+             f"sampled; the winner {found}. Re-measured with the best of a {first['grid_size']}-config grid in the same "
+             f"{first['rounds']} interleaved rounds, the winners reached {', '.join(fractions)} of its median "
+             f"({rate(first['grid_best_rate'])} images/s, `{first['grid_best']}`)."]
+    earlier = list(dict.fromkeys(r["run_id"] for r in rows if r["run_id"] != newest))
+    if earlier:  # every run stays in the file, and is named here: a run that fell short is not left to prose
+        said = []
+        for run_id in earlier:
+            were = sorted((r for r in rows if r["run_id"] == run_id), key=lambda r: r["seed"])
+            said.append(f"run {run_id} (commit {were[0]['commit']}): {'/'.join(map(str, (r['configs_measured'] for r in were)))} configs, "
+                        f"{'/'.join(map(str, (r['sampled_measured'] for r in were)))} sampled, "
+                        f"{', '.join(pct(r['fraction']) if r.get('fraction') is not None else 'no rate' for r in were)} of that run's grid best")
+        lines.append(f"  - Earlier runs in the file: {'; '.join(said)}.")
+    return lines
 
 
 def _grid_size(m: dict[str, Any]) -> str:

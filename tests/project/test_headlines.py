@@ -103,9 +103,10 @@ def test_the_search_line_names_what_each_run_measured_and_calls_a_shortfall_only
            "winner_rounds": [1217.0, 1413.0, 1068.0], "grid_best_rounds": [1239.0, 1322.0, 1372.0]}
     older = {**row, "run_id": "r1", "configs_measured": 4}
     m = headlines.MACHINES[1]
-    (line,) = headlines.search_lines(m, [older, row])
+    line, before = headlines.search_lines(m, [older, row])
     assert "run r2" in line and "measured 11 configs, 8 of them sampled" in line and "seed 1: sampled" in line
     assert "92.0 %" in line and "beyond the noise" not in line  # the rounds overlap: no shortfall claimed
+    assert before == "  - Earlier runs in the file: run r1 (commit abc): 4 configs, 8 sampled, 92.0 % of that run's grid best."  # every run named
     apart = {**row, "winner_rounds": [1000.0, 1010.0, 1020.0]}
     (line,) = headlines.search_lines(m, [apart])
     assert "92.0 % (below it beyond the noise)" in line
