@@ -95,6 +95,8 @@ def confirmation_method(record: dict[str, Any]) -> str:
     head, sep, _ = said.rpartition("; winner by median")
     if isinstance(alike, list) and len(alike) > 1 and sep:
         return f"{head}; winner: the cheapest of the {len(alike)} the re-measurement cannot tell apart from the fastest"
+    if isinstance(alike, list) and len(alike) == 1 and sep:  # the noise rule chose, on the re-measurements alone
+        return f"{head}; winner: the fastest by the median of its re-measurements, the others told apart from it"
     return said
 
 

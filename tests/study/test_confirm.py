@@ -103,13 +103,15 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
     assert [c["scores"] for c in record["candidates"]] == [[424.9, 431.0, 418.0, 293.0], [400.0, 396.0, 401.0, 390.0]]
     assert record["earlier"] == 4 and record["attempted"] == 2
     assert record["method"] == confirmation_method(record) == (
-        "top 2 re-measured 1x each, interleaved; 4 re-measurements of an earlier run of this study kept; winner by median of all scores"
+        "top 2 re-measured 1x each, interleaved; 4 re-measurements of an earlier run of this study kept; "
+        "winner: the fastest by the median of its re-measurements, the others told apart from it"
     )
     fig = figures(resumed.study)
     assert fig["scores"] == [424.9, 431.0, 418.0, 293.0] and fig["samples_per_s"] == pytest.approx(421.45, abs=0.06)  # the median of all four
     none_now = {**record, "attempted": 0, "candidates": [{**c, "scores": c["scores"][:3]} for c in record["candidates"]]}
     assert confirmation_method(none_now) == (
-        "4 re-measurements of an earlier run of this study kept; none counted in this run (no re-measurement); winner by median of all scores"
+        "4 re-measurements of an earlier run of this study kept; none counted in this run (no re-measurement); "
+        "winner: the fastest by the median of its re-measurements, the others told apart from it"
     )
 
 
@@ -170,6 +172,25 @@ def test_a_config_told_apart_as_slower_does_not_win_for_being_cheaper(tiny_datas
     record = tuner.confirm()
     winner = next(t for t in tuner.study.trials if t.number == record["winner_trial"])
     assert trial_attrs(winner)["loader"]["num_workers"] == 4 and record["indistinguishable"] == [winner.number]
+
+
+def test_single_re_measurements_tell_a_config_apart_only_beyond_the_margin(tiny_dataset, tmp_path, monkeypatch):
+    """A 60 s run re-measures each candidate once. One reading each, 0.4 % apart, had called the cheaper config slower
+    (and the report then showed the winner with the lower median of all scores): within 3 % they cannot be told apart,
+    and the cheapest wins; 5 % apart on single readings is told apart."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (830.0, None), 2: (990.0, None)}, top=2, repeats=1)
+    _replay(tuner, monkeypatch, {4: [1003.0], 2: [999.0]})
+    record = tuner.confirm()
+    workers = {t.number: trial_attrs(t)["loader"]["num_workers"] for t in tuner.study.trials}
+    assert workers[record["fastest_trial"]] == 4 and workers[record["winner_trial"]] == 2
+    assert sorted(record["indistinguishable"]) == sorted(workers) and record["method"].endswith("cannot tell apart from the fastest")
+
+    tuner = _tuner_with(tiny_dataset, tmp_path / "b", {4: (830.0, None), 2: (990.0, None)}, top=2, repeats=1)
+    _replay(tuner, monkeypatch, {4: [1003.0], 2: [950.0]})
+    record = tuner.confirm()
+    workers = {t.number: trial_attrs(t)["loader"]["num_workers"] for t in tuner.study.trials}
+    assert workers[record["winner_trial"]] == 4 and len(record["indistinguishable"]) == 1
+    assert record["method"].endswith("winner: the fastest by the median of its re-measurements, the others told apart from it")
 
 
 def test_the_winner_is_never_one_its_re_measurement_shows_slower_than_a_starting_point(tiny_dataset, tmp_path, monkeypatch):
