@@ -119,7 +119,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("output")
     o.add_argument("--quiet", action="store_true", help="print errors only (no progress, no warnings)")
     o.add_argument("--json", action="store_true", help="print a JSON summary on stdout (progress goes to stderr)")
-    o.add_argument("--no-report", action="store_true", help="do not write reports/<study>/")
+    o.add_argument("--no-report", action="store_true", help="do not write the report in reports/<study>/ (the trials' logs still go to its trials/ folder)")
     o.add_argument("--reports-dir", type=given, default="reports", metavar="DIR", help="where reports go (default: %(default)s)")
 
 
