@@ -23,7 +23,7 @@ from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
-from autotune.study.budget import WRITE_RESERVE_S
+from autotune.study.budget import REFERENCE_ROLE, WRITE_RESERVE_S
 from autotune.study.confirm import OnStep, candidates, trial_loader
 from autotune.study.confirm import confirm as confirm_candidates
 from autotune.study.evidence import (
@@ -360,18 +360,34 @@ class Tuner:
             return False
         return guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model) is None
 
+    def _queue_allows_ask(self) -> bool:
+        """Whether the next trial may be asked for ahead, given the queue: yes when it is empty (the next is sampled),
+        or when its next is a starting point of a kind built ahead (DALI's usual start while the hardware-decoder start
+        measures) that is not the speedup's reference, nor followed by it: the time budget's last-trial rule reads the
+        queue's next role, and asked for ahead, a trial has left the queue."""
+        waiting = sorted(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)), key=lambda t: t.number)
+        if not waiting:
+            return True
+        if any(trial_attrs(t).get("role") == REFERENCE_ROLE for t in waiting[:2]):
+            return False
+        params = trial_attrs(waiting[0]).get("loader_params")
+        try:
+            return params is not None and reuse_key(self.spec(LoaderConfig.from_params(params))) is not None
+        except Exception:  # noqa: BLE001 - a queued config that does not parse is its own trial's to tell
+            return False
+
     def _build_next(self, current: LoaderConfig) -> None:
         """While the trial of ``current`` measures, ask for the next one and have its loader built, to be measured as
         soon as this one ends (:mod:`autotune.trials.ahead`).
 
-        Only a sampled trial is asked for ahead: a queued one (a starting point) keeps its place, which the time
-        budget's last-trial rule reads. And only while the time budget has room for it after this trial, and before
-        the last of ``--n-trials``. Asked for, it is built unless it is of a kind that is not, this same config, one
+        Only a sampled trial, or a queued starting point of a kind built ahead that the queue allows
+        (:meth:`_queue_allows_ask`), is asked for ahead; and only while the time budget has room for it after this
+        trial, and before the last of ``--n-trials``. Asked for, it is built unless it is of a kind that is not, this same config, one
         measured before, or over half of a memory budget; its trial then runs as usual. A failure here is the next
         trial's own to tell, never this one's.
         """
         s, warm = self.settings, self._warm
-        if warm is None or self._asked is not None or self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)):
+        if warm is None or self._asked is not None or not self._queue_allows_ask():
             return
         if self._counter is not None and self._counter.left <= 1:
             return

@@ -17,8 +17,8 @@ What keeps this honest:
   includes them, so the time budget prices a fresh re-measurement of it at what a fresh process takes.
 - It is built only when the search enables it (``TuneSettings.build_ahead``: on a CUDA device, where a build costs
   seconds and the cores are many), beside a trial of a kind built ahead itself (never beside a torch trial), for a
-  sampled trial (a queued starting point keeps its place), when the time budget has room for it after the current
-  trial, and when both configs' memory estimates fit half of each budget (the monitor watches the trial measured,
+  sampled trial or a queued DALI start the queue allows (``Tuner._queue_allows_ask``), when the time budget has room
+  for it after the current trial, and when both configs' memory estimates fit half of each budget (the monitor watches the trial measured,
   not the one waiting). The policy is the tuner's (``Tuner._build_next``); this module holds the process.
 """
 

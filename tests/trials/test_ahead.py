@@ -169,21 +169,27 @@ def test_a_trial_asked_for_ahead_when_the_search_stops_is_failed_not_left_runnin
     assert tuner.study.user_attrs.get("warm_processes", {}).get("built_ahead") is None
 
 
-def test_a_queued_trial_keeps_its_place_and_a_torch_trial_has_no_build_beside_it(tiny_dataset, tmp_path, monkeypatch) -> None:
-    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=4)
+def test_a_queued_dali_start_is_built_ahead_but_the_reference_keeps_its_place(tiny_dataset, tmp_path, monkeypatch) -> None:
+    from autotune.study.evidence import trial_attrs
+
+    tuner = _tuner(tiny_dataset, tmp_path, monkeypatch, n_trials=6)
     tuner._searching = True
     torch_loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
-    assert tuner._may_build_ahead(_dali(1)) and not tuner._may_build_ahead(torch_loader)
+    assert tuner._may_build_ahead(_dali(1)) and not tuner._may_build_ahead(torch_loader)  # nothing is built beside a torch trial
     tuner._searching = False
-    for threads, queue in ((1, 1), (2, 2)):  # starting points: the budget's last-trial rule reads the queue's next role
-        tuner.study.enqueue_trial({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": threads, "prefetch_queue_depth": queue})
+    for threads, queue, role in ((1, 1, "dali-hw"), (2, 2, "dali-heuristic"), (2, 3, "warm-start")):
+        tuner._enqueue(_dali(threads, queue).to_params(), role)
+    tuner._enqueue({"backend": "torch", "batch_size": 8, "num_workers": 0}, "defaults")  # the speedup's reference
     try:
         tuner.optimize()
     finally:
         tuner.close()
     trials = tuner.study.trials
-    assert not _result(trials[0]).get("built_ahead_s") and not _result(trials[1]).get("built_ahead_s")
-    assert any(_result(t).get("built_ahead_s") for t in trials[2:])
+    assert [trial_attrs(t).get("role") for t in trials[:4]] == ["dali-hw", "dali-heuristic", "warm-start", "defaults"]
+    ahead = [bool(_result(t).get("built_ahead_s")) for t in trials]
+    assert ahead[:4] == [False, True, False, False]  # 1: built during 0; 2: the reference came next after it, so not asked
+    assert any(ahead[4:]), "a sampled trial is built during a DALI trial"
+    assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL)]
 
 
 def test_the_config_being_measured_is_not_built_again_and_a_failed_build_fails_no_trial(tiny_dataset, tmp_path, monkeypatch) -> None:
