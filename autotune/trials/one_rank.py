@@ -81,9 +81,9 @@ def measure_rank(
             # once an epoch (a forkserver start on a 2-core machine halved a 2,000-sample epoch's rate, unseen before)
             out["rate_within_epoch"] = out["samples_per_s"]
             out["epoch_restart_s"] = round(m.startup_s, 3)
-            out["samples_per_s"] = per_epoch_rate(out["samples_per_s"], m.startup_s, epoch_samples)
+            out["samples_per_s"] = per_epoch_rate(out["samples_per_s"], out["epoch_restart_s"], epoch_samples)
             if out.get("spread"):
-                out["spread"] = [per_epoch_rate(x, m.startup_s, epoch_samples) for x in out["spread"]]
+                out["spread"] = [per_epoch_rate(x, out["epoch_restart_s"], epoch_samples) for x in out["spread"]]
         if device.startswith("cuda"):
             out["peak_gpu_mib"] = torch.cuda.max_memory_reserved(torch.device(device)) / 2**20
         for k in ("batches", "samples", "epochs"):
