@@ -172,6 +172,7 @@ class Tuner:
             type(sampler).before_trial(sampler, study, trial)
 
         sampler.before_trial = before_trial  # type: ignore[method-assign]  # wraps this sampler's own hook, on this instance only
+
     def _ask_ahead_first(self) -> None:
         """Make this study's ``ask`` (the one ``optimize`` calls for each trial) give the trial asked for ahead, if any."""
         study, plain = self.study, self.study.ask
@@ -351,14 +352,20 @@ class Tuner:
             params = {**params, **trial_attrs(trial)["loader_params"]} if "loader_params" in trial_attrs(trial) else params
         return LoaderConfig.from_params(params)
 
-    def _may_build_ahead(self, loader: LoaderConfig) -> bool:
-        """Whether the next trial may be built while ``loader``'s trial measures: the settings ask for it, the search
-        runs, this trial is one of a kind that is built ahead itself (a build beside a torch trial, the torch defaults
-        that the speedup is measured against among them, would slow it), and it fits half of each memory budget."""
+    def _two_at_once(self, loader: LoaderConfig) -> bool:
+        """Whether ``loader`` may run while another trial builds or measures: a kind built ahead (its process reused),
+        within half of each memory budget."""
         s = self.settings
-        if not (s.build_ahead and self._searching and self._warm is not None) or reuse_key(self.spec(loader)) is None:
+        if reuse_key(self.spec(loader)) is None:
             return False
         return guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model) is None
+
+    def _may_build_ahead(self, loader: LoaderConfig) -> bool:
+        """Whether the next trial may be built while ``loader``'s trial measures: the settings ask for it, the search
+        runs, and this trial is one of a kind built ahead itself (a build beside a torch trial, the torch defaults
+        that the speedup is measured against among them, would slow it) that fits half of each memory budget."""
+        s = self.settings
+        return s.build_ahead and self._searching and self._warm is not None and self._two_at_once(loader)
 
     def _queue_allows_ask(self) -> bool:
         """Whether the next trial may be asked for ahead, given the queue: yes when it is empty (the next is sampled),
@@ -372,7 +379,7 @@ class Tuner:
             return False
         params = trial_attrs(waiting[0]).get("loader_params")
         try:
-            return params is not None and reuse_key(self.spec(LoaderConfig.from_params(params))) is not None
+            return params is not None and self._two_at_once(LoaderConfig.from_params(params))
         except Exception:  # noqa: BLE001 - a queued config that does not parse is its own trial's to tell
             return False
 
@@ -398,9 +405,7 @@ class Tuner:
             loader = self._loader_of(trial)
             trial.set_user_attr("config", loader.describe())  # what it was, should the search end before it is measured
             if loader == current or measured_before(self.study, loader, trial.number) is not None or \
-                    being_measured(self.study, loader, trial.number, self._owner):
-                return
-            if guard.check_estimate(loader, self.dataset, halved(s.budgets), pipeline=s.pipeline, device=s.device, ranks=s.ranks, model=s.model):
+                    being_measured(self.study, loader, trial.number, self._owner) or not self._two_at_once(loader):
                 return
             if build_ahead(self.spec(loader, trial.number), warm=warm, zygote=self._zygote or None):
                 self._built_for = trial.number

@@ -143,7 +143,8 @@ def run_trial(
         if built is not None:
             child = built.child
             wp = child.warm
-            sent = child.go()
+            child.go()
+            sent = True  # a build that failed left its result on the connection; a process that died, its exit
         else:
             wp = warm.take(key) if warm is not None and key is not None else None
             sent = child.begin(spec, wp, zygote)
@@ -221,14 +222,12 @@ class _Child:
         self.conn.send(spec)
         return True
 
-    def go(self) -> bool:
-        """Start the measurement of a trial built ahead (a spec with ``hold``, sent by :meth:`begin`). True even when
-        its process has ended meanwhile: a build that failed left its result on the connection, and a process that
-        died is told by its exit."""
+    def go(self) -> None:
+        """Start the measurement of a trial built ahead (a spec with ``hold``, sent by :meth:`begin`); a process that
+        ended meanwhile is told by what it left on the connection, or by its exit."""
         assert self.conn is not None
         with contextlib.suppress(OSError):
             self.conn.send("go")
-        return True
 
     def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],
                         monitor: Monitor) -> None:
