@@ -10,7 +10,7 @@
 #  default:  two default 60 s runs back to back on DATA (the first probes torch, the second reads the remembered
 #            probe): the run's own lines (configs measured, sampled, what warm processes saved) and its time attr
 #  grid:     --grid-wide, one round each (62 configs), --time-budget 480
-#  methods:  three default `autotune run`s, seeds 1-3
+#  methods:  three default `autotune run`s, seeds 1-3; where each trial's time went in OUT/trials.log
 #  compare:  the grid's best 8 and every default run's winner, 3 interleaved rounds; rows appended to
 #            OUT/h200-search.json (a copy of benchmarks/results/h200-search.json first, so the file comes back whole)
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
@@ -26,22 +26,15 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 data=${DATA:-/tmp/s8k}; work=${WORK:-/tmp/search}
 [ -f "$data/.complete" ] || { python3 -m autotune synth "$data" --images 8000 --classes 100 > "$out/data.log" 2>&1 && touch "$data/.complete"; }
 ttq=(python3 benchmarks/time_to_quality.py --tag h200 --dataset "$data" --work "$work")
-time_attr() {  # the newest study's time attr in ./autotune.db
-  python3 -c "
-import optuna; optuna.logging.set_verbosity(optuna.logging.WARNING)
-u='sqlite:///autotune.db'; s=optuna.load_study(study_name=optuna.get_all_study_names(u)[-1], storage=u)
-print('time', s.user_attrs.get('time')); print('warm_processes', s.user_attrs.get('warm_processes'))
-keys = ('duration_s', 'startup_s', 'build_s', 'warmup_s', 'built_ahead_s', 'close_s', 'release_s', 'saved_s', 'warm_process')
-for t in s.trials:  # where each trial's time went
-    r = t.user_attrs.get('result') or {}
-    print(' ', t.number, t.state.name, t.user_attrs.get('config'), r.get('outcome'), r.get('samples_per_s'), {k: r[k] for k in keys if r.get(k) is not None})"
+time_attr() {  # the newest study's time attr in ./autotune.db, and where each trial's time went
+  python3 "$root/benchmarks/trial_times.py" sqlite:///autotune.db
 }
 [ -d "$work" ] || [ ! -d gpu-work ] || cp -r gpu-work "$work"
+root=$PWD
 stages=${STAGE:-default}
 for stage in ${stages//,/ }; do
 case "$stage" in
 default)
-  root=$PWD
   for r in 1 2; do
     mkdir -p "/tmp/default$r" && cd "/tmp/default$r" || exit 1
     /usr/bin/time -f "wall %e s" python3 -m autotune run --dataset "$data" --no-report > "$out/default-run$r.log" 2>&1
@@ -54,6 +47,7 @@ grid)
   ;;
 methods)
   "${ttq[@]}" --methods autotune --seed 1 --seeds 3 --stages methods > "$out/methods.log" 2>&1; echo "exit $?" >> "$out/methods.log"
+  dbs=("$work"/methods/autotune-seed*.db); python3 benchmarks/trial_times.py "${dbs[@]/#/sqlite:///}" > "$out/trials.log" 2>&1
   ;;
 compare)
   cp benchmarks/results/h200-search.json "$out/h200-search.json" 2>/dev/null || true
@@ -62,7 +56,6 @@ compare)
   cp "$work/ttq.json" "$out/" 2>/dev/null || true
   ;;
 ahead)
-  root=$PWD
   for seed in 1 2; do
     for mode in off on; do
       mkdir -p "/tmp/ahead-$mode-$seed" && cd "/tmp/ahead-$mode-$seed" || exit 1

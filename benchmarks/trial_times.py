@@ -1,0 +1,43 @@
+#!/usr/bin/env python
+"""Where a tuning run's time went: each study's ``time`` attribute, what warm processes saved, and per trial its
+config, outcome, rate and the seconds of its parts (start-up, build, warm-up, what building ahead hid, close,
+release).
+
+    python benchmarks/trial_times.py sqlite:///autotune.db [sqlite:///other.db ...]   # the newest study of each
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+KEYS = ("duration_s", "startup_s", "build_s", "warmup_s", "built_ahead_s", "close_s", "release_s", "saved_s", "warm_process")
+
+
+def describe(url: str) -> list[str]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = optuna.get_all_study_names(url)
+    if not names:
+        return [f"{url}: no study"]
+    study = optuna.load_study(study_name=names[-1], storage=url)
+    lines = [f"== {url} {names[-1]}", f"time {study.user_attrs.get('time')}",
+             f"warm_processes {study.user_attrs.get('warm_processes')}"]
+    for t in study.trials:
+        r = t.user_attrs.get("result") or {}
+        parts = {k: r[k] for k in KEYS if r.get(k) is not None}
+        lines.append(f"  {t.number} {t.state.name} {t.user_attrs.get('config')} {r.get('outcome')} {r.get('samples_per_s')} {parts}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("storage", nargs="+", help="Optuna storage URLs (sqlite:///PATH)")
+    for url in p.parse_args(argv).storage:
+        print("\n".join(describe(url)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
