@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("storage", nargs="+", help="Optuna storage URLs (sqlite:///PATH)")
     for url in p.parse_args(argv).storage:
-        print("\n".join(describe(url)))
+        sys.stdout.write("\n".join(describe(url)) + "\n")
     return 0
 
 
