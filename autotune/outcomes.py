@@ -26,6 +26,12 @@ class Outcome(str, enum.Enum):
     BAD_DATA = "bad-data"
     INTERRUPTED = "interrupted"
     REPEAT = "repeat"  # a sampled config an earlier trial measured: told the earlier result, not measured again
+    DOMINATED = "dominated"  # a sampled config of a kind measured far below another kind: told the worst, not measured
+
+    @property
+    def told(self) -> bool:
+        """Told to the sampler without a measurement (a repeat, a config of a dominated kind): no trial ran."""
+        return self in (Outcome.REPEAT, Outcome.DOMINATED)
 
     @property
     def is_memory(self) -> bool:

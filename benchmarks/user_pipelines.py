@@ -141,7 +141,7 @@ def tune(a: argparse.Namespace, letter: str, target: str, device: str, run_args:
     yaml_path = work / f"{letter}-{run_id}.yaml"
     cmd = [sys.executable, "-m", "autotune", "run", "--dataset", target, "--batch-size", str(a.batch_size), "--budget", str(a.budget),
            "--device", device, "--out", str(yaml_path), "--storage", f"sqlite:///{work / 'studies.db'}", "--study-name", f"{letter}-{run_id}",
-           "--no-report", "--quiet", *run_args]
+           "--no-report", *run_args]
     note("$ " + " ".join(cmd))
     t0 = time.monotonic()
     with open(work / f"{letter}-{run_id}-tune.log", "w") as log:
@@ -150,6 +150,15 @@ def tune(a: argparse.Namespace, letter: str, target: str, device: str, run_args:
     if proc.returncode != 0 or not yaml_path.exists():
         return None, took, f"autotune run exit {proc.returncode}: {last_line((work / f'{letter}-{run_id}-tune.log').read_text())}"
     return yaml_path, took, ""
+
+
+def tune_account(log: Path) -> str:
+    """The run's own account of its time (its line ``took N s of the 60 s budget: setup ..., trials ...``), or ""."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return next((ln.strip() for ln in reversed(lines) if ln.startswith("took ")), "")
 
 
 def measure_once(a: argparse.Namespace, target: str, kind: str, kwargs: dict[str, Any], device: str) -> tuple[float | None, str]:
@@ -221,6 +230,9 @@ def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: d
     for extra in a.extra_peer:
         key, _, value = extra.partition("=")
         cand[key] = json.loads(value)
+    account = tune_account(ctx["work"] / f"{letter}-{ctx['run_id']}-tune.log")
+    if account:
+        note(f"  tuning: {account} (the process: {tune_s:.1f} s)")  # where the tuning's time went, by the run's own account
     if yaml_path is not None:
         cand["tuned"] = tuned_kwargs(yaml_path, kind)
         note(f"  tuned config: {json.dumps(cand['tuned'], sort_keys=True)}")  # in the log too, should the JSON not come back
@@ -237,7 +249,7 @@ def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: d
     if yaml_path is None:  # a tuning that failed: a failed row
         scores["tuned"], errors["tuned"] = [], tune_err
     stamp = {"pipeline": f"{letter}: {name}", "machine": ctx["machine"], "limit": a.limit, "limit_how": a.limit_how,
-             "tune_s": round(tune_s, 1), "batch_size": a.batch_size, "device": ctx["device"], "run_id": ctx["run_id"], "commit": ctx["commit"],
+             "tune_s": round(tune_s, 1), **({"tune_account": account} if account else {}), "batch_size": a.batch_size, "device": ctx["device"], "run_id": ctx["run_id"], "commit": ctx["commit"],
              "command": ctx["command"], "when": harness.utc_now()}
     rows = group_rows(cand, same, scores, errors, stamp)
     for path in filter(None, [a.json, a.also_write]):

@@ -65,7 +65,9 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         fb = cfg.torch_fallback
         rows.append(("torch fallback", f"the best torch DataLoader: trial #{fb.get('trial')}, {fmt_rate(fb.get('samples_per_s'))} samples/s"))
     if cfg.dataloader is not None:
-        rows.append(("DataLoader kwargs", json.dumps(cfg.dataloader_kwargs())))
+        wb = getattr(cfg.dataloader.options, "worker_batch", None)
+        rows.append(("DataLoader kwargs", f"none: workers hand over {wb} samples at a time (use autotune.build_loader)" if wb
+                     else json.dumps(cfg.dataloader_kwargs())))
     return rows
 
 
@@ -134,10 +136,10 @@ def _show_stored(args: argparse.Namespace) -> int:
         trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the median of the winner's and its re-measurements")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
-        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat") else None)
+        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat", "dominated") else None)
         trials.add_row(*map(cell, trial_cells(r, with_ceiling)), style=style)
     console.print(trials)
-    failed = [r for r in rows if r["outcome"] not in ("complete", "repeat") and r["message"]]
+    failed = [r for r in rows if r["outcome"] not in ("complete", "repeat", "dominated") and r["message"]]
     for r in failed:
         console.print(cell(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}"))
     return 0

@@ -397,6 +397,11 @@ class Config:
                 "(--budget) or trials (--n-trials)"
             )
         kwargs.update(overrides)
+        wb = getattr(loader.options, "worker_batch", None) if loader is not None else None
+        if wb and kwargs.get("num_workers"):
+            raise ConfigError(f"this config's workers hand over {wb} samples at a time, joined into batches of {kwargs['batch_size']} (/dev/shm "
+                              "is too small for whole batches), which DataLoader keywords cannot say; use autotune.build_loader(dataset, cfg), "
+                              "which returns that DataLoader")
         if kwargs.get("num_workers") == 0:  # num_workers=0 to debug: DataLoader refuses the worker-only keywords
             for k in ("prefetch_factor", "persistent_workers"):
                 if k not in overrides:

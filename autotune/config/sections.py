@@ -128,6 +128,9 @@ class UserOptions(TorchOptions):
 
     multiprocessing_context: str | None = None
     in_order: bool | None = None
+    #: samples a worker hands over at a time, joined into batches in the main process (autotune.loaders.joined), where
+    #: /dev/shm cannot hold the workers' whole batches; None: whole batches, as the DataLoader hands them over
+    worker_batch: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -135,8 +138,11 @@ class UserOptions(TorchOptions):
         if ctx is not None and ctx not in START_METHODS:
             raise ConfigError(f"loader.user.multiprocessing_context must be one of {', '.join(START_METHODS)} or null, but got {ctx!r}")
         require(self.in_order is None or isinstance(self.in_order, bool), "loader.user.in_order", "true, false or null", self.in_order)
+        wb = self.worker_batch
+        require(wb is None or (is_int(wb) and wb >= 1), "loader.user.worker_batch", "a positive integer or null", wb)
         if self.num_workers == 0:
             object.__setattr__(self, "multiprocessing_context", None)
+            object.__setattr__(self, "worker_batch", None)
 
 
 @dataclasses.dataclass(frozen=True)

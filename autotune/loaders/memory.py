@@ -61,6 +61,33 @@ def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-t
     }
 
 
+#: the share of the /dev/shm budget that a config fitted to it (:func:`fit_shm`) plans for its workers' batches: the
+#: rest is margin (another process's files, a batch that waits while the one before it is joined)
+SHM_SHARE = 0.5
+
+
+def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipeline: str = "imagenet-train", device: str = "cpu",
+            ranks: int = 1) -> LoaderConfig:
+    """``loader`` with its workers handing over batches small enough for ``shm_mib`` of ``/dev/shm``
+    (``worker_batch``, joined into whole batches in the main process: :mod:`autotune.loaders.joined`), where its
+    whole batches would not fit there and its kind can join them; otherwise ``loader`` as it is.
+
+    Docker gives a container 64 MiB of ``/dev/shm``: one float32 batch of 256 crops of 224 is 154 MB, so every
+    DataLoader with workers dies there, and the rules of thumb with it. Fitted, the same workers run."""
+    from autotune.config.schema import LoaderConfig
+
+    opts = loader.options
+    if shm_mib is None or not hasattr(opts, "worker_batch") or opts.num_workers == 0 or opts.worker_batch:
+        return loader
+    need = float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"])
+    if need <= shm_mib:
+        return loader
+    samples = int(SHM_SHARE * shm_mib / (need / loader.batch_size))
+    if samples < 1:  # not even one sample per worker's buffer: the memory guard tells it
+        return loader
+    return LoaderConfig.from_params({**loader.to_params(), "worker_batch": min(samples, loader.batch_size - 1)})
+
+
 def _gib(need: float, have: float) -> tuple[str, str]:
     """``need`` and ``have`` (MiB) in GiB, with as many decimals as it takes for them to read apart."""
     for digits in (0, 1, 2):

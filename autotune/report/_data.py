@@ -125,7 +125,7 @@ def outcome_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Failures grouped by outcome: count, trial numbers and the first message."""
     groups: dict[str, dict[str, Any]] = {}
     for r in rows:
-        if r["outcome"] in ("complete", "repeat", "waiting"):  # a repeat failed nothing (not measured again); a waiting one never ran
+        if r["outcome"] in ("complete", "repeat", "dominated", "waiting"):  # a repeat failed nothing (not measured again); a waiting one never ran
             continue
         g = groups.setdefault(r["outcome"], {"outcome": r["outcome"], "count": 0, "trials": [], "message": ""})
         g["count"] += 1

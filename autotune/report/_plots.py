@@ -77,7 +77,7 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
         pts = [r for r in rows if (r["backend"] or "?") == backend and r["outcome"] == "complete" and r["samples_per_s"]]
         if pts:
             ax.scatter([x_of(r) for r in pts], [r["samples_per_s"] for r in pts], s=46, color=_colour(backend), label=f"{backend}", zorder=3, edgecolor="white")
-    fails = [r for r in rows if r["outcome"] not in ("complete", "repeat")]  # a repeat is told its earlier result, not measured
+    fails = [r for r in rows if r["outcome"] not in ("complete", "repeat", "dominated")]  # a repeat is told its earlier result, not measured
     if fails:
         ax.scatter(
             [x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3
@@ -111,7 +111,9 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     _save(fig, path)
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
     n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
+    n_dom = sum(1 for r in rows if r["outcome"] == "dominated")
     repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
+    repeats += f" ({n_dom} more of a dominated kind, not measured)" if n_dom else ""
     not_run = f" {queued} more queued, not run (the budget ended first)." if queued else ""
     return (
         f"{n_ok} of {len(rows)} {'trial' if len(rows) == 1 else 'trials'} completed{repeats}; "

@@ -105,7 +105,7 @@ def _measurement(m: dict[str, Any]) -> str:
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
-    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", "repeat"))  # a repeat was told a result
+    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", "repeat", "dominated"))  # a repeat was told a result
     queued = ov["outcomes"].get("waiting", 0)
     out = [
         ("best samples/s" + (" (loop)" if _in_training(ov) else ""), fmt_rate(w["samples_per_s"]) if w else "none yet"),
@@ -114,6 +114,7 @@ def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
         *([("vs DALI's usual", fmt_speedup(ov["speedups"].get("dali-heuristic")))] if "dali-heuristic" in (ov.get("baselines") or {}) else []),
         ("trials", f"{ov['trials']} ({ov['outcomes'].get('complete', 0)} completed"
                    + (f", {ov['outcomes']['repeat']} repeating an earlier config" if ov["outcomes"].get("repeat") else "")
+                   + (f", {ov['outcomes']['dominated']} of a dominated kind, not measured" if ov["outcomes"].get("dominated") else "")
                    + f", {failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
     ]
     if w and w.get("fraction_of_ceiling") is not None:
@@ -390,7 +391,7 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
             _html_table(*tables["confirmation"]),
         ]
     win_no = w["trial"] if w else None
-    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat") else "") for r in rows]
+    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat", "dominated") else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
     out += [
         '<h2 id="explore">Explore the study</h2>',

@@ -69,9 +69,14 @@ def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
     return trial_attrs(t).get("outcome") == Outcome.REPEAT.value
 
 
+def is_told(t: optuna.trial.FrozenTrial) -> bool:
+    """A sampled config told to Optuna without a measurement: a repeat, or one of a dominated kind (:func:`dominated`)."""
+    return trial_attrs(t).get("outcome") in (Outcome.REPEAT.value, Outcome.DOMINATED.value)
+
+
 def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The complete trials that measured their config (repeats of an earlier trial left out)."""
-    return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and not is_repeat(t)]
+    return [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)) if t.value is not None and not is_told(t)]
 
 
 def trial_value(t: optuna.trial.FrozenTrial) -> float:
@@ -146,7 +151,7 @@ def measured_before(study: optuna.Study, loader: LoaderConfig, number: int) -> o
     memory budget, past the time limit). Failed trials (a crash, a bad file, an interrupt) measured nothing."""
     key = loader.to_params()
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
-        if t.number != number and trial_attrs(t).get("loader") == key and not is_repeat(t):
+        if t.number != number and trial_attrs(t).get("loader") == key and not is_told(t):
             return t
     return None
 
@@ -210,7 +215,8 @@ REPEATS_IN_A_ROW = 20
 
 
 class MeasuredTrials:
-    """A study callback: stops after ``n`` trials that measured something (repeats are not counted), or after
+    """A study callback: stops after ``n`` trials that measured something (repeats and configs of a dominated kind
+    are not counted), or after
     ``max_repeats`` repeats, or :data:`REPEATS_IN_A_ROW` in a row, when the sampler has hardly a config left that
     was not measured."""
 
@@ -220,7 +226,7 @@ class MeasuredTrials:
         self.in_a_row = 0
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if is_repeat(trial):
+        if is_told(trial):
             self.repeats_left -= 1
             self.in_a_row += 1
         else:
@@ -237,9 +243,100 @@ def unless_repeat(callback: Callable[[optuna.Study, optuna.trial.FrozenTrial], N
     callback's ``repeat(trial)`` where it has one (a progress line says why a trial number is not counted)."""
 
     def call(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if not is_repeat(trial):
+        if not is_told(trial):
             callback(study, trial)
         elif hasattr(callback, "repeat"):
             callback.repeat(trial)
 
     return call
+
+
+# ------------------------------------------------------------------------------------------- dominated kinds
+#: a kind of loader (``torch``, ``dali-gpu``, ``dali-cpu``) whose best measured rate is this many times below another
+#: kind's is dominated: its sampled configs are told the worst score without a measurement. Within a kind the
+#: knobs seldom move the rate by half that much from its starting point (on the H200, DALI's GPU decode ran 6x
+#: the best torch config and 5x the best DALI CPU one), while the +-30 % noise of one reading cannot make a 3x gap
+DOMINANCE = 3.0
+#: a kind without a measured starting point is judged only after this many measured configs (one unlucky config
+#: is not the kind's level)
+DOMINANCE_EVIDENCE = 2
+
+
+def kind_of(config: str) -> str:
+    """The kind of a config from its description (``dali-gpu b=256 threads=4 ...`` -> ``dali-gpu``)."""
+    return config.split(" ", 1)[0]
+
+
+def dominated(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:
+    """Why ``loader``'s kind is not worth a measurement, or None: the study measured that kind (a starting point of
+    it, or :data:`DOMINANCE_EVIDENCE` configs) at best :data:`DOMINANCE` times below another kind's best."""
+    best: dict[str, float] = {}
+    seen: dict[str, int] = {}
+    started: set[str] = set()
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
+        a = trial_attrs(t)
+        if t.number == number or is_told(t) or not a.get("config"):
+            continue
+        rates = [t.value] if t.state == optuna.trial.TrialState.COMPLETE else list(t.intermediate_values.values())
+        rate = max((float(r) for r in rates if r is not None and r > 0), default=None)
+        if rate is None:
+            continue
+        k = kind_of(str(a["config"]))
+        best[k] = max(best.get(k, 0.0), rate)
+        seen[k] = seen.get(k, 0) + 1
+        if a.get("role"):
+            started.add(k)
+    mine = kind_of(loader.describe())
+    if mine not in best or (mine not in started and seen[mine] < DOMINANCE_EVIDENCE):
+        return None
+    leader = max(best, key=lambda k: best[k])
+    if leader == mine or best[leader] < DOMINANCE * best[mine]:
+        return None
+    return (f"{mine} is dominated: its best measured {best[mine]:,.0f} samples/s against {best[leader]:,.0f} for {leader} "
+            f"(over {DOMINANCE:g}x): told the worst score, not measured")
+
+
+def tell_dominated(trial: optuna.Trial, why: str) -> None:
+    """Record a sampled config of a dominated kind: the worst score at step 0, so the sampler leaves that kind
+    (the caller ends the trial as pruned)."""
+    record_result(trial, {"outcome": Outcome.DOMINATED.value, "message": why})
+    trial.report(0.0, 0)
+    logger.info("trial %d %s: %s", trial.number, trial_attrs(trial).get("config"), why)
+
+
+def sampled_dominated(study: optuna.Study, trial: optuna.Trial, loader: LoaderConfig) -> str | None:
+    """Why the sampled ``trial`` is not measured, its kind :func:`dominated`, or None: a queued one (a starting point,
+    a warm start) is always measured."""
+    a = trial_attrs(trial)
+    if a.get("role") is not None or "loader_params" in a:
+        return None
+    return dominated(study, loader, trial.number)
+
+
+#: sampled trials of a dominated kind told in a row while the next trial is asked for ahead, before one is kept as it
+#: is (its own objective tells it): asking takes milliseconds, so the one built ahead is of a kind worth measuring
+DOMINATED_ASKS = 8
+
+
+def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial], LoaderConfig],
+                        keep: Callable[[optuna.Trial], None]) -> tuple[optuna.Trial, LoaderConfig]:
+    """The next trial and its config, asked for ahead (each trial handed to ``keep`` as soon as it is asked for): one
+    of a dominated kind is told (pruned, not measured) and another asked for in its place, up to
+    :data:`DOMINATED_ASKS` times. Each trial's ``config`` attribute is set, should the search end before it is measured."""
+
+    def asked() -> tuple[optuna.Trial, LoaderConfig]:
+        trial = optuna.Study.ask(study)  # the class's own ask: the tuner's study gives the trial asked for ahead from its own
+        keep(trial)
+        loader = loader_of(trial)
+        trial.set_user_attr("config", loader.describe())
+        return trial, loader
+
+    trial, loader = asked()
+    for _ in range(DOMINATED_ASKS - 1):
+        why = sampled_dominated(study, trial, loader)
+        if why is None:
+            break
+        tell_dominated(trial, why)
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        trial, loader = asked()
+    return trial, loader

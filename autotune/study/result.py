@@ -11,7 +11,7 @@ from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backe
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import Outcome
-from autotune.study.evidence import confirmation_method, contenders, is_repeat, measured_complete, trial_attrs, trial_value
+from autotune.study.evidence import confirmation_method, contenders, is_repeat, is_told, measured_complete, trial_attrs, trial_value
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
 
@@ -35,7 +35,7 @@ def outcome_counts(study: optuna.Study) -> dict[str, int]:
 
 #: outcomes of trials that did not run their config: a repeat of one measured, queued when the budget ran out, left
 #: out by the memory guard's prediction before it started
-_NOT_MEASURED = ("repeat", "waiting", "predicted-oom")
+_NOT_MEASURED = ("repeat", "dominated", "waiting", "predicted-oom")
 
 
 def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -215,7 +215,7 @@ def torch_fallback(study: optuna.Study) -> dict[str, Any]:
 
 def no_completion_message(study: optuna.Study) -> str:
     """Why no trial completed, by the dominant cause, and the fix for that cause (the final error of a run)."""
-    trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not is_repeat(t)]  # not the queued ones
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and not is_told(t)]  # not the queued ones
     counts: dict[str, int] = {}
     for t in trials:
         o = trial_attrs(t).get("outcome") or t.state.name.lower()
@@ -308,8 +308,9 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "storage": mask_url(absolute_url(storage_url)),  # opens from any folder: show --storage, report --storage
         "trials": len(states),
         "complete": counts.get("complete", 0),
-        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value, "waiting")},
+        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value, Outcome.DOMINATED.value, "waiting")},
         **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
+        **({"dominated": counts[Outcome.DOMINATED.value]} if counts.get(Outcome.DOMINATED.value) else {}),
         **({"queued_not_run": counts["waiting"]} if counts.get("waiting") else {}),  # queued, then the budget ran out
         "best_trial": best.number,
         **search_account(study, best),

@@ -21,6 +21,7 @@ from autotune.dataset import pagecache
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
 from autotune.errors import UserError
+from autotune.loaders.memory import fit_shm
 from autotune.outcomes import Outcome
 from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import REFERENCE_ROLE, WRITE_RESERVE_S
@@ -28,11 +29,14 @@ from autotune.study.confirm import OnStep, candidates, trial_loader
 from autotune.study.confirm import confirm as confirm_candidates
 from autotune.study.evidence import (
     MeasuredTrials,
+    ask_worth_measuring,
     being_measured,
     contenders,
     fail_interrupted,
     measured_before,
     record_result,
+    sampled_dominated,
+    tell_dominated,
     tell_repeat,
     tell_taken,
     trial_attrs,
@@ -335,7 +339,8 @@ class Tuner:
                         self._warm.drop_ahead()
 
     def _loader_of(self, trial: optuna.Trial) -> LoaderConfig:
-        """The config ``trial`` measures: a queued one as it was queued, else the space's sample."""
+        """The config ``trial`` measures: a queued one as it was queued, else the space's sample; fitted to /dev/shm
+        (``fit_shm``: workers whose whole batches it cannot hold hand over smaller ones, where the kind joins them)."""
         if trial_attrs(trial).get("outside_space"):
             params = trial_attrs(trial)["loader_params"]
         else:
@@ -350,7 +355,7 @@ class Tuner:
             # a queued config as it was queued; a knob it does not name (a warm start from another backend), as sampled:
             # what is measured is what the trial's params say
             params = {**params, **trial_attrs(trial)["loader_params"]} if "loader_params" in trial_attrs(trial) else params
-        return LoaderConfig.from_params(params)
+        return fit_shm(LoaderConfig.from_params(params), self.dataset, (s := self.settings).budgets.shm_mib, s.pipeline, s.device, s.ranks)
 
     def _two_at_once(self, loader: LoaderConfig) -> bool:
         """Whether ``loader`` may run while another trial builds or measures: a kind built ahead (its process reused),
@@ -401,9 +406,8 @@ class Tuner:
         if s.ahead_fits is not None and not s.ahead_fits():
             return
         try:
-            trial = self._asked = optuna.Study.ask(self.study)
-            loader = self._loader_of(trial)
-            trial.set_user_attr("config", loader.describe())  # what it was, should the search end before it is measured
+            # the trial asked for is kept at once (a stop fails it); one of a dominated kind is told, and another asked for
+            trial, loader = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t))
             if loader == current or measured_before(self.study, loader, trial.number) is not None or \
                     being_measured(self.study, loader, trial.number, self._owner) or not self._two_at_once(loader):
                 return
@@ -427,6 +431,11 @@ class Tuner:
         running = being_measured(self.study, loader, trial.number, self._owner)
         if running is not None:
             raise TrialFailure(tell_taken(trial, running))
+        # a sampled config of a kind measured far below another kind: its time goes to the kind that leads
+        why = sampled_dominated(self.study, trial, loader)
+        if why is not None:
+            tell_dominated(trial, why)
+            raise optuna.TrialPruned(why)
 
         reported: list[float] = []
         stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate

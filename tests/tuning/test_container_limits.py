@@ -55,3 +55,38 @@ def test_a_space_whose_every_config_starts_workers_is_still_refused(workdir: Pat
     assert main(["run", "--dataset", str(tiny_dataset), "--space", "space.yaml", "--n-trials", "2", *FAST]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "/dev/shm" in err and "--shm-size" in err
+
+
+USER_PIPELINE = '''\
+import torch
+from torch.utils.data import Dataset
+
+
+class Crops(Dataset):
+    def __len__(self):
+        return 96
+
+    def __getitem__(self, i):
+        return torch.full((3, 8, 8), float(i)), i % 4
+
+
+def make():
+    return Crops()
+'''
+
+
+def test_a_users_dataset_keeps_its_workers_in_a_64_mib_shm(workdir: Path, docker_shm: float) -> None:
+    """The workers' whole batches (2 x 2 of 32 crops, as the memory model sizes them) do not fit: each worker hands
+    over smaller ones, joined in the main process, instead of the run falling back to no workers."""
+    import optuna
+
+    from autotune.study.evidence import trial_attrs
+
+    Path("pipe.py").write_text(USER_PIPELINE)
+    assert main(["run", "--dataset", "pipe.py:make", "--batch-size", "32", "--n-trials", "3", "--seed", "0", *FAST]) == 0
+    study = optuna.load_study(study_name=None, storage="sqlite:///autotune.db")
+    with_workers = [trial_attrs(t) for t in study.trials if (trial_attrs(t).get("loader") or {}).get("num_workers", 0) > 0]
+    assert with_workers, [trial_attrs(t).get("config") for t in study.trials]
+    assert all(a["outcome"] == "complete" for a in with_workers), with_workers  # none left out for /dev/shm
+    heuristic = next(a for a in with_workers if a.get("role") == "heuristic")  # 2 workers x 2 batches of 32: 74 MiB predicted
+    assert 1 <= heuristic["loader"]["worker_batch"] < 32 and "worker-batch=" in heuristic["config"], heuristic

@@ -138,6 +138,11 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
                 kwargs["in_order"] = options.in_order
         if seed is not None and spec.worker_init_fn is None:
             kwargs["worker_init_fn"] = functools.partial(_seed_worker, seed)
+        wb = getattr(options, "worker_batch", None)
+        if wb and wb < batch_size:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
+            from autotune.loaders.joined import JoinedLoader
+
+            return JoinedLoader(spec.dataset, joined_batch_size=batch_size, **{**kwargs, "batch_size": wb})
     return DataLoader(spec.dataset, **kwargs)
 
 
@@ -172,7 +177,8 @@ class UserBackend(LoaderBackend):
 
     name = "user"
     options = UserOptions
-    params = {name: name for name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "multiprocessing_context", "in_order")}
+    params = {name: name for name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "multiprocessing_context", "in_order",
+                                      "worker_batch")}
     space_rules = {
         "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
         "prefetch_factor": ("int", 1, 64),
@@ -201,14 +207,16 @@ class UserBackend(LoaderBackend):
             s += f" {o.multiprocessing_context}"
         if o.num_workers > 0 and o.in_order is False:
             s += " out-of-order"
+        if o.num_workers > 0 and o.worker_batch:
+            s += f" worker-batch={o.worker_batch}"
         return s
 
     def section(self, options: Any) -> dict[str, Any]:
         return {k: getattr(options, k) for k in self.params}
 
     def dataloader_kwargs(self, loader: LoaderConfig) -> dict[str, Any]:
-        kwargs = self._torch.dataloader_kwargs(self.as_torch(loader))
         o = loader.options
+        kwargs = self._torch.dataloader_kwargs(self.as_torch(loader))  # worker_batch has no keyword: Config.dataloader_kwargs says so
         if o.num_workers > 0 and o.multiprocessing_context is not None:
             kwargs["multiprocessing_context"] = o.multiprocessing_context
         if o.num_workers > 0 and o.in_order is not None and has_in_order():
@@ -250,7 +258,13 @@ class UserBackend(LoaderBackend):
         return self._torch.buffered_batches(self.as_torch(loader))
 
     def memory(self, loader: LoaderConfig, sizes: MemorySizes) -> MemoryParts:
-        return self._torch.memory(self.as_torch(loader), sizes)
+        parts = self._torch.memory(self.as_torch(loader), sizes)
+        wb = loader.options.worker_batch
+        if wb and loader.options.num_workers > 0 and wb < loader.batch_size:  # the workers' smaller batches, joined here
+            parts.shm *= wb / loader.batch_size
+            parts.host["batches_in_flight"] = parts.shm
+            parts.host["joined"] = sizes.out_batch_mib
+        return parts
 
     def memory_fix(self, loader: LoaderConfig) -> str:
         return self._torch.memory_fix(self.as_torch(loader)).replace("loader.torch.", "loader.user.")

@@ -1,0 +1,121 @@
+"""Batches joined in the main process from smaller ones that the DataLoader's workers hand over.
+
+A worker hands each finished batch to the main process through ``/dev/shm``, and holds ``prefetch_factor`` of them:
+``workers x prefetch x batch`` must fit there. In a container with Docker's default 64 MiB, one float32 batch of
+256 crops of 224 (154 MB) does not, and every config with workers dies ("unable to allocate shared memory").
+With ``worker_batch`` set, the workers hand over batches of that many samples, and the main process joins them,
+in order, into batches of the batch size: the same samples in the same batches as the plain DataLoader gives over
+the same sampler (an iterable dataset's stream is cut at every batch size, as the plain DataLoader cuts it within
+a worker), with ``worker_batch / batch`` of its ``/dev/shm``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from autotune.errors import UserError
+
+
+def _values(batch: Any) -> bool:
+    """Whether ``batch`` is a list of per-sample values (strings, as default_collate leaves them), not of fields."""
+    return isinstance(batch, list | tuple) and not hasattr(batch, "_fields") and bool(batch) and \
+        all(not isinstance(v, list | tuple | dict) and getattr(v, "shape", None) is None for v in batch)
+
+
+def samples_in(batch: Any) -> int:
+    """The samples in a batch: the first dimension of the first tensor or array in it, or a list of values' length."""
+    shape = getattr(batch, "shape", None)
+    if shape:
+        return int(shape[0])
+    if _values(batch):
+        return len(batch)
+    fields = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else ()
+    return next((n for v in fields if (n := samples_in(v))), 0)
+
+
+def join(parts: list[Any]) -> Any:
+    """One batch from ``parts`` (each the collate output of consecutive samples, all of one structure): tensors and
+    arrays concatenated along the first dimension (into pinned memory where the parts were pinned), lists of
+    values chained, tuples, namedtuples and dicts joined field by field."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    import torch
+
+    if isinstance(first, torch.Tensor):
+        pinned = first.device.type == "cpu" and first.is_pinned()
+        shape = (sum(int(p.shape[0]) for p in parts), *first.shape[1:])
+        out = torch.empty(shape, dtype=first.dtype, device=first.device, pin_memory=pinned)
+        return torch.cat(parts, out=out)
+    if type(first).__module__ == "numpy" and hasattr(first, "shape"):
+        import numpy as np
+
+        return np.concatenate(parts)
+    if isinstance(first, dict):
+        return type(first)({k: join([p[k] for p in parts]) for k in first})
+    if isinstance(first, tuple) and hasattr(first, "_fields"):
+        return type(first)(*(join([p[i] for p in parts]) for i in range(len(first))))
+    if _values(first):
+        return type(first)(v for p in parts for v in p)
+    if isinstance(first, list | tuple):
+        return type(first)(join([p[i] for p in parts]) for i in range(len(first)))
+    raise UserError(f"worker_batch cannot join batches of {type(first).__name__}: return tensors, arrays, lists, tuples or dicts from "
+                    "collate_fn, or set worker_batch to null in the YAML (and give /dev/shm room for whole batches)")
+
+
+def split(batch: Any, n: int) -> tuple[Any, Any]:
+    """``batch``'s first ``n`` samples and the rest, of the same structure."""
+    if getattr(batch, "shape", None) is not None:
+        return batch[:n], batch[n:]
+    if isinstance(batch, dict):
+        pairs = {k: split(v, n) for k, v in batch.items()}
+        return type(batch)({k: a for k, (a, _) in pairs.items()}), type(batch)({k: b for k, (_, b) in pairs.items()})
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        halves = [split(v, n) for v in batch]
+        return type(batch)(*(a for a, _ in halves)), type(batch)(*(b for _, b in halves))
+    if _values(batch):
+        return type(batch)(batch[:n]), type(batch)(batch[n:])
+    if isinstance(batch, list | tuple):
+        halves = [split(v, n) for v in batch]
+        return type(batch)(a for a, _ in halves), type(batch)(b for _, b in halves)
+    return batch, batch
+
+
+class JoinedLoader(DataLoader):
+    """A DataLoader whose workers collate ``worker_batch`` samples at a time, joined here into batches of
+    ``joined_batch_size`` (the last one shorter unless ``drop_last``). Everything else is the DataLoader's own:
+    Lightning, accelerate and ``isinstance`` checks see a DataLoader; its ``batch_size`` attribute is the workers'."""
+
+    def __init__(self, dataset: Any, *, joined_batch_size: int, drop_last: bool = False, **kwargs: Any) -> None:
+        super().__init__(dataset, drop_last=False, **kwargs)
+        self.joined_batch_size = int(joined_batch_size)
+        self.drop_joined_last = bool(drop_last)
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # DataLoader.__iter__ is typed as returning its own iterator class
+        size = self.joined_batch_size
+        parts: list[Any] = []
+        have = 0
+        for part in super().__iter__():
+            parts.append(part)
+            have += samples_in(part)
+            while have >= size:
+                batch, rest = split(join(parts), size) if have > size else (join(parts), None)
+                yield batch
+                have -= size
+                parts = [rest] if have else []
+        if parts and have and not self.drop_joined_last:
+            yield join(parts)
+
+    def __len__(self) -> int:
+        from torch.utils.data import IterableDataset
+
+        stream = isinstance(self.dataset, IterableDataset)  # its len() is the dataset's own, in worker batches
+        samples = super().__len__() * (self.batch_size or 1) if stream else len(self.sampler)  # type: ignore[arg-type]  # a map-style DataLoader's sampler has len()
+        return samples // self.joined_batch_size if self.drop_joined_last else math.ceil(samples / self.joined_batch_size)
+
+
+__all__ = ["JoinedLoader", "join", "split"]

@@ -1,0 +1,115 @@
+"""Batches joined in the main process from the workers' smaller ones (``worker_batch``, for a /dev/shm too small for
+whole batches): the same samples in the same batches as the plain DataLoader, any collate structure, and the
+config fitted to /dev/shm only where its whole batches would not fit."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from autotune.config.schema import LoaderConfig
+from autotune.errors import UserError
+from autotune.loaders.joined import JoinedLoader, join, split
+
+
+class Numbered(Dataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.full((3, 4, 4), float(i)), i
+
+
+class Stream(IterableDataset):
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        start, step = (info.id, info.num_workers) if info is not None else (0, 1)
+        for i in range(start, self.n, step):
+            yield torch.full((2,), float(i)), i
+
+
+def _ids(batches: list[Any]) -> list[list[int]]:
+    return [b[1].tolist() for b in batches]
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_joined_batches_are_the_plain_loaders_batches(drop_last: bool) -> None:
+    kw: dict[str, Any] = {"shuffle": True, "num_workers": 2, "drop_last": drop_last}
+    plain = DataLoader(Numbered(50), batch_size=8, generator=torch.Generator().manual_seed(7), **kw)
+    joined = JoinedLoader(Numbered(50), joined_batch_size=8, batch_size=3, generator=torch.Generator().manual_seed(7), **kw)
+    want, got = list(plain), list(joined)
+    assert _ids(got) == _ids(want)  # worker batches of 3 joined and cut at 8: the same 8s, in the same order
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(got, want, strict=True))
+    assert len(joined) == len(plain) == (6 if drop_last else 7)
+    assert isinstance(joined, DataLoader) and joined.batch_size == 3  # Lightning and accelerate see a DataLoader
+
+
+def test_a_stream_split_by_worker_is_joined_without_repeats_or_losses() -> None:
+    joined = JoinedLoader(Stream(37), joined_batch_size=8, batch_size=3, num_workers=2)
+    batches = list(joined)
+    ids = sorted(i for b in batches for i in b[1].tolist())
+    assert ids == list(range(37))
+    assert [len(b[1]) for b in batches] == [8, 8, 8, 8, 5]
+
+
+def test_any_collate_structure_joins_and_splits() -> None:
+    Pair = namedtuple("Pair", "image label")
+    parts = [{"x": torch.arange(3), "names": ["a", "b", "c"], "p": Pair(torch.ones(3, 2), torch.tensor([1, 2, 3]))},
+             {"x": torch.arange(3, 5), "names": ["d", "e"], "p": Pair(torch.zeros(2, 2), torch.tensor([4, 5]))}]
+    whole = join(parts)
+    assert whole["x"].tolist() == [0, 1, 2, 3, 4] and whole["names"] == ["a", "b", "c", "d", "e"]
+    assert isinstance(whole["p"], Pair) and whole["p"].label.tolist() == [1, 2, 3, 4, 5] and whole["p"].image.shape == (5, 2)
+    head, rest = split(whole, 4)
+    assert head["names"] == ["a", "b", "c", "d"] and rest["names"] == ["e"] and rest["p"].label.tolist() == [5]
+    import numpy as np
+
+    assert join([np.zeros((2, 3)), np.ones((1, 3))]).shape == (3, 3)
+    with pytest.raises(UserError, match="worker_batch cannot join batches of object"):
+        join([object(), object()])
+
+
+def _user(workers: int = 16, batch: int = 256, **kw: Any) -> LoaderConfig:
+    return LoaderConfig.from_params({"backend": "user", "batch_size": batch, "num_workers": workers, "prefetch_factor": 2,
+                                     "persistent_workers": True, **kw})
+
+
+def test_a_config_is_fitted_to_a_small_shm_and_left_alone_where_it_fits(tiny_dataset) -> None:
+    from autotune.dataset.scan import scan
+    from autotune.loaders.memory import SHM_SHARE, estimate, fit_shm
+
+    ds = scan(tiny_dataset)
+    loader = _user()
+    whole = estimate(loader, ds, "imagenet-train", "cuda")["shm_mib"]
+    assert whole > 51.2  # 16 workers x 2 batches of 256 float32 crops: Docker's 64 MiB cannot hold them
+    fitted = fit_shm(loader, ds, 51.2, "imagenet-train", "cuda")
+    wb = fitted.options.worker_batch
+    assert wb is not None and 1 <= wb < 256 and fitted.describe().endswith(f"worker-batch={wb}")
+    assert estimate(fitted, ds, "imagenet-train", "cuda")["shm_mib"] <= SHM_SHARE * 51.2 + 1e-6
+    assert fit_shm(loader, ds, 10 * whole, "imagenet-train", "cuda") == loader  # room for whole batches: as it was
+    assert fit_shm(_user(workers=0), ds, 1.0) == _user(workers=0)  # no workers, nothing in /dev/shm
+    torch_cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 256, "num_workers": 16})
+    assert fit_shm(torch_cfg, ds, 51.2) == torch_cfg  # a kind that does not join batches is left to the memory guard
+
+
+def test_dataloader_kwargs_cannot_say_worker_batch_and_build_loader_can(tiny_dataset) -> None:
+    import autotune
+    from autotune.config.schema import Config
+
+    cfg = _user(workers=2, batch=8, worker_batch=3)
+    config = Config(loader=cfg, device="cpu")
+    with pytest.raises(UserError, match="autotune.build_loader"):
+        config.dataloader_kwargs()
+    dl = autotune.build_loader(Numbered(20), config)
+    assert isinstance(dl, JoinedLoader) and dl.joined_batch_size == 8 and dl.batch_size == 3
+    assert sorted(i for b in dl for i in b[1].tolist()) == list(range(20))
+    assert LoaderConfig.from_dict(cfg.to_dict()) == cfg  # the YAML keeps it

@@ -1,0 +1,127 @@
+"""A kind of loader measured far below another is dominated: its sampled configs are told the worst score without a
+measurement, so the minute goes to the kind that leads (on the H200, DALI's GPU decode ran 6x the best torch
+config), and a trial built ahead is one worth measuring."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+import pytest
+
+from autotune.config.schema import LoaderConfig
+from autotune.dataset.scan import scan
+from autotune.outcomes import Outcome
+from autotune.study.evidence import DOMINANCE, MeasuredTrials, dominated, trial_attrs
+from autotune.study.result import search_account
+from autotune.study.settings import TuneSettings
+from autotune.study.space import parse_space
+from autotune.study.tuner import Tuner
+
+TORCH = {"backend": "torch", "batch_size": 8, "num_workers": 2}
+GPU = {"backend": "dali", "batch_size": 8, "dali_device": "gpu", "num_threads": 4, "prefetch_queue_depth": 2, "hw_decoder_load": 1.0}
+CPU = {"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": 2, "prefetch_queue_depth": 2}
+
+
+def _trial(params: dict[str, Any], rate: float, role: str | None = None, pruned: bool = False) -> optuna.trial.FrozenTrial:
+    loader = LoaderConfig.from_params(params)
+    attrs: dict[str, Any] = {"config": loader.describe(), "loader": loader.to_params(), "result": {"outcome": "pruned" if pruned else "complete"}}
+    if role:
+        attrs["role"] = role
+    state = optuna.trial.TrialState.PRUNED if pruned else optuna.trial.TrialState.COMPLETE
+    return optuna.trial.create_trial(state=state, value=None if pruned else rate, intermediate_values={0: rate}, user_attrs=attrs)
+
+
+def _study(*trials: optuna.trial.FrozenTrial) -> optuna.Study:
+    study = optuna.create_study(direction="maximize")
+    for t in trials:
+        study.add_trial(t)
+    return study
+
+
+def _loader(params: dict[str, Any], **kw: Any) -> LoaderConfig:
+    return LoaderConfig.from_params({**params, **kw})
+
+
+def test_a_kind_far_below_the_leader_is_dominated_and_the_leader_never_is() -> None:
+    study = _study(_trial(GPU, 24_000, "dali-hw"), _trial(TORCH, 3_500, "heuristic"), _trial({**TORCH, "num_workers": 0}, 300, "defaults"))
+    why = dominated(study, _loader(TORCH, num_workers=7), number=99)
+    assert why is not None and why.startswith("torch is dominated") and "24,000" in why and "3,500" in why
+    assert dominated(study, _loader(GPU, num_threads=8), number=99) is None
+    # a kind no trial measured yet is measured: nothing is known of it
+    assert dominated(study, _loader(CPU), number=99) is None
+
+
+def test_within_the_margin_nothing_is_dominated() -> None:
+    # the 2-core CPU: DALI's CPU decode about 1.6x torch's best; one reading's noise could be much of that
+    study = _study(_trial(CPU, 950, "dali-heuristic"), _trial(TORCH, 950 / DOMINANCE * 1.01, "heuristic"))
+    assert dominated(study, _loader(TORCH, num_workers=1), number=99) is None
+
+
+def test_a_kind_without_a_starting_point_is_judged_only_after_two_configs() -> None:
+    gpu, cpu1 = _trial(GPU, 24_000, "dali-hw"), _trial(CPU, 1_900, pruned=True)  # a pruned trial's windows count as its level
+    assert dominated(_study(gpu, cpu1), _loader(CPU, num_threads=16), number=99) is None
+    cpu2 = _trial({**CPU, "num_threads": 5}, 2_400)
+    assert dominated(_study(gpu, cpu1, cpu2), _loader(CPU, num_threads=16), number=99) is not None
+
+
+def test_the_trial_itself_and_told_trials_are_no_evidence() -> None:
+    told = _trial(GPU, 24_000)
+    told.user_attrs["result"] = {"outcome": Outcome.DOMINATED.value}
+    study = _study(told, _trial(TORCH, 3_500, "heuristic"))
+    assert dominated(study, _loader(TORCH, num_workers=7), number=99) is None
+    study = _study(_trial(GPU, 24_000, "dali-hw"), _trial(TORCH, 3_500, "heuristic"))
+    assert dominated(study, _loader(TORCH), number=1) is None  # trial 1 is the torch start: the only torch evidence
+
+
+def test_dominated_trials_are_not_counted_as_measured() -> None:
+    study = _study()
+    counter = MeasuredTrials(n=2, max_repeats=10)
+    t = _trial(TORCH, 0.0)
+    t.user_attrs["result"] = {"outcome": Outcome.DOMINATED.value}
+    counter(study, t)
+    assert counter.left == 2 and counter.repeats_left == 9
+
+
+# ------------------------------------------------------------------------------------------- in the search
+SPACE = {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8, 16]},
+         "num_workers": {"int": [0, 2], "when": {"backend": "torch"}},
+         "dali_device": {"choices": ["cpu"], "when": {"backend": "dali"}},
+         "num_threads": {"int": [1, 2], "when": {"backend": "dali"}},
+         "prefetch_queue_depth": {"choices": [1, 2, 3, 4], "when": {"backend": "dali"}}}
+
+
+@pytest.mark.parametrize("ahead", [False, True], ids=["measured-in-turn", "built-ahead"])
+def test_the_search_measures_no_config_of_a_dominated_kind(tiny_dataset, tmp_path, monkeypatch, ahead) -> None:
+    pytest.importorskip("nvidia.dali")
+    monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
+
+    def torch_dominated(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:  # as if DALI ran 6x torch
+        measured = [t for t in study.get_trials(deepcopy=False) if str(trial_attrs(t).get("config", "")).startswith("torch") and t.state.is_finished()]
+        return "torch is dominated: test" if loader.backend.value == "torch" and measured else None
+
+    monkeypatch.setattr("autotune.study.evidence.dominated", torch_dominated)
+    settings = TuneSettings(cache="none", cores=2, window_s=0.2, windows=2, warmup_batches=1, pruner="none", baselines=False, confirm_top=2,
+                            confirm_repeats=1, sampler="random", seed=3, pipeline="imagenet-eval", fork_trials=False, build_ahead=ahead,
+                            n_trials=5, log_dir=str(tmp_path / "logs"))
+    tuner = Tuner(scan(tiny_dataset), parse_space({"params": SPACE}, cores=2), settings, storage="memory", study_name="dominated")
+    tuner._enqueue({"backend": "torch", "batch_size": 8, "num_workers": 1}, "heuristic")  # the torch start: measured, as every start
+    try:
+        tuner.optimize()
+    finally:
+        tuner.close()
+    trials = tuner.study.trials
+    outcomes = [(trial_attrs(t).get("config", "").split(" ")[0], trial_attrs(t).get("outcome")) for t in trials]
+    assert outcomes[0] == ("torch", "complete")
+    told = [t for t in trials[1:] if trial_attrs(t).get("outcome") == Outcome.DOMINATED.value]
+    assert told, f"seed 3 samples torch configs: {outcomes}"
+    assert all(t.state == optuna.trial.TrialState.PRUNED and "duration_s" not in trial_attrs(t) for t in told)  # told, never run
+    assert {k for k, o in outcomes[1:] if o == "complete"} == {"dali-cpu"}, outcomes
+    assert sum(1 for _, o in outcomes if o == "complete") >= 3, outcomes
+    assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL)]
+    best = max((t for t in trials if t.state == optuna.trial.TrialState.COMPLETE), key=lambda t: t.value or 0)
+    assert search_account(tuner.study, best)["configs_measured"] == sum(1 for _, o in outcomes if o == "complete")
+    if ahead:
+        built = [t.number for t in trials if trial_attrs(t).get("built_ahead_s")]
+        # asked for while a DALI trial measured, the dominated ones were told at once and the next one built
+        assert any(n - 1 in {t.number for t in told} for n in built), (built, outcomes)
