@@ -7,11 +7,11 @@
 # Stages (each pipeline: a 60 s `autotune run`, then 5 peers x 3 rounds of 4 s windows, about 4 minutes):
 #  none: limit none, the pipelines in PIPES (default a,b,c,d,e: about 20 minutes; within one call of under nine
 #        minutes, run it three times: PIPES=a,b, PIPES=c,d, PIPES=e)
-#  shm:  /dev/shm remounted at 64 MiB (`mount -o remount,size=64m /dev/shm`, the old size put back on exit), a and c,
-#        rows with --limit shm64m (about 8 minutes)
+#  shm:  /dev/shm remounted at 64 MiB (`mount -o remount,size=64m /dev/shm`, the old size put back on exit), PIPES
+#        (default a,c; one pipeline a call keeps it well under nine minutes), rows with --limit shm64m
 #  cpus: four cores: a cgroup v2 child of /sys/fs/cgroup with cpu.max "400000 100000" holding this shell, or, where
-#        cgroups cannot be written, `taskset -c 0-3`; a and c, rows with --limit cpus4 and limit_how saying which
-#        (about 8 minutes)
+#        cgroups cannot be written, `taskset -c 0-3`; PIPES (default a,c), rows with --limit cpus4 and limit_how saying
+#        which
 # Env: DATA (default /tmp/u4k, 4,000 synthetic images, written when missing: about 30 s), ROUNDS (3), WINDOW (4),
 # BUDGET (60), BATCH (256), WHEELS (a folder of the wheels below: installed into /tmp/site when timm is missing).
 #
@@ -50,12 +50,12 @@ none)
   "${bench[@]}" --pipelines "$pipes" --limit none > "$out/none-${pipes//,/}.log" 2>&1
   ;;
 shm)
-  old=$(findmnt -no OPTIONS /dev/shm | tr ',' '\n' | sed -n 's/^size=//p')
+  old=$(findmnt -no OPTIONS /dev/shm | tr ',' '\n' | sed -n 's/^size=//p' | head -1)  # a /dev/shm mounted twice lists twice
   old=${old:-$(df -k --output=size /dev/shm | tail -1 | tr -d ' ')k}
   trap 'mount -o remount,size="$old" /dev/shm; df -h /dev/shm' EXIT
   mount -o remount,size=64m /dev/shm || { echo "cannot remount /dev/shm" | tee "$out/shm.log"; exit 1; }
-  df -h /dev/shm; estimate a,c
-  "${bench[@]}" --pipelines a,c --limit shm64m --limit-how "mount -o remount,size=64m /dev/shm (was $old)" > "$out/shm.log" 2>&1
+  pipes=${PIPES:-a,c}; df -h /dev/shm; estimate "$pipes"
+  "${bench[@]}" --pipelines "$pipes" --limit shm64m --limit-how "mount -o remount,size=64m /dev/shm (was $old)" > "$out/shm.log" 2>&1
   ;;
 cpus)
   cg=/sys/fs/cgroup/autotune-bench-cpus4; run=("${bench[@]}")
@@ -66,8 +66,8 @@ cpus)
     how="taskset -c 0-3 (cgroups not writable here)"; run=(taskset -c 0-3 "${bench[@]}")
   fi
   seen=$("${run[@]:0:$(( ${#run[@]} - ${#bench[@]} ))}" python3 -c "from autotune.config.fingerprint import usable_cpus; print(usable_cpus())")
-  how="$how; autotune's usable cores: $seen"; echo "$how"; estimate a,c
-  "${run[@]}" --pipelines a,c --limit cpus4 --limit-how "$how" > "$out/cpus.log" 2>&1
+  pipes=${PIPES:-a,c}; how="$how; autotune's usable cores: $seen"; echo "$how"; estimate "$pipes"
+  "${run[@]}" --pipelines "$pipes" --limit cpus4 --limit-how "$how" > "$out/cpus.log" 2>&1
   ;;
 *)
   echo "STAGE must be none, shm or cpus"; exit 2

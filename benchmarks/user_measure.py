@@ -44,7 +44,14 @@ def torch_batches(target: str, kwargs: dict[str, Any], batch_size: int) -> Calla
     spec = dataset_spec(target)
     stream = isinstance(spec.dataset, IterableDataset)
     extra = {"collate_fn": spec.collate_fn, "worker_init_fn": spec.worker_init_fn}
-    loader = DataLoader(spec.dataset, batch_size=batch_size, shuffle=not stream, **{k: v for k, v in extra.items() if v is not None}, **kwargs)
+    kwargs = {**{k: v for k, v in extra.items() if v is not None}, **kwargs}
+    worker_batch = kwargs.pop("worker_batch", None)  # a tuned config's, under a small /dev/shm: joined as build_loader joins them
+    if worker_batch:
+        from autotune.loaders.joined import JoinedLoader
+
+        loader: DataLoader = JoinedLoader(spec.dataset, joined_batch_size=batch_size, batch_size=worker_batch, shuffle=not stream, **kwargs)
+    else:
+        loader = DataLoader(spec.dataset, batch_size=batch_size, shuffle=not stream, **kwargs)
     return lambda: iter(loader)
 
 

@@ -126,7 +126,17 @@ def tuned_kwargs(yaml_path: Path, kind: str) -> dict[str, Any]:
     if kind == "dali":
         params = cfg.loader.to_params()
         return {k: params[k] for k in ("num_threads", "prefetch_queue_depth", "hw_decoder_load") if k in params}
-    return {k: v for k, v in cfg.dataloader_kwargs().items() if k != "batch_size"}
+    loader = cfg.dataloader
+    if loader is None:
+        raise ValueError(f"{yaml_path}: no DataLoader config")
+    wb = getattr(loader.options, "worker_batch", None)
+    if not wb:
+        return {k: v for k, v in cfg.dataloader_kwargs().items() if k != "batch_size"}
+    from autotune.loaders.backends import get_backend
+
+    # which DataLoader keywords cannot say (Config.dataloader_kwargs refuses it): user_measure joins the batches
+    kwargs = get_backend(loader.backend).dataloader_kwargs(loader) or {}
+    return {**{k: v for k, v in kwargs.items() if k != "batch_size"}, "worker_batch": wb}
 
 
 # ------------------------------------------------------------------------------------------ processes

@@ -37,32 +37,34 @@ def samples_in(batch: Any) -> int:
     return next((n for v in fields if (n := samples_in(v))), 0)
 
 
-def join(parts: list[Any]) -> Any:
+def join(parts: list[Any], pin: bool = False) -> Any:
     """One batch from ``parts`` (each the collate output of consecutive samples, all of one structure): tensors and
-    arrays concatenated along the first dimension (into pinned memory where the parts were pinned), lists of
-    values chained, tuples, namedtuples and dicts joined field by field."""
+    arrays concatenated along the first dimension (tensors into pinned memory with ``pin``: one copy from the
+    workers' /dev/shm, where the DataLoader's pinning thread would copy each part first), lists of values chained,
+    tuples, namedtuples and dicts joined field by field."""
     first = parts[0]
-    if len(parts) == 1:
-        return first
     import torch
 
     if isinstance(first, torch.Tensor):
-        pinned = first.device.type == "cpu" and first.is_pinned()
+        if len(parts) == 1 and not pin:
+            return first
         shape = (sum(int(p.shape[0]) for p in parts), *first.shape[1:])
-        out = torch.empty(shape, dtype=first.dtype, device=first.device, pin_memory=pinned)
+        out = torch.empty(shape, dtype=first.dtype, device=first.device, pin_memory=pin and first.device.type == "cpu")
         return torch.cat(parts, out=out)
+    if len(parts) == 1 and not pin:
+        return first
     if type(first).__module__ == "numpy" and hasattr(first, "shape"):
         import numpy as np
 
         return np.concatenate(parts)
     if isinstance(first, dict):
-        return type(first)({k: join([p[k] for p in parts]) for k in first})
+        return type(first)({k: join([p[k] for p in parts], pin) for k in first})
     if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(join([p[i] for p in parts]) for i in range(len(first))))
+        return type(first)(*(join([p[i] for p in parts], pin) for i in range(len(first))))
     if _values(first):
         return type(first)(v for p in parts for v in p)
     if isinstance(first, list | tuple):
-        return type(first)(join([p[i] for p in parts]) for i in range(len(first)))
+        return type(first)(join([p[i] for p in parts], pin) for i in range(len(first)))
     raise UserError(f"worker_batch cannot join batches of {type(first).__name__}: return tensors, arrays, lists, tuples or dicts from "
                     "collate_fn, or set worker_batch to null in the YAML (and give /dev/shm room for whole batches)")
 
@@ -88,12 +90,14 @@ def split(batch: Any, n: int) -> tuple[Any, Any]:
 class JoinedLoader(DataLoader):
     """A DataLoader whose workers collate ``worker_batch`` samples at a time, joined here into batches of
     ``joined_batch_size`` (the last one shorter unless ``drop_last``). Everything else is the DataLoader's own:
-    Lightning, accelerate and ``isinstance`` checks see a DataLoader; its ``batch_size`` attribute is the workers'."""
+    Lightning, accelerate and ``isinstance`` checks see a DataLoader; its ``batch_size`` attribute is the workers', and
+    ``pin_joined`` says whether batches are pinned (``pin_memory``: the joined batch is, the parts are not)."""
 
-    def __init__(self, dataset: Any, *, joined_batch_size: int, drop_last: bool = False, **kwargs: Any) -> None:
-        super().__init__(dataset, drop_last=False, **kwargs)
+    def __init__(self, dataset: Any, *, joined_batch_size: int, drop_last: bool = False, pin_memory: bool = False, **kwargs: Any) -> None:
+        super().__init__(dataset, drop_last=False, pin_memory=False, **kwargs)  # pinned as they are joined: one copy
         self.joined_batch_size = int(joined_batch_size)
         self.drop_joined_last = bool(drop_last)
+        self.pin_joined = bool(pin_memory)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # DataLoader.__iter__ is typed as returning its own iterator class
         size = self.joined_batch_size
@@ -103,12 +107,12 @@ class JoinedLoader(DataLoader):
             parts.append(part)
             have += samples_in(part)
             while have >= size:
-                batch, rest = split(join(parts), size) if have > size else (join(parts), None)
-                yield batch
+                batch, rest = split(join(parts, self.pin_joined), size) if have > size else (join(parts, self.pin_joined), None)
                 have -= size
-                parts = [rest] if have else []
+                parts = [rest] if have else []  # before the yield: the parts' /dev/shm is freed while the batch is used
+                yield batch
         if parts and have and not self.drop_joined_last:
-            yield join(parts)
+            yield join(parts, self.pin_joined)
 
     def __len__(self) -> int:
         from torch.utils.data import IterableDataset

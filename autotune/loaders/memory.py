@@ -82,10 +82,11 @@ def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipel
     need = float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"])
     if need <= shm_mib:
         return loader
-    samples = int(SHM_SHARE * shm_mib / (need / loader.batch_size))
-    if samples < 1:  # not even one sample per worker's buffer: the memory guard tells it
+    most = int(SHM_SHARE * shm_mib / (need / loader.batch_size))
+    if most < 1:  # not even one sample per worker's buffer: the memory guard tells it
         return loader
-    return LoaderConfig.from_params({**loader.to_params(), "worker_batch": min(samples, loader.batch_size - 1)})
+    pieces = -(-loader.batch_size // most)  # the fewest worker batches a batch is joined from, all of about one size
+    return LoaderConfig.from_params({**loader.to_params(), "worker_batch": -(-loader.batch_size // pieces)})
 
 
 def _gib(need: float, have: float) -> tuple[str, str]:

@@ -86,7 +86,7 @@ class UserLoader(BatchLoader):
         self.loader = loader
         self.device = device
         self._to_device = torch.device(device).type != "cpu"
-        self._non_blocking = bool(loader.pin_memory)
+        self._non_blocking = bool(getattr(loader, "pin_joined", loader.pin_memory))  # a JoinedLoader pins as it joins
         self._counted = counted
         self._closed = False
 
