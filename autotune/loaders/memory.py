@@ -62,8 +62,8 @@ def estimate(loader: LoaderConfig, dataset: Dataset, pipeline: str = "imagenet-t
 
 
 #: the share of the /dev/shm budget that a config fitted to it (:func:`fit_shm`) plans for its workers' batches: the
-#: rest is margin (another process's files, a batch that waits while the one before it is joined)
-SHM_SHARE = 0.5
+#: rest is margin (another process's files, the monitor's trend that stops a trial before it crosses the budget)
+SHM_SHARE = 0.75
 
 
 def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipeline: str = "imagenet-train", device: str = "cpu",
@@ -82,7 +82,10 @@ def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipel
     need = float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"])
     if need <= shm_mib:
         return loader
-    most = int(SHM_SHARE * shm_mib / (need / loader.batch_size))
+    # each worker holds its prefetched batches there and the one it collates into (default_collate writes a worker's
+    # batch straight into shared memory): prefetch + 1 per worker, where the estimate counts prefetch
+    prefetch = opts.prefetch_factor or 2
+    most = int(SHM_SHARE * shm_mib / (need / loader.batch_size * (prefetch + 1) / prefetch))
     if most < 1:  # not even one sample per worker's buffer: the memory guard tells it
         return loader
     pieces = -(-loader.batch_size // most)  # the fewest worker batches a batch is joined from, all of about one size
