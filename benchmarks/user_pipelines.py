@@ -209,18 +209,21 @@ def interleaved(a: argparse.Namespace, target: str, kind: str, cand: dict[str, d
 
 # ------------------------------------------------------------------------------------------ rows
 def group_rows(cand: dict[str, dict[str, Any]], same: dict[str, str], scores: dict[str, list[float]], errors: dict[str, str],
-               stamp: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per peer (``same``: a peer equal to an earlier one, measured once, and which)."""
+               stamp: dict[str, Any], rounds: int) -> list[dict[str, Any]]:
+    """One row per peer (``same``: a peer equal to an earlier one, measured once, and which). A peer that crashed in any
+    of the ``rounds`` is ``failed`` (a loader that dies in one fresh process of three is no config to train with),
+    with its error, how many rounds it lost (``failed_rounds``) and the rates of those it completed."""
     med = {k: statistics.median(v) if v else None for k, v in scores.items()}
     tuned = med.get("tuned")
     rows = []
     for k in [*cand, *([] if "tuned" in cand else ["tuned"]), *same]:
         src = same.get(k, k)
-        failed = med.get(src) is None
-        rows.append({**stamp, "peer": k, "config": cand.get(src), "samples_per_s": None if failed else round(med[src], 1),
+        lost = max(0, rounds - len(scores.get(src, []))) if src in scores or src in errors else rounds
+        failed = med.get(src) is None or lost > 0
+        rows.append({**stamp, "peer": k, "config": cand.get(src), "samples_per_s": None if med.get(src) is None else round(med[src], 1),
                      "rounds": [round(x, 1) for x in scores.get(src, [])],
-                     "fraction_of_tuned": round(med[src] / tuned, 3) if not failed and tuned else None,
-                     "failed": failed, "error": errors.get(src, "no round completed") if failed else None,
+                     "fraction_of_tuned": round(med[src] / tuned, 3) if med.get(src) is not None and tuned else None,
+                     "failed": failed, "failed_rounds": lost, "error": errors.get(src, "no round completed") if failed else None,
                      **({"same_as": src} if k in same else {})})
     return rows
 
@@ -259,9 +262,9 @@ def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: d
     if yaml_path is None:  # a tuning that failed: a failed row
         scores["tuned"], errors["tuned"] = [], tune_err
     stamp = {"pipeline": f"{letter}: {name}", "machine": ctx["machine"], "limit": a.limit, "limit_how": a.limit_how,
-             "tune_s": round(tune_s, 1), **({"tune_account": account} if account else {}), "batch_size": a.batch_size, "device": ctx["device"], "run_id": ctx["run_id"], "commit": ctx["commit"],
-             "command": ctx["command"], "when": harness.utc_now()}
-    rows = group_rows(cand, same, scores, errors, stamp)
+             "tune_s": round(tune_s, 1), **({"tune_account": account} if account else {}), "batch_size": a.batch_size, "device": ctx["device"],
+             "run_id": ctx["run_id"], "commit": ctx["commit"], "command": ctx["command"], "when": harness.utc_now()}
+    rows = group_rows(cand, same, scores, errors, stamp, a.rounds)
     for path in filter(None, [a.json, a.also_write]):
         harness.append_rows(Path(path), rows)
     for r in rows:
@@ -309,8 +312,22 @@ def latest_groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list
     return dict(sorted(groups.items()))
 
 
+def lost_rounds(rs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The group's rows with ``failed_rounds`` on each (a row written before it was recorded: the rounds it has fewer
+    than the group's most), and ``failed`` where a peer lost any."""
+    most = max((len(r["rounds"]) for r in rs), default=0)
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rs, key=lambda r: bool(r.get("same_as"))):  # a peer measured once for several: its source first
+        src = out.get(r.get("same_as") or "")
+        lost = src["failed_rounds"] if src else r.get("failed_rounds", most - len(r["rounds"]))
+        out[r["peer"]] = {**r, "failed_rounds": lost, "failed": r["failed"] or lost > 0,
+                          "error": r.get("error") or (src or {}).get("error") or ("crashed (its error is in the run's log)" if lost else None)}
+    return [out[r["peer"]] for r in rs]
+
+
 def verdict(rs: list[dict[str, Any]]) -> tuple[str, bool, bool]:
     """The group's last line: tuned against the best peer; (line, meets the goal, beyond noise)."""
+    rs = lost_rounds(rs)
     tuned = next((r for r in rs if r["peer"] == "tuned"), None)
     done = [r for r in rs if r["peer"] != "tuned" and not r["failed"] and not r.get("same_as")]
     best = max(done, key=lambda r: r["samples_per_s"], default=None)
@@ -333,11 +350,13 @@ def table(rows: list[dict[str, Any]]) -> str:
            "each pipeline, machine and limit). Each pipeline is tuned with `autotune run --dataset FILE.py:FUNC --batch-size B",
            "--budget S`, then every peer is measured in fresh processes, interleaved, at the same batch size: the median of",
            "the rounds and their range. The tuned config should reach 97 % of the best peer; `beyond noise`: every tuned",
-           "round faster than every round of every peer that completed.", ""]
+           "round faster than every round of every peer that completed. A peer that crashed in any round is failed (its",
+           "completed rounds are shown, and it is no best peer).", ""]
     if not groups:
         out += ["No rows yet: the commands are in benchmarks/README.md (\"Your own pipelines\").", ""]
     meets = clears = 0
     for (pipeline, machine, limit), rs in groups.items():
+        rs = lost_rounds(rs)
         line, ok, clear = verdict(rs)
         meets, clears = meets + ok, clears + clear
         first = rs[0]
@@ -346,7 +365,9 @@ def table(rows: list[dict[str, Any]]) -> str:
                 f"run {first['run_id']}, commit {first.get('commit')}, {first['when']}: `{first['command']}`", "",
                 "| peer | config | samples/s | rounds min–max | of tuned | note |", "|---|---|---:|---:|---:|---|"]
         for r in rs:
-            rate = "failed" if r["failed"] else f"{r['samples_per_s']:,.0f}"
+            rate = f"{r['samples_per_s']:,.0f}" if r.get("samples_per_s") is not None else "failed"
+            if r["failed"] and r.get("samples_per_s") is not None:  # completed some rounds, crashed in others
+                rate += f", crashed in {r['failed_rounds']} of {r['failed_rounds'] + len(r['rounds'])}"
             spread = f"{min(r['rounds']):,.0f}–{max(r['rounds']):,.0f}" if r["rounds"] else "–"
             frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
             note_ = f"same as {r['same_as']}" if r.get("same_as") else (r.get("error") or "")[:120].replace("|", "/")

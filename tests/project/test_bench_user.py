@@ -54,6 +54,24 @@ def test_the_table_shows_each_peer_the_failures_and_the_verdict_of_the_newest_ru
     assert "in 1 of 1 groups, beyond noise in 1." in text
 
 
+def test_a_peer_that_crashed_in_some_rounds_is_failed_and_no_best_peer():
+    """Under a 64 MiB /dev/shm the rule of thumb ran in two fresh processes of three: a loader to train with is one
+    that does not die, so it is failed (its completed rounds shown) and the verdict is against the peers that held."""
+    rows = user_pipelines.group_rows({"workers = cores, pinned": {"num_workers": 2}, "DataLoader defaults": {}, "tuned": {"num_workers": 2}},
+                                     {}, {"workers = cores, pinned": [644.0, 638.0], "DataLoader defaults": [415.0, 410.0, 423.0],
+                                          "tuned": [534.0, 541.0, 537.0]}, {"workers = cores, pinned": "exit 1: RuntimeError: shm"}, {}, 3)
+    cores = rows[0]
+    assert cores["failed"] and cores["failed_rounds"] == 1 and cores["samples_per_s"] == 641.0 and cores["error"] == "exit 1: RuntimeError: shm"
+    assert not rows[1]["failed"] and rows[1]["failed_rounds"] == 0
+    stamped = [{**row(r["peer"], r["rounds"]), **r} for r in rows]
+    line, meets, clear = user_pipelines.verdict(stamped)
+    assert line.startswith("**129 %** of the best peer (DataLoader defaults)") and meets and clear
+    # a row written before failed_rounds was recorded: the rounds it lacks against the group's most
+    old = [row("workers = cores, pinned", [644.0, 638.0]), row("DataLoader defaults", [415.0, 410.0, 423.0]), row("tuned", [534.0, 541.0, 537.0])]
+    assert user_pipelines.verdict(old)[0].startswith("**129 %** of the best peer (DataLoader defaults)")
+    assert "644, crashed in 1 of 3" in user_pipelines.table(old)  # the helper's rate: the upper middle round
+
+
 def test_within_noise_and_a_failed_tuning_are_said():
     close = [row("workers = cores, pinned", [90.0, 100.0]), row("tuned", [95.0, 99.0])]
     assert user_pipelines.verdict(close)[1:] == (True, False)
