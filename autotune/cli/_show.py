@@ -65,7 +65,8 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         fb = cfg.torch_fallback
         rows.append(("torch fallback", f"the best torch DataLoader: trial #{fb.get('trial')}, {fmt_rate(fb.get('samples_per_s'))} samples/s"))
     if cfg.dataloader is not None:
-        wb = getattr(cfg.dataloader.options, "worker_batch", None)
+        wb = getattr(cfg.dataloader.options, "worker_batch", None) or 0
+        wb = wb if 0 < wb < cfg.dataloader.batch_size else 0  # one as large as the batch joins nothing
         rows.append(("DataLoader kwargs", f"none: workers hand over {wb} samples at a time (use autotune.build_loader)" if wb
                      else json.dumps(cfg.dataloader_kwargs())))
     return rows
@@ -194,11 +195,13 @@ def _is_local_study(name: str) -> bool:
 def _trial_count(study: dict) -> str:
     """``N trials`` run, and those queued that the budget left unrun, apart."""
     total, queued, repeats = study.get("trials"), study.get("queued_not_run") or 0, study.get("repeats") or 0
-    if not isinstance(total, int) or not isinstance(queued, int) or not isinstance(repeats, int):
+    dominated = study.get("dominated") or 0
+    if not isinstance(total, int) or not all(isinstance(v, int) for v in (queued, repeats, dominated)):
         return f"{total} trials"
     run = total - queued
     return (
         f"{run} {'trial' if run == 1 else 'trials'} run"
         + (f", {repeats} of them repeats, not measured again" if repeats else "")
+        + (f", {dominated} of a dominated kind, not measured" if dominated else "")
         + (f", {queued} queued and not run" if queued else "")
     )

@@ -398,7 +398,7 @@ class Config:
             )
         kwargs.update(overrides)
         wb = getattr(loader.options, "worker_batch", None) if loader is not None else None
-        if wb and kwargs.get("num_workers"):
+        if wb and kwargs.get("num_workers") and wb < kwargs["batch_size"]:
             raise ConfigError(f"this config's workers hand over {wb} samples at a time, joined into batches of {kwargs['batch_size']} (/dev/shm "
                               "is too small for whole batches), which DataLoader keywords cannot say; use autotune.build_loader(dataset, cfg), "
                               "which returns that DataLoader")

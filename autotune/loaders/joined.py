@@ -4,9 +4,14 @@ A worker hands each finished batch to the main process through ``/dev/shm``, and
 ``workers x prefetch x batch`` must fit there. In a container with Docker's default 64 MiB, one float32 batch of
 256 crops of 224 (154 MB) does not, and every config with workers dies ("unable to allocate shared memory").
 With ``worker_batch`` set, the workers hand over batches of that many samples, and the main process joins them,
-in order, into batches of the batch size: the same samples in the same batches as the plain DataLoader gives over
-the same sampler (an iterable dataset's stream is cut at every batch size, as the plain DataLoader cuts it within
-a worker), with ``worker_batch / batch`` of its ``/dev/shm``.
+in order, into batches of the batch size: over a map-style dataset, the same samples in the same batches as the plain
+DataLoader gives over the same sampler, with ``worker_batch / batch`` of its ``/dev/shm``. An iterable dataset's
+stream is cut at every batch size across the workers' parts (the plain DataLoader fills each batch from one worker),
+every item once.
+
+A batch it joins is one whose every tensor and array has the batch's samples along its first dimension (what
+``default_collate`` makes of tensors, numbers, strings, tuples and dicts); another (a detection collate's tuples of
+per-image tensors, padded sequences of different lengths) is refused in one line, naming the fix.
 """
 
 from __future__ import annotations
@@ -37,6 +42,32 @@ def samples_in(batch: Any) -> int:
     return next((n for v in fields if (n := samples_in(v))), 0)
 
 
+def _leading(batch: Any) -> set[int]:
+    """The first dimensions of every tensor and array in ``batch``, and the length of each list of values."""
+    if getattr(batch, "shape", None) is not None:
+        return {int(batch.shape[0])} if len(batch.shape) else {-1}
+    if _values(batch):
+        return {len(batch)}
+    fields = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else None
+    if fields is None:
+        return {-1}
+    return set().union(*(_leading(v) for v in fields)) if len(fields) else {-1}
+
+
+def counted(part: Any) -> int:
+    """The samples in a worker's batch, checked: every tensor, array and list of values in it holds that many.
+
+    Raises:
+        UserError: a batch without them (its samples could not be joined or cut without mixing them up)."""
+    sizes = _leading(part)
+    if len(sizes) != 1 or min(sizes) < 1:
+        raise UserError(f"worker_batch cannot join this collate_fn's batches ({type(part).__name__} whose parts have "
+                        f"{', '.join(str(n) for n in sorted(sizes) if n >= 0) or 'no'} leading sizes, not one for the samples): "
+                        "return tensors, arrays, lists, tuples or dicts with the samples along the first dimension, or give /dev/shm "
+                        "room for whole batches (docker run --shm-size=8g) so that none is joined")
+    return sizes.pop()
+
+
 def join(parts: list[Any], pin: bool = False) -> Any:
     """One batch from ``parts`` (each the collate output of consecutive samples, all of one structure): tensors and
     arrays concatenated along the first dimension (tensors into pinned memory with ``pin``: one copy from the
@@ -48,6 +79,10 @@ def join(parts: list[Any], pin: bool = False) -> Any:
     if isinstance(first, torch.Tensor):
         if len(parts) == 1 and not pin:
             return first
+        if any(p.shape[1:] != first.shape[1:] for p in parts):  # padded to each part's own longest
+            raise UserError(f"worker_batch cannot join tensors of shapes {tuple(first.shape)} and "
+                            f"{next(tuple(p.shape) for p in parts if p.shape[1:] != first.shape[1:])}: give /dev/shm room for whole batches "
+                            "(docker run --shm-size=8g) so that none is joined, or pad to one length in the Dataset")
         shape = (sum(int(p.shape[0]) for p in parts), *first.shape[1:])
         out = torch.empty(shape, dtype=first.dtype, device=first.device, pin_memory=pin and first.device.type == "cpu")
         return torch.cat(parts, out=out)
@@ -66,7 +101,7 @@ def join(parts: list[Any], pin: bool = False) -> Any:
     if isinstance(first, list | tuple):
         return type(first)(join([p[i] for p in parts], pin) for i in range(len(first)))
     raise UserError(f"worker_batch cannot join batches of {type(first).__name__}: return tensors, arrays, lists, tuples or dicts from "
-                    "collate_fn, or set worker_batch to null in the YAML (and give /dev/shm room for whole batches)")
+                    "collate_fn, or give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined")
 
 
 def split(batch: Any, n: int) -> tuple[Any, Any]:
@@ -105,7 +140,7 @@ class JoinedLoader(DataLoader):
         have = 0
         for part in super().__iter__():
             parts.append(part)
-            have += samples_in(part)
+            have += counted(part)
             while have >= size:
                 batch, rest = split(join(parts, self.pin_joined), size) if have > size else (join(parts, self.pin_joined), None)
                 have -= size
@@ -117,9 +152,9 @@ class JoinedLoader(DataLoader):
     def __len__(self) -> int:
         from torch.utils.data import IterableDataset
 
-        stream = isinstance(self.dataset, IterableDataset)  # its len() is the dataset's own, in worker batches
-        samples = super().__len__() * (self.batch_size or 1) if stream else len(self.sampler)  # type: ignore[arg-type]  # a map-style DataLoader's sampler has len()
+        stream = isinstance(self.dataset, IterableDataset)  # its len() is the dataset's own (a TypeError without one)
+        samples = len(self.dataset) if stream else len(self.sampler)  # type: ignore[arg-type]  # map-style: a sampler with len(); a stream: its own
         return samples // self.joined_batch_size if self.drop_joined_last else math.ceil(samples / self.joined_batch_size)
 
 
-__all__ = ["JoinedLoader", "join", "split"]
+__all__ = ["JoinedLoader", "counted", "join", "split"]

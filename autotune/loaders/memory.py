@@ -73,11 +73,16 @@ def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipel
     whole batches would not fit there and its kind can join them; otherwise ``loader`` as it is.
 
     Docker gives a container 64 MiB of ``/dev/shm``: one float32 batch of 256 crops of 224 is 154 MB, so every
-    DataLoader with workers dies there, and the rules of thumb with it. Fitted, the same workers run."""
+    DataLoader with workers dies there, and the rules of thumb with it. Fitted, the same workers run. A
+    ``worker_batch`` the config already has is fitted again."""
     from autotune.config.schema import LoaderConfig
 
     opts = loader.options
-    if shm_mib is None or not hasattr(opts, "worker_batch") or opts.num_workers == 0 or opts.worker_batch:
+    if not hasattr(opts, "worker_batch"):
+        return loader
+    if opts.worker_batch:  # this machine's /dev/shm decides it, not the one a warm start's YAML was tuned on
+        loader = LoaderConfig.from_params({k: v for k, v in loader.to_params().items() if k != "worker_batch"})
+    if shm_mib is None or opts.num_workers == 0:
         return loader
     need = float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"])
     if need <= shm_mib:

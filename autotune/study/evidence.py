@@ -226,8 +226,8 @@ class MeasuredTrials:
         self.in_a_row = 0
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if is_told(trial):
-            self.repeats_left -= 1
+        if is_told(trial):  # a repeat spends the repeats allowed; either kind counts toward the run of told ones
+            self.repeats_left -= is_repeat(trial)
             self.in_a_row += 1
         else:
             self.left -= 1
@@ -275,8 +275,10 @@ def dominated(study: optuna.Study, loader: LoaderConfig, number: int) -> str | N
     started: set[str] = set()
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)):
         a = trial_attrs(t)
-        if t.number == number or is_told(t) or not a.get("config"):
-            continue
+        if t.number == number or is_told(t) or not a.get("config") or a.get("outside_space") or a.get("reference"):
+            continue  # a config the search cannot pick (the torch defaults in a DALI space) leads nothing
+        if a.get("outcome") not in (Outcome.COMPLETE.value, Outcome.PRUNED.value):
+            continue  # over a memory budget or cut by the time limit: its windows are no kind's level
         rates = [t.value] if t.state == optuna.trial.TrialState.COMPLETE else list(t.intermediate_values.values())
         rate = max((float(r) for r in rates if r is not None and r > 0), default=None)
         if rate is None:
@@ -319,12 +321,13 @@ DOMINATED_ASKS = 8
 
 
 def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial], LoaderConfig],
-                        keep: Callable[[optuna.Trial], None]) -> tuple[optuna.Trial, LoaderConfig]:
+                        keep: Callable[[optuna.Trial | None], None]) -> tuple[optuna.Trial, LoaderConfig]:
     """The next trial and its config, asked for ahead (each trial handed to ``keep`` as soon as it is asked for): one
     of a dominated kind is told (pruned, not measured) and another asked for in its place, up to
     :data:`DOMINATED_ASKS` times. Each trial's ``config`` attribute is set, should the search end before it is measured."""
 
     def asked() -> tuple[optuna.Trial, LoaderConfig]:
+        keep(None)  # nothing kept while asking: a told trial is never handed on, should the ask fail
         trial = optuna.Study.ask(study)  # the class's own ask: the tuner's study gives the trial asked for ahead from its own
         keep(trial)
         loader = loader_of(trial)

@@ -35,7 +35,7 @@ def short_run_warnings(cfg: Config, space: SearchSpace, budget: TimeBudget | Non
                    f"{budget.spent.get('setup', 0.0):.0f} s on this machine); pass {longer}")
     if "torch" in space.backends() and cfg.loader.backend.value != "torch" and not cfg.torch_fallback:
         ran = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and (trial_attrs(t).get("loader") or {}).get("backend") == "torch"
-               and trial_attrs(t).get("outcome") != Outcome.INTERRUPTED.value] if study else []  # one cut by the budget's end did not run
+               and trial_attrs(t).get("outcome") not in (Outcome.INTERRUPTED.value, Outcome.DOMINATED.value)] if study else []  # cut, or told: not run
         if not ran:  # torch trials that ran and failed have their own cause, in the report: a longer budget is no fix
             out.append(f"no torch DataLoader was measured in this run, so cfg.dataloader_kwargs() has nothing to give "
                        f"(autotune.build_loader works); for both, pass {longer}")

@@ -81,7 +81,8 @@ class LoggingReporter:
         self.log.debug("trial %d %s: %s %s", trial.number, a.get("config", ""), a.get("outcome") or trial.state.name.lower(), a.get("samples_per_s") or "")
 
     def repeat(self, trial: optuna.trial.FrozenTrial) -> None:
-        self.log.debug("trial %d %s: a repeat, not measured", trial.number, trial.user_attrs.get("config", ""))  # set before it is told
+        self.log.debug("trial %d %s: %s, not measured", trial.number, trial.user_attrs.get("config", ""),  # set before it is told
+                       (trial.user_attrs.get("result") or {}).get("outcome") or "a repeat")
 
     def remeasure(self, k: int, n: int, trial: optuna.trial.FrozenTrial, result: TrialResult | None) -> None:
         if result is not None:

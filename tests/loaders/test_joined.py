@@ -78,6 +78,27 @@ def test_any_collate_structure_joins_and_splits() -> None:
         join([object(), object()])
 
 
+def test_a_batch_it_cannot_count_or_join_is_refused_in_one_line() -> None:
+    detection = [(tuple(torch.zeros(3, 4, 4) for _ in range(2)), tuple({"boxes": torch.zeros(k, 4)} for k in (1, 5)))] * 2
+    joined = JoinedLoader(detection, joined_batch_size=4, batch_size=1, collate_fn=lambda b: b[0], num_workers=0)
+    with pytest.raises(UserError, match="worker_batch cannot join this collate_fn's batches"):
+        list(joined)
+    padded = [torch.zeros(2, 5), torch.zeros(2, 7)]  # each part padded to its own longest
+    with pytest.raises(UserError, match="worker_batch cannot join tensors of shapes"):
+        list(JoinedLoader(padded, joined_batch_size=4, batch_size=1, collate_fn=lambda b: b[0]))
+    with pytest.raises(UserError, match="leading sizes"):  # nothing with the samples along a first dimension
+        list(JoinedLoader([object()] * 4, joined_batch_size=4, batch_size=2, collate_fn=lambda b: {"meta": object()}))
+
+
+def test_a_streams_length_is_its_own_in_joined_batches() -> None:
+    class Sized(Stream):
+        def __len__(self) -> int:
+            return self.n
+
+    joined = JoinedLoader(Sized(10), joined_batch_size=5, batch_size=3)
+    assert len(joined) == 2 == len(list(joined))
+
+
 def _user(workers: int = 16, batch: int = 256, **kw: Any) -> LoaderConfig:
     return LoaderConfig.from_params({"backend": "user", "batch_size": batch, "num_workers": workers, "prefetch_factor": 2,
                                      "persistent_workers": True, **kw})
@@ -96,6 +117,8 @@ def test_a_config_is_fitted_to_a_small_shm_and_left_alone_where_it_fits(tiny_dat
     assert wb is not None and 1 <= wb < 256 and fitted.describe().endswith(f"worker-batch={wb}")
     assert estimate(fitted, ds, "imagenet-train", "cuda")["shm_mib"] <= SHM_SHARE * 51.2 + 1e-6
     assert fit_shm(loader, ds, 10 * whole, "imagenet-train", "cuda") == loader  # room for whole batches: as it was
+    assert fit_shm(fitted, ds, 10 * whole, "imagenet-train", "cuda") == loader  # a warm start's worker_batch: fitted again here
+    assert fit_shm(_user(worker_batch=200), ds, 51.2, "imagenet-train", "cuda") == fitted
     assert fit_shm(_user(workers=0), ds, 1.0) == _user(workers=0)  # no workers, nothing in /dev/shm
     torch_cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 256, "num_workers": 16})
     assert fit_shm(torch_cfg, ds, 51.2) == torch_cfg  # a kind that does not join batches is left to the memory guard

@@ -80,7 +80,18 @@ def test_dominated_trials_are_not_counted_as_measured() -> None:
     t = _trial(TORCH, 0.0)
     t.user_attrs["result"] = {"outcome": Outcome.DOMINATED.value}
     counter(study, t)
-    assert counter.left == 2 and counter.repeats_left == 9
+    assert counter.left == 2 and counter.repeats_left == 10 and counter.in_a_row == 1  # no repeat spent; a told one in a row
+
+
+def test_a_config_the_search_cannot_pick_or_a_memory_failure_leads_nothing() -> None:
+    # the torch defaults queued outside a DALI-only space, and a DALI config stopped over a memory budget
+    reference = _trial(TORCH, 30_000, "defaults")
+    reference.user_attrs["outside_space"] = True
+    over = _trial({**GPU, "num_threads": 16}, 90_000, pruned=True)
+    over.user_attrs["result"] = {"outcome": Outcome.OOM_HOST.value}
+    study = _study(reference, over, _trial(GPU, 9_000, "dali-hw"), _trial(CPU, 2_000, "dali-heuristic"))
+    assert dominated(study, _loader(GPU, num_threads=8), number=99) is None
+    assert dominated(study, _loader(CPU, num_threads=4), number=99) is not None  # 9,000 against 2,000: DALI's GPU leads
 
 
 # ------------------------------------------------------------------------------------------- in the search

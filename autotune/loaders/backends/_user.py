@@ -207,7 +207,7 @@ class UserBackend(LoaderBackend):
             s += f" {o.multiprocessing_context}"
         if o.num_workers > 0 and o.in_order is False:
             s += " out-of-order"
-        if o.num_workers > 0 and o.worker_batch:
+        if o.num_workers > 0 and o.worker_batch and o.worker_batch < loader.batch_size:
             s += f" worker-batch={o.worker_batch}"
         return s
 
