@@ -199,7 +199,7 @@ def test_no_config_is_measured_twice_during_the_search(tiny_dataset, monkeypatch
     assert not twice, f"measured more than once during the search: {twice}"
     repeats = [t for t in trials if trial_attrs(t).get("outcome") == Outcome.REPEAT.value]
     assert len(repeats) >= 5, "the sampler hardly proposed a config again: the space is too large to test this"
-    measured = [t for t in trials if trial_attrs(t).get("outcome") not in (None, Outcome.REPEAT.value)]
+    measured = [t for t in trials if trial_attrs(t).get("outcome") not in (None, Outcome.REPEAT.value, Outcome.DOMINATED.value)]  # told: not run
     assert sum(replay.searched.values()) == len(measured)
     for t in repeats:  # told the earlier trial's result
         earlier = trials[trial_attrs(t)["repeat_of"]]
