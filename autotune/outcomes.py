@@ -29,11 +29,6 @@ class Outcome(str, enum.Enum):
     DOMINATED = "dominated"  # a sampled config of a kind measured far below another kind: told the worst, not measured
 
     @property
-    def told(self) -> bool:
-        """Told to the sampler without a measurement (a repeat, a config of a dominated kind): no trial ran."""
-        return self in (Outcome.REPEAT, Outcome.DOMINATED)
-
-    @property
     def is_memory(self) -> bool:
         return self in (Outcome.PREDICTED_OOM, Outcome.OOM_GPU, Outcome.OOM_HOST, Outcome.SHM)
 
@@ -45,6 +40,10 @@ class Outcome(str, enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+
+
+#: outcomes told to the sampler without a measurement (a repeat, a config of a dominated kind): no trial ran, none failed
+TOLD = (Outcome.REPEAT.value, Outcome.DOMINATED.value)
 
 def died_of(exitcode: int | None, what: str) -> tuple[Outcome, str]:
     """The outcome of ``what`` (a trial or rank process) that ended with ``exitcode`` before it reported, and why.

@@ -10,6 +10,7 @@ from pathlib import Path
 from autotune.cli._output import hand_edited, write_json
 from autotune.cli._types import given
 from autotune.config.fingerprint import gpu_text
+from autotune.outcomes import TOLD
 
 NAME = "show"
 HELP = "print an autotune.yaml or a stored study"
@@ -137,10 +138,10 @@ def _show_stored(args: argparse.Namespace) -> int:
         trials.caption = cell("samples/s: each trial's own measurement; the config's figure above is the median of the winner's and its re-measurements")
     best = ov["winner"]["trial"] if ov["winner"] else None
     for r in rows:
-        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", "repeat", "dominated") else None)
+        style = "bold green" if r["trial"] == best else ("red" if r["outcome"] not in ("complete", *TOLD) else None)
         trials.add_row(*map(cell, trial_cells(r, with_ceiling)), style=style)
     console.print(trials)
-    failed = [r for r in rows if r["outcome"] not in ("complete", "repeat", "dominated") and r["message"]]
+    failed = [r for r in rows if r["outcome"] not in ("complete", *TOLD) and r["message"]]
     for r in failed:
         console.print(cell(f"  #{r['trial']} {r['outcome']}: {r['message'][:200]}"))
     return 0

@@ -31,17 +31,6 @@ def _values(batch: Any) -> bool:
         all(not isinstance(v, list | tuple | dict) and getattr(v, "shape", None) is None for v in batch)
 
 
-def samples_in(batch: Any) -> int:
-    """The samples in a batch: the first dimension of the first tensor or array in it, or a list of values' length."""
-    shape = getattr(batch, "shape", None)
-    if shape:
-        return int(shape[0])
-    if _values(batch):
-        return len(batch)
-    fields = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, list | tuple) else ()
-    return next((n for v in fields if (n := samples_in(v))), 0)
-
-
 def _leading(batch: Any) -> set[int]:
     """The first dimensions of every tensor and array in ``batch``, and the length of each list of values."""
     if getattr(batch, "shape", None) is not None:

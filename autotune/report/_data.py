@@ -15,6 +15,7 @@ import optuna
 
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
+from autotune.outcomes import TOLD
 from autotune.study.evidence import trial_attrs
 from autotune.study.selection import ceiling_attrs, study_ceiling
 from autotune.study.storage import absolute_url, mask_url, not_ours, open_storage
@@ -125,7 +126,7 @@ def outcome_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Failures grouped by outcome: count, trial numbers and the first message."""
     groups: dict[str, dict[str, Any]] = {}
     for r in rows:
-        if r["outcome"] in ("complete", "repeat", "dominated", "waiting"):  # a repeat failed nothing (not measured again); a waiting one never ran
+        if r["outcome"] in ("complete", *TOLD, "waiting"):  # a repeat failed nothing (not measured again); a waiting one never ran
             continue
         g = groups.setdefault(r["outcome"], {"outcome": r["outcome"], "count": 0, "trials": [], "message": ""})
         g["count"] += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from autotune.outcomes import TOLD
 from autotune.report._data import BASELINE_ROLES, KEY_KNOBS, MEMORY_OUTCOMES
 from autotune.report._render import fmt_speedup
 
@@ -77,7 +78,7 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
         pts = [r for r in rows if (r["backend"] or "?") == backend and r["outcome"] == "complete" and r["samples_per_s"]]
         if pts:
             ax.scatter([x_of(r) for r in pts], [r["samples_per_s"] for r in pts], s=46, color=_colour(backend), label=f"{backend}", zorder=3, edgecolor="white")
-    fails = [r for r in rows if r["outcome"] not in ("complete", "repeat", "dominated")]  # a repeat is told its earlier result, not measured
+    fails = [r for r in rows if r["outcome"] not in ("complete", *TOLD)]  # a repeat is told its earlier result, not measured
     if fails:
         ax.scatter(
             [x_of(r) for r in fails], [r["samples_per_s"] or 0.0 for r in fails], marker="x", s=46, color=FAIL, label="not complete (pruned/failed)", zorder=3

@@ -16,6 +16,7 @@ from typing import Any
 
 from autotune.config.fingerprint import gpu_text
 from autotune.dataset.paths import display
+from autotune.outcomes import TOLD
 from autotune.trials.guard import cores_taken, too_busy
 
 
@@ -105,7 +106,7 @@ def _measurement(m: dict[str, Any]) -> str:
 def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
     """The key numbers: best rate, speedups, trials, failures."""
     w = ov.get("winner")
-    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", "repeat", "dominated"))  # a repeat was told a result
+    failed = sum(v for k, v in ov["outcomes"].items() if k not in ("complete", "waiting", *TOLD))  # a repeat was told a result
     queued = ov["outcomes"].get("waiting", 0)
     out = [
         ("best samples/s" + (" (loop)" if _in_training(ov) else ""), fmt_rate(w["samples_per_s"]) if w else "none yet"),
@@ -391,7 +392,7 @@ def html_page(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dic
             _html_table(*tables["confirmation"]),
         ]
     win_no = w["trial"] if w else None
-    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", "repeat", "dominated") else "") for r in rows]
+    classes = ["win" if r["trial"] == win_no else ("fail" if r["outcome"] not in ("complete", *TOLD) else "") for r in rows]
     out += ['<h2 id="trials">All trials</h2>', _html_table(*tables["trials"], cls="trials", row_classes=classes)]
     out += [
         '<h2 id="explore">Explore the study</h2>',

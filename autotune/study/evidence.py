@@ -12,7 +12,7 @@ from typing import Any
 import optuna
 
 from autotune.config.schema import LoaderConfig
-from autotune.outcomes import Outcome
+from autotune.outcomes import TOLD, Outcome
 from autotune.trials.owner import owner_gone
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
 
 def is_told(t: optuna.trial.FrozenTrial) -> bool:
     """A sampled config told to Optuna without a measurement: a repeat, or one of a dominated kind (:func:`dominated`)."""
-    return trial_attrs(t).get("outcome") in (Outcome.REPEAT.value, Outcome.DOMINATED.value)
+    return trial_attrs(t).get("outcome") in TOLD
 
 
 def measured_complete(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -321,10 +321,11 @@ DOMINATED_ASKS = 8
 
 
 def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial], LoaderConfig],
-                        keep: Callable[[optuna.Trial | None], None]) -> tuple[optuna.Trial, LoaderConfig]:
-    """The next trial and its config, asked for ahead (each trial handed to ``keep`` as soon as it is asked for): one
-    of a dominated kind is told (pruned, not measured) and another asked for in its place, up to
-    :data:`DOMINATED_ASKS` times. Each trial's ``config`` attribute is set, should the search end before it is measured."""
+                        keep: Callable[[optuna.Trial | None], None]) -> tuple[optuna.Trial, LoaderConfig, str | None]:
+    """The next trial, its config, and why it is still of a dominated kind (None: worth measuring), asked for ahead
+    (each trial handed to ``keep`` as soon as it is asked for): one of a dominated kind is told (pruned, not measured)
+    and another asked for in its place, up to :data:`DOMINATED_ASKS` times; the last is left to its own objective.
+    Each trial's ``config`` attribute is set, should the search end before it is measured."""
 
     def asked() -> tuple[optuna.Trial, LoaderConfig]:
         keep(None)  # nothing kept while asking: a told trial is never handed on, should the ask fail
@@ -338,8 +339,8 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
     for _ in range(DOMINATED_ASKS - 1):
         why = sampled_dominated(study, trial, loader)
         if why is None:
-            break
+            return trial, loader, None
         tell_dominated(trial, why)
         study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         trial, loader = asked()
-    return trial, loader
+    return trial, loader, sampled_dominated(study, trial, loader)

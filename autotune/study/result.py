@@ -10,7 +10,7 @@ import optuna
 from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backend_of
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
-from autotune.outcomes import Outcome
+from autotune.outcomes import TOLD, Outcome
 from autotune.study.evidence import confirmation_method, contenders, is_repeat, is_told, measured_complete, trial_attrs, trial_value
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
@@ -35,7 +35,7 @@ def outcome_counts(study: optuna.Study) -> dict[str, int]:
 
 #: outcomes of trials that did not run their config: a repeat of one measured, queued when the budget ran out, left
 #: out by the memory guard's prediction before it started
-_NOT_MEASURED = ("repeat", "dominated", "waiting", "predicted-oom")
+_NOT_MEASURED = (*TOLD, "waiting", "predicted-oom")
 
 
 def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[str, Any]:
@@ -308,7 +308,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "storage": mask_url(absolute_url(storage_url)),  # opens from any folder: show --storage, report --storage
         "trials": len(states),
         "complete": counts.get("complete", 0),
-        "failed": {k: v for k, v in counts.items() if k not in ("complete", Outcome.REPEAT.value, Outcome.DOMINATED.value, "waiting")},
+        "failed": {k: v for k, v in counts.items() if k not in ("complete", *TOLD, "waiting")},
         **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
         **({"dominated": counts[Outcome.DOMINATED.value]} if counts.get(Outcome.DOMINATED.value) else {}),
         **({"queued_not_run": counts["waiting"]} if counts.get("waiting") else {}),  # queued, then the budget ran out

@@ -407,8 +407,8 @@ class Tuner:
             return
         try:
             # the trial asked for is kept at once (a stop fails it); one of a dominated kind is told, and another asked for
-            trial, loader = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t))
-            if sampled_dominated(self.study, trial, loader) is not None:
+            trial, loader, still = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t))
+            if still is not None:
                 return  # still of a dominated kind after the asks: its own objective tells it, nothing is built
             if loader == current or measured_before(self.study, loader, trial.number) is not None or \
                     being_measured(self.study, loader, trial.number, self._owner) or not self._two_at_once(loader):
