@@ -112,6 +112,14 @@ def test_the_trial_count_names_repeats_apart():
     assert row == "7 (6 completed, 1 repeating an earlier config, 0 not complete)"
 
 
+def test_dominated_trials_are_counted_apart_not_as_failures():
+    from autotune.cli._show import _trial_count
+
+    ov = {"winner": None, "speedups": {}, "trials": 9, "outcomes": {"complete": 6, "dominated": 2, "pruned": 1}}
+    assert dict(headline(ov))["trials"] == "9 (6 completed, 2 of a dominated kind, not measured, 1 not complete)"
+    assert _trial_count({"trials": 9, "dominated": 2}) == "9 trials run, 2 of a dominated kind, not measured"
+
+
 def test_gpu_text():
     assert fingerprint.gpu_text({"gpu": None, "gpus": 0}) == "no GPU"  # not "no GPU x0"
     assert fingerprint.gpu_text({"gpu": "NVIDIA H200", "gpus": 2}) == "2 x NVIDIA H200"

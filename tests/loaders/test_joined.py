@@ -136,3 +136,6 @@ def test_dataloader_kwargs_cannot_say_worker_batch_and_build_loader_can(tiny_dat
     assert isinstance(dl, JoinedLoader) and dl.joined_batch_size == 8 and dl.batch_size == 3
     assert sorted(i for b in dl for i in b[1].tolist()) == list(range(20))
     assert LoaderConfig.from_dict(cfg.to_dict()) == cfg  # the YAML keeps it
+    from autotune.cli._show import _config_rows
+
+    assert dict(_config_rows(config))["DataLoader kwargs"].startswith("none: workers hand over 3 samples at a time")

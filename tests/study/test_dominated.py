@@ -102,6 +102,7 @@ SPACE = {"backend": {"choices": ["torch", "dali"]}, "batch_size": {"choices": [8
          "prefetch_queue_depth": {"choices": [1, 2, 3, 4], "when": {"backend": "dali"}}}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ahead", [False, True], ids=["measured-in-turn", "built-ahead"])
 def test_the_search_measures_no_config_of_a_dominated_kind(tiny_dataset, tmp_path, monkeypatch, ahead) -> None:
     pytest.importorskip("nvidia.dali")

@@ -75,6 +75,7 @@ def make():
 '''
 
 
+@pytest.mark.slow
 def test_a_users_dataset_keeps_its_workers_in_a_64_mib_shm(workdir: Path, docker_shm: float) -> None:
     """The workers' whole batches (2 x 2 of 32 crops, as the memory model sizes them) do not fit: each worker hands
     over smaller ones, joined in the main process, instead of the run falling back to no workers."""
