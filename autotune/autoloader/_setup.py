@@ -9,7 +9,7 @@ import logging
 import operator
 import os
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -246,7 +246,14 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
             logger.warning("%s was settled as training ended while exploring (after %s s and %s candidates): exploring on in study %s; "
                            "it is rewritten when exploration ends", config_path, carry_on["exploration_s"], carry_on["candidates_tried"], carry_on["study"])
             return None, found[2], carry_on
-        return (*_log_match(found, config_path), None)
+        params, recorded = _log_match(found, config_path)
+        if params is not None:  # tuned where /dev/shm was larger (it is no part of the match): fitted to this one
+            fitted = shm_fitter(dataset, pipeline, dev, local_world(comm))(LoaderConfig.from_params(params)).to_params()
+            if fitted != params and fitted.get("worker_batch"):
+                logger.warning("%s: /dev/shm here holds too little for its workers' whole batches; they hand over %s samples each, joined "
+                               "in order", config_path, fitted["worker_batch"])
+            params = fitted
+        return params, recorded, None
 
     settled, recorded, carry_on = agreed(comm, match)
     if settled is not None:
@@ -321,6 +328,17 @@ def _cores(comm: Agreement) -> int:
     return max(1, fingerprint.usable_cpus() // local_world(comm))
 
 
+def shm_fitter(dataset: Dataset, pipeline: str, device: str, ranks: int) -> Callable[[LoaderConfig], LoaderConfig]:
+    """What fits a candidate to this node's ``/dev/shm`` (:func:`~autotune.loaders.memory.fit_shm`, at the share a
+    study's trial may use): in a container's 64 MiB a user Dataset's workers hand over smaller batches, joined in
+    order, where whole ones would crash every loader with workers. The node's ranks share it."""
+    from autotune.loaders.memory import fit_shm
+    from autotune.trials.guard import default_budgets
+
+    budget = default_budgets(host_mib=0.0).shm_mib  # the share of what is free now, as a study's
+    return lambda loader: fit_shm(loader, dataset, budget, pipeline, device, ranks)
+
+
 def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: Sequence[dict[str, Any]], storage: str | None,
                  study_name: str | None) -> CandidateSource:
     """Rank 0 opens the study (in the usual storage, with the attributes ``autotune run`` records)."""
@@ -347,7 +365,8 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
         "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
-                           seed=s.seed, device=s.device, cores=_cores(comm), first=first, carry_on=s.carry_on["study"] if s.carry_on else None)
+                           seed=s.seed, device=s.device, cores=_cores(comm), first=first, carry_on=s.carry_on["study"] if s.carry_on else None,
+                           fit=shm_fitter(s.dataset, s.pipeline, s.device, local_world(comm)))
 
 
 def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:

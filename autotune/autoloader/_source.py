@@ -12,6 +12,7 @@ import dataclasses
 import datetime as _dt
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,13 @@ class CandidateSource:
         first: list[dict[str, Any]],
         named: bool = False,
         carry_on: str | None = None,
+        fit: Callable[[LoaderConfig], LoaderConfig] | None = None,
     ) -> None:
         """``named``: ``study_name`` was the user's (a study of that name already there is said, not passed over quietly).
         ``carry_on``: the study of an exploration that training cut short, to go on with (a new one when the storage
-        does not hold it)."""
+        does not hold it). ``fit``: what each candidate is fitted with before it is tried (to this node's /dev/shm)."""
         self.space = space
+        self.fit = fit
         self.storage_url = storage or "memory"  # the YAML and its log say "study NAME in memory"
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         storage_obj = open_storage(storage) if storage else None
@@ -179,6 +182,8 @@ class CandidateSource:
                 logger.warning("candidate %s is not a loader config (%s): skipped", params, e)
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 continue
+            if self.fit is not None:  # what runs, and so what the study and the YAML record
+                loader = self.fit(loader)
             desc = loader.describe()
             trial.set_user_attr("loader", loader.to_params())
             trial.set_user_attr("config", desc)

@@ -57,40 +57,65 @@ def counted(part: Any) -> int:
     return sizes.pop()
 
 
-def join(parts: list[Any], pin: bool = False) -> Any:
-    """One batch from ``parts`` (each the collate output of consecutive samples, all of one structure): tensors and
-    arrays concatenated along the first dimension (tensors into pinned memory with ``pin``: one copy from the
-    workers' /dev/shm, where the DataLoader's pinning thread would copy each part first), lists of values chained,
-    tuples, namedtuples and dicts joined field by field."""
-    first = parts[0]
+def _take(acc: Any, part: Any, at: int, size: int, pin: bool) -> Any:
+    """``acc`` (None at a batch's first part) with ``part``'s samples put in at sample ``at`` of a batch of ``size``:
+    each tensor copied into its place in the batch at once (into pinned memory with ``pin``: the one copy out of the
+    workers' /dev/shm, where the DataLoader's pinning thread would copy each part first), so that the part, and its
+    /dev/shm, can go before the next arrives; arrays and lists of values kept to be chained; tuples, namedtuples and
+    dicts field by field. Each node says what it is: ``(kind, type, value)``."""
     import torch
 
-    if isinstance(first, torch.Tensor):
-        if len(parts) == 1 and not pin:
-            return first
-        if any(p.shape[1:] != first.shape[1:] for p in parts):  # padded to each part's own longest
-            raise UserError(f"worker_batch cannot join tensors of shapes {tuple(first.shape)} and "
-                            f"{next(tuple(p.shape) for p in parts if p.shape[1:] != first.shape[1:])}: give /dev/shm room for whole batches "
-                            "(docker run --shm-size=8g) so that none is joined, or pad to one length in the Dataset")
-        shape = (sum(int(p.shape[0]) for p in parts), *first.shape[1:])
-        out = torch.empty(shape, dtype=first.dtype, device=first.device, pin_memory=pin and first.device.type == "cpu")
-        return torch.cat(parts, out=out)
-    if len(parts) == 1 and not pin:
-        return first
-    if type(first).__module__ == "numpy" and hasattr(first, "shape"):
+    if isinstance(part, torch.Tensor):
+        if acc is None:
+            acc = ("t", None, torch.empty((size, *part.shape[1:]), dtype=part.dtype, device=part.device,
+                                          pin_memory=pin and part.device.type == "cpu"))
+        elif acc[2].shape[1:] != part.shape[1:]:  # padded to each part's own longest
+            raise UserError(f"worker_batch cannot join tensors of shapes {tuple(acc[2].shape[1:])} and {tuple(part.shape[1:])} after the "
+                            "samples: give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined, or pad to "
+                            "one length in the Dataset")
+        acc[2][at:at + int(part.shape[0])].copy_(part)
+        return acc
+    if type(part).__module__ == "numpy" and hasattr(part, "shape"):
+        return ("a", None, [*(acc[2] if acc else []), part])
+    if isinstance(part, dict):
+        return ("d", type(part), {k: _take(acc[2][k] if acc else None, v, at, size, pin) for k, v in part.items()})
+    if _values(part):
+        return ("v", type(part), [*(acc[2] if acc else []), *part])
+    if isinstance(part, list | tuple):
+        kind = "n" if isinstance(part, tuple) and hasattr(part, "_fields") else "s"
+        return (kind, type(part), [_take(acc[2][i] if acc else None, v, at, size, pin) for i, v in enumerate(part)])
+    raise UserError(f"worker_batch cannot join batches of {type(part).__name__}: return tensors, arrays, lists, tuples or dicts from "
+                    "collate_fn, or give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined")
+
+
+def _done(acc: Any, n: int) -> Any:
+    """The batch of the first ``n`` samples that :func:`_take` put in ``acc``, of the parts' structure."""
+    kind, kind_type, value = acc
+    if kind == "t":
+        return value if int(value.shape[0]) == n else value[:n]
+    if kind == "a":
         import numpy as np
 
-        return np.concatenate(parts)
-    if isinstance(first, dict):
-        return type(first)({k: join([p[k] for p in parts], pin) for k in first})
-    if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(join([p[i] for p in parts], pin) for i in range(len(first))))
-    if _values(first):
-        return type(first)(v for p in parts for v in p)
-    if isinstance(first, list | tuple):
-        return type(first)(join([p[i] for p in parts], pin) for i in range(len(first)))
-    raise UserError(f"worker_batch cannot join batches of {type(first).__name__}: return tensors, arrays, lists, tuples or dicts from "
-                    "collate_fn, or give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined")
+        return np.concatenate(value)
+    if kind == "d":
+        return kind_type({k: _done(v, n) for k, v in value.items()})
+    if kind == "v":
+        return kind_type(value)
+    if kind == "n":
+        return kind_type(*(_done(v, n) for v in value))
+    return kind_type(_done(v, n) for v in value)
+
+
+def join(parts: list[Any], pin: bool = False) -> Any:
+    """One batch from ``parts`` (each the collate output of consecutive samples, all of one structure): tensors and
+    arrays concatenated along the first dimension (tensors into pinned memory with ``pin``), lists of values chained,
+    tuples, namedtuples and dicts joined field by field."""
+    sizes = [counted(p) for p in parts]
+    acc, at = None, 0
+    for part, n in zip(parts, sizes, strict=True):
+        acc = _take(acc, part, at, sum(sizes), pin)
+        at += n
+    return _done(acc, at)
 
 
 def split(batch: Any, n: int) -> tuple[Any, Any]:
@@ -125,18 +150,21 @@ class JoinedLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # DataLoader.__iter__ is typed as returning its own iterator class
         size = self.joined_batch_size
-        parts: list[Any] = []
+        acc: Any = None
         have = 0
         for part in super().__iter__():
-            parts.append(part)
-            have += counted(part)
-            while have >= size:
-                batch, rest = split(join(parts, self.pin_joined), size) if have > size else (join(parts, self.pin_joined), None)
-                have -= size
-                parts = [rest] if have else []  # before the yield: the parts' /dev/shm is freed while the batch is used
-                yield batch
-        if parts and have and not self.drop_joined_last:
-            yield join(parts, self.pin_joined)
+            n = counted(part)
+            while n:  # each part goes into the batch as it arrives: /dev/shm holds at most one part here
+                take = min(n, size - have)
+                head, part = split(part, take) if take < n else (part, None)
+                acc = _take(acc, head, have, size, self.pin_joined)
+                head = None  # the part's /dev/shm is freed once its rest, if any, is in the next batch
+                have, n = have + take, n - take
+                if have == size:
+                    batch, acc, have = _done(acc, size), None, 0
+                    yield batch
+        if have and not self.drop_joined_last:
+            yield _done(acc, have)
 
     def __len__(self) -> int:
         from torch.utils.data import IterableDataset

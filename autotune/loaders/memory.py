@@ -85,12 +85,13 @@ def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipel
     if shm_mib is None or opts.num_workers == 0:
         return loader
     need = float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"])
-    if need <= shm_mib:
+    if need <= shm_mib or loader.batch_size < 2:
         return loader
-    # each worker holds its prefetched batches there and the one it collates into (default_collate writes a worker's
-    # batch straight into shared memory): prefetch + 1 per worker, where the estimate counts prefetch
-    prefetch = opts.prefetch_factor or 2
-    most = int(SHM_SHARE * shm_mib / (need / loader.batch_size * (prefetch + 1) / prefetch))
+    # the /dev/shm of a worker batch of one sample (the kind's estimate grows with it): each worker's prefetched
+    # batches and the one it collates into (default_collate writes a worker's batch straight into shared memory)
+    one = LoaderConfig.from_params({**loader.to_params(), "worker_batch": 1})
+    per_sample = float(estimate(one, dataset, pipeline, device, ranks)["shm_mib"])
+    most = int(SHM_SHARE * shm_mib / per_sample) if per_sample > 0 else loader.batch_size
     if most < 1:  # not even one sample per worker's buffer: the memory guard tells it
         return loader
     pieces = -(-loader.batch_size // most)  # the fewest worker batches a batch is joined from, all of about one size

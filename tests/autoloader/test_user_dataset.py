@@ -77,3 +77,49 @@ def test_a_settled_config_is_the_users_dataloader_in_the_datasets_order() -> Non
 def test_with_indices_over_a_dataset_is_one_line() -> None:
     with pytest.raises(UserError, match="with_indices=True is for a dataset folder"):
         AutoLoader(Numbered(10), batch_size=4, device="cpu", config=None, storage=None, with_indices=True)
+
+
+@pytest.fixture
+def docker_shm(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/dev/shm as Docker mounts it by default: 64 MiB, all free."""
+    from autotune.trials.guard import _budgets
+
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=_budgets.SHM_PATH: 64.0)
+
+
+#: whole batches of 32 from 2 workers with 4 prefetched (the user kind sizes a sample as a float32 crop of 224: 18 MiB
+#: a batch) need 165 MiB of /dev/shm: in a container's 64 MiB each crashes
+WORKERS = [{"backend": "user", "num_workers": 2, "prefetch_factor": 4, "persistent_workers": True},
+           {"backend": "user", "num_workers": 1, "prefetch_factor": 2}]
+
+
+def test_in_a_64_mib_shm_every_candidate_with_workers_hands_over_smaller_batches(docker_shm: None) -> None:
+    al = AutoLoader(Numbered(200), batch_size=32, collate_fn=collate, device="cpu", config="autotune.yaml", storage=None, seed=3,
+                    candidates=WORKERS, exploration=QUICK, budget_s=600.0, max_slowdown=100.0)
+    try:
+        for _ in range(2):
+            seen = _epoch(al)
+            assert sorted(seen) == list(range(200))
+    finally:
+        al.close()
+    tried = [h["config"] for h in al.history if "workers=0" not in h["config"]]
+    assert tried and all("worker-batch=" in c for c in tried), al.history  # fitted: none crashes on /dev/shm
+
+
+def test_a_yaml_tuned_with_room_for_whole_batches_is_fitted_to_a_64_mib_shm(monkeypatch: pytest.MonkeyPatch) -> None:
+    once = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=1, settle_wait=0.0)
+    al = AutoLoader(Numbered(200), batch_size=32, collate_fn=collate, device="cpu", config="autotune.yaml", storage=None, seed=3,
+                    candidates=WORKERS[:1], exploration=once, budget_s=600.0, max_slowdown=100.0)
+    for _ in range(2):
+        _epoch(al)
+    al.close()
+    assert al.settled is not None and al.settled.options.num_workers == 2 and not al.settled.options.worker_batch
+    from autotune.trials.guard import _budgets
+
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=_budgets.SHM_PATH: 64.0)
+    again = AutoLoader(Numbered(200), batch_size=32, collate_fn=collate, device="cpu", config="autotune.yaml", storage=None, seed=3)
+    try:
+        assert again.settled is not None and again.settled.options.num_workers == 2 and again.settled.options.worker_batch
+        assert sorted(_epoch(again)) == list(range(200))
+    finally:
+        again.close()

@@ -4,6 +4,8 @@ config fitted to /dev/shm only where its whole batches would not fit."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections import namedtuple
 from typing import Any
 
@@ -74,8 +76,29 @@ def test_any_collate_structure_joins_and_splits() -> None:
     import numpy as np
 
     assert join([np.zeros((2, 3)), np.ones((1, 3))]).shape == (3, 3)
-    with pytest.raises(UserError, match="worker_batch cannot join batches of object"):
+    with pytest.raises(UserError, match="worker_batch cannot join this collate_fn's batches"):
         join([object(), object()])
+
+
+def test_each_part_goes_into_the_batch_as_it_arrives() -> None:
+    """Parts held until a batch is whole would keep a whole batch in /dev/shm (154 MB at 256 crops of 224, over
+    Docker's 64 MiB however small the workers' batches): here, when the next part is made, at most one is alive."""
+    alive: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+    most = 0
+
+    def collate(samples: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal most
+        gc.collect()
+        most = max(most, len(alive))
+        images = torch.stack([s[0] for s in samples])
+        alive.add(images)
+        return images, torch.tensor([s[1] for s in samples])
+
+    joined = JoinedLoader(Numbered(40), joined_batch_size=16, batch_size=3, collate_fn=collate)
+    batches = list(joined)
+    assert _ids(batches) == [list(range(16)), list(range(16, 32)), list(range(32, 40))]
+    assert all(torch.equal(b[0][:, 0, 0, 0], b[1].float()) for b in batches)
+    assert most <= 1  # joined at the end, five or six parts of a batch were alive at once
 
 
 def test_a_batch_it_cannot_count_or_join_is_refused_in_one_line() -> None:

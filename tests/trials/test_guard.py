@@ -93,7 +93,10 @@ def test_estimate_grows_with_the_batches_in_flight():
     small, big = estimate(_torch(32, 2), ds), estimate(_torch(256, 8, pf=4), ds)
     assert big["host_mib"] > small["host_mib"]
     out_batch = 256 * 3 * 224 * 224 * 4 / MiB
-    assert big["shm_mib"] == pytest.approx(8 * 4 * out_batch, rel=1e-3)  # workers x prefetch x batch bytes
+    # workers x prefetch batches, and the one the loop holds (a worker and prefetch of 1 need two: a 38 MB batch crashed
+    # in 64 MiB)
+    assert big["shm_mib"] == pytest.approx((8 * 4 + 1) * out_batch, rel=1e-3)
+    assert estimate(_torch(64, 1, pf=1), ds)["shm_mib"] == pytest.approx(2 * out_batch / 4, rel=1e-3)
     assert estimate(_torch(256, 0), ds)["shm_mib"] == 0
     assert small["gpu_mib"] is None
     pinned = estimate(_torch(256, 8, pin=True), ds, device="cuda")

@@ -186,7 +186,7 @@ class TorchBackend(LoaderBackend):
         if t.num_workers > 0:
             in_flight = t.num_workers * (t.prefetch_factor or 2)
             parts.host["workers"] = t.num_workers * (WORKER_BASE_MIB + 2 * decoded + 2 * out)  # PIL decode + convert, per-sample tensors + collate
-            parts.shm = in_flight * out  # each worker's finished batches wait in /dev/shm
+            parts.shm = (in_flight + 1) * out  # each worker's batches wait in /dev/shm, and the one the loop holds is there too
             parts.host["batches_in_flight"] = parts.shm
         else:
             in_flight = 1

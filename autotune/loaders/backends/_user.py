@@ -261,8 +261,9 @@ class UserBackend(LoaderBackend):
         parts = self._torch.memory(self.as_torch(loader), sizes)
         wb = loader.options.worker_batch
         if wb and loader.options.num_workers > 0 and wb < loader.batch_size:  # the workers' smaller batches, joined here
-            prefetch = loader.options.prefetch_factor or 2  # and the one each worker collates into shared memory
-            parts.shm *= wb / loader.batch_size * (prefetch + 1) / prefetch
+            prefetch = loader.options.prefetch_factor or 2  # and the one each worker collates into shared memory (which
+            # also covers the one part the main process copies into the batch: it holds no other)
+            parts.shm = loader.options.num_workers * (prefetch + 1) * sizes.out_batch_mib * wb / loader.batch_size
             parts.host["batches_in_flight"] = parts.shm
             parts.host["joined"] = sizes.out_batch_mib
         return parts
