@@ -188,6 +188,13 @@ def search_lines(m: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
              f"sampled; the winner {found}. Re-measured with the best of a {first['grid_size']}-config grid in the same "
              f"{first['rounds']} interleaved rounds, the winners reached {', '.join(fractions)} of its median "
              f"({rate(first['grid_best_rate'])} images/s, `{first['grid_best']}`)."]
+    if all(r.get("usual_rounds") and r.get("winner_rounds") for r in runs):  # rows written before the field existed have none
+        against = []
+        for r in runs:
+            below = told_apart(r["usual_rounds"], r["winner_rounds"])
+            against.append(f"{pct(r['fraction_of_usual'])}" + (" (below it beyond the noise)" if below else ""))
+        lines.append(f"  - Against DALI's usual start (`{first['usual']}`, {spread(first['usual_rounds'])} images/s) in the same rounds, the "
+                     f"winners reached {', '.join(against)} of its median; a shortfall inside the noise is no shortfall.")
     earlier = list(dict.fromkeys(r["run_id"] for r in rows if r["run_id"] != newest))
     if earlier:  # every run stays in the file, and is named here: a run that fell short is not left to prose
         said = []

@@ -83,6 +83,8 @@ METHODS: dict[str, tuple[str, list[str]]] = {
 OWN_OPTIONS = ("dataset", "demo", "budget", "n_trials", "timeout", "seed", "out", "storage", "study_name", "resume", "json", "quiet", "warm_start",
                "sampler", "pruner", "no_baselines", "confirm_top", "model", "step_ms", "gpus", "reuse", "if_stale", "no_report", "reports_dir")
 GRID_TOP = 3
+#: the peer every winner is held against as well as the grid's best: DALI's usual settings (scenarios.peers)
+USUAL = "DALI's usual start"
 
 
 # ----------------------------------------------------------------------------------------------- arguments
@@ -356,6 +358,8 @@ def search_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str,
     med = medians(cmp)
     ref_key, ref = grid_best(grid, cmp, top)
     run_id, commit = harness.new_run_id(), harness.commit()
+    usual = (cmp.get("peers") or {}).get(USUAL)  # measured in the same rounds as every winner (a peer of the compare stage)
+    usual_rate = med.get(usual) if usual else None
     out = []
     for r in recs:
         if r["name"] != "autotune" or not r.get("yaml"):
@@ -369,6 +373,9 @@ def search_rows(grid: dict[str, Any], recs: list[dict[str, Any]], cmp: dict[str,
                     "winner_from": study.get("winner_from"), "winner_rate": round(rate, 1) if rate else None,
                     "winner_rounds": cmp["scores"].get(key) if key else None, "grid_best": ref_key, "grid_best_rate": round(ref, 1),
                     "grid_best_rounds": cmp["scores"].get(ref_key), "fraction": round(rate / ref, 4) if rate else None,
+                    "usual": usual, "usual_rate": round(usual_rate, 1) if usual_rate else None,
+                    "usual_rounds": cmp["scores"].get(usual) if usual else None,
+                    "fraction_of_usual": round(rate / usual_rate, 4) if rate and usual_rate else None,
                     "grid_size": grid.get("size"), "rounds": cmp.get("rounds"), "machine": harness.machine_kind(cmp["hardware"]),
                     "when": cmp.get("when"), "run_id": run_id, "commit": commit,
                     "command": r.get("command"), "compare_command": "python " + shlex.join([sys.argv[0], *sys.argv[1:]])})

@@ -76,6 +76,8 @@ def test_any_collate_structure_joins_and_splits() -> None:
     import numpy as np
 
     assert join([np.zeros((2, 3)), np.ones((1, 3))]).shape == (3, 3)
+    bf16 = join([torch.ones(2, 3, dtype=torch.bfloat16), torch.zeros(1, 3, dtype=torch.bfloat16)])  # NumPy has no bfloat16: torch copies
+    assert bf16.dtype == torch.bfloat16 and bf16.sum().item() == 6
     with pytest.raises(UserError, match="worker_batch cannot join this collate_fn's batches"):
         join([object(), object()])
 

@@ -111,3 +111,17 @@ def test_the_search_line_names_what_each_run_measured_and_calls_a_shortfall_only
     (line,) = headlines.search_lines(m, [apart])
     assert "92.0 % (below it beyond the noise)" in line
     assert headlines.search_lines(m, []) == []
+
+
+def test_the_search_account_holds_each_winner_against_dalis_usual_start_in_the_same_rounds():
+    row = {"seed": 2, "configs_measured": 11, "sampled_measured": 8, "winner_is_start": False, "fraction": 0.964, "grid_size": 51, "rounds": 3,
+           "grid_best_rate": 1007.4, "grid_best": "dali-cpu b=256", "run_id": "r3", "commit": "abc",
+           "winner_rounds": [971.0, 1004.0, 951.0], "grid_best_rounds": [936.0, 1013.0, 1007.0],
+           "usual": "dali-cpu b=128 threads=2 queue=2", "usual_rounds": [1000.0, 961.0, 985.0], "fraction_of_usual": 0.9858}
+    m = headlines.MACHINES[1]
+    _, usual = headlines.search_lines(m, [row])
+    assert "`dali-cpu b=128 threads=2 queue=2`, 961-1,000 images/s" in usual and "98.6 %" in usual
+    assert "beyond the noise" not in usual  # the rounds overlap
+    below = {**row, "winner_rounds": [900.0, 910.0, 920.0], "fraction_of_usual": 0.9239}
+    assert "92.4 % (below it beyond the noise)" in headlines.search_lines(m, [below])[1]
+    assert len(headlines.search_lines(m, [{k: v for k, v in row.items() if not k.startswith("usual")}])) == 1  # older rows: no line
