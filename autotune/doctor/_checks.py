@@ -70,8 +70,9 @@ def _mib(n: float) -> str:
 
 
 def shm_needed(workers: int, batch_size: int = DEFAULT_BATCH, prefetch_factor: int = PREFETCH) -> int:
-    """Bytes of /dev/shm that ``workers`` DataLoader workers hold in flight (float32 ``CROP`` x ``CROP`` batches)."""
-    return workers * prefetch_factor * batch_size * 3 * CROP * CROP * 4
+    """Bytes of /dev/shm that ``workers`` DataLoader workers hold in flight, with the batch the training loop holds
+    (float32 ``CROP`` x ``CROP`` batches: :mod:`autotune.loaders.memory` counts them alike)."""
+    return (workers * prefetch_factor + 1) * batch_size * 3 * CROP * CROP * 4
 
 
 # -- fixes ------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Batches joined in the main process from smaller ones that the DataLoader's workers hand over.
 
 A worker hands each finished batch to the main process through ``/dev/shm``, and holds ``prefetch_factor`` of them:
-``workers x prefetch x batch`` must fit there. In a container with Docker's default 64 MiB, one float32 batch of
+``workers x prefetch`` batches, and the one the training loop holds, must fit there. In a container with Docker's default 64 MiB, one float32 batch of
 256 crops of 224 (154 MB) does not, and every config with workers dies ("unable to allocate shared memory").
 With ``worker_batch`` set, the workers hand over batches of that many samples, and the main process joins them,
 in order, into batches of the batch size: over a map-style dataset, the same samples in the same batches as the plain
@@ -81,26 +81,52 @@ def _take(acc: Any, part: Any, at: int, size: int, pin: bool) -> Any:
     import torch
 
     if isinstance(part, torch.Tensor):
+        _same("t", acc, part)
         if acc is None:
-            acc = ("t", None, torch.empty((size, *part.shape[1:]), dtype=part.dtype, device=part.device,
-                                          pin_memory=pin and part.device.type == "cpu"))
+            acc = ("t", None, _empty((size, *part.shape[1:]), part.dtype, part.device, pin))
         elif acc[2].shape[1:] != part.shape[1:]:  # padded to each part's own longest
             raise UserError(f"worker_batch cannot join tensors of shapes {tuple(acc[2].shape[1:])} and {tuple(part.shape[1:])} after the "
                             "samples: give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined, or pad to "
                             "one length in the Dataset")
+        elif acc[2].dtype != part.dtype:  # int labels in one part, floats in the next: the type that holds both, as one collate
+            wider = _empty(tuple(acc[2].shape), torch.promote_types(acc[2].dtype, part.dtype), part.device, pin)
+            wider[:at].copy_(acc[2][:at])
+            acc = ("t", None, wider)
         _copy(acc[2][at:at + int(part.shape[0])], part)
         return acc
     if type(part).__module__ == "numpy" and hasattr(part, "shape"):
+        _same("a", acc, part)
         return ("a", None, [*(acc[2] if acc else []), part])
     if isinstance(part, dict):
+        _same("d", acc, part)
         return ("d", type(part), {k: _take(acc[2][k] if acc else None, v, at, size, pin) for k, v in part.items()})
     if _values(part):
+        _same("v", acc, part)
         return ("v", type(part), [*(acc[2] if acc else []), *part])
     if isinstance(part, list | tuple):
         kind = "n" if isinstance(part, tuple) and hasattr(part, "_fields") else "s"
+        _same(kind, acc, part)
         return (kind, type(part), [_take(acc[2][i] if acc else None, v, at, size, pin) for i, v in enumerate(part)])
     raise UserError(f"worker_batch cannot join batches of {type(part).__name__}: return tensors, arrays, lists, tuples or dicts from "
                     "collate_fn, or give /dev/shm room for whole batches (docker run --shm-size=8g) so that none is joined")
+
+
+def _empty(shape: tuple[int, ...], dtype: Any, device: Any, pin: bool) -> Any:
+    import torch
+
+    return torch.empty(shape, dtype=dtype, device=device, pin_memory=pin and torch.device(device).type == "cpu")
+
+
+def _same(kind: str, acc: Any, part: Any) -> None:
+    """Raise unless ``part`` has the structure of the parts already in ``acc`` (the same kind of node, the same keys,
+    the same number of fields): the workers' parts of one batch are joined field by field."""
+    if acc is None:
+        return
+    fields = (lambda x: sorted(map(str, x))) if kind == "d" else len
+    if acc[0] != kind or kind in ("d", "n", "s") and fields(acc[2]) != fields(part):
+        raise UserError(f"worker_batch cannot join parts of different structures ({type(part).__name__} after a part that differs in its "
+                        "fields or types): return the same structure from collate_fn for every batch, or give /dev/shm room for whole "
+                        "batches (docker run --shm-size=8g) so that none is joined")
 
 
 def _done(acc: Any, n: int) -> Any:
