@@ -47,6 +47,7 @@ class Setup:
     settled: dict[str, Any] | None  # the matching YAML's loader parameters
     space: Any = None
     carry_on: dict[str, Any] | None = None  # a matching YAML's exploration that training cut short: what it left (see cut_short)
+    shm_mib: float | None = None  # the /dev/shm a loader may use: the least of every rank's node (None: no /dev/shm)
 
 
 def _device(device: str | None) -> str:
@@ -238,6 +239,8 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     seed = seed_number(seed)  # one line for a seed numpy or Optuna would refuse mid-training
     seed = agreed(comm, lambda: seed if seed is not None else random.SystemRandom().randrange(2**31))
     current = fingerprint.collect()
+    shm = shm_budget(comm)
+
     def match() -> tuple[dict[str, Any] | None, int | None, dict[str, Any] | None]:
         found = matching_config(config_path, dataset, pipeline=pipeline, device=dev, batch_choices=choices, current=current,
                                 per_rank=None if stream else per_rank)
@@ -248,7 +251,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
             return None, found[2], carry_on
         params, recorded = _log_match(found, config_path)
         if params is not None:  # tuned where /dev/shm was larger (it is no part of the match): fitted to this one
-            fitted = shm_fitter(dataset, pipeline, dev, local_world(comm))(LoaderConfig.from_params(params)).to_params()
+            fitted = shm_fitter(dataset, pipeline, dev, local_world(comm), shm)(LoaderConfig.from_params(params)).to_params()
             if fitted != params and fitted.get("worker_batch"):
                 logger.warning("%s: /dev/shm here holds too little for its workers' whole batches; they hand over %s samples each, joined "
                                "in order", config_path, fitted["worker_batch"])
@@ -260,7 +263,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
         dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if sized else None
         if dropped is not None and comm.rank == 0:  # what build_loader says of the same YAML
             logger.warning("%s; pass a batch_size that divides them more closely (the YAML is then explored again at that size)", dropped)
-        return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled)
+        return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled, shm_mib=shm)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
         choices = (min(recorded or DEFAULT_BATCH, per_rank) if sized else recorded or DEFAULT_BATCH,)
     if sized and all(b > per_rank for b in choices):
@@ -275,7 +278,7 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:
         sp = dataclasses.replace(sp, params=tuple(dataclasses.replace(q, choices=fitting) if q.name == "batch_size" else q for q in sp.params))
-    return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp, carry_on)
+    return Setup(dataset, pipeline, preset.train, dev, seed, fitting[0], fitting, None, sp, carry_on, shm)
 
 
 def cut_short(path: str | None) -> dict[str, Any] | None:
@@ -328,14 +331,21 @@ def _cores(comm: Agreement) -> int:
     return max(1, fingerprint.usable_cpus() // local_world(comm))
 
 
-def shm_fitter(dataset: Dataset, pipeline: str, device: str, ranks: int) -> Callable[[LoaderConfig], LoaderConfig]:
-    """What fits a candidate to this node's ``/dev/shm`` (:func:`~autotune.loaders.memory.fit_shm`, at the share a
-    study's trial may use): in a container's 64 MiB a user Dataset's workers hand over smaller batches, joined in
-    order, where whole ones would crash every loader with workers. The node's ranks share it."""
-    from autotune.loaders.memory import fit_shm
+def shm_budget(comm: Agreement) -> float | None:
+    """The ``/dev/shm`` a loader may use (the share of what is free now, as a study's trial may): the least over
+    every rank's node, so that the config every rank builds fits the smallest. Every rank calls it."""
     from autotune.trials.guard import default_budgets
 
-    budget = default_budgets(host_mib=0.0).shm_mib  # the share of what is free now, as a study's
+    found = [v for v in comm.gather(default_budgets(host_mib=0.0).shm_mib) if v is not None]
+    return min(found) if found else None
+
+
+def shm_fitter(dataset: Dataset, pipeline: str, device: str, ranks: int, budget: float | None) -> Callable[[LoaderConfig], LoaderConfig]:
+    """What fits a candidate to ``budget`` MiB of ``/dev/shm`` (:func:`~autotune.loaders.memory.fit_shm`): in a
+    container's 64 MiB a user Dataset's workers hand over smaller batches, joined in order, where whole ones would
+    crash every loader with workers. The node's ranks share it."""
+    from autotune.loaders.memory import fit_shm
+
     return lambda loader: fit_shm(loader, dataset, budget, pipeline, device, ranks)
 
 
@@ -366,7 +376,7 @@ def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: S
     }
     return CandidateSource(s.space, storage=storage, study_name=study_name or study_name_for(s.dataset, key), attrs=attrs, named=study_name is not None,
                            seed=s.seed, device=s.device, cores=_cores(comm), first=first, carry_on=s.carry_on["study"] if s.carry_on else None,
-                           fit=shm_fitter(s.dataset, s.pipeline, s.device, local_world(comm)))
+                           fit=shm_fitter(s.dataset, s.pipeline, s.device, local_world(comm), s.shm_mib))
 
 
 def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:

@@ -129,3 +129,15 @@ def test_a_yaml_tuned_with_room_for_whole_batches_is_fitted_to_a_64_mib_shm(monk
         assert sorted(_epoch(again)) == list(range(200))
     finally:
         again.close()
+
+
+def test_the_shm_budget_is_the_smallest_of_every_ranks_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under DDP over several nodes every rank builds rank 0's decision: it must fit the node with the least /dev/shm."""
+    from autotune.autoloader._agree import Agreement
+    from autotune.autoloader._setup import shm_budget
+
+    comm = Agreement()
+    monkeypatch.setattr(comm, "gather", lambda value: [value, 51.2, None])  # this node, one with Docker's 64 MiB, one without /dev/shm
+    assert shm_budget(comm) == 51.2
+    monkeypatch.setattr(comm, "gather", lambda value: [None])
+    assert shm_budget(comm) is None
