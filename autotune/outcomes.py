@@ -41,9 +41,9 @@ class Outcome(str, enum.Enum):
         return self.value
 
 
-
 #: outcomes told to the sampler without a measurement (a repeat, a config of a dominated kind): no trial ran, none failed
 TOLD = (Outcome.REPEAT.value, Outcome.DOMINATED.value)
+
 
 def died_of(exitcode: int | None, what: str) -> tuple[Outcome, str]:
     """The outcome of ``what`` (a trial or rank process) that ended with ``exitcode`` before it reported, and why.

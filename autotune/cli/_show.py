@@ -66,8 +66,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         fb = cfg.torch_fallback
         rows.append(("torch fallback", f"the best torch DataLoader: trial #{fb.get('trial')}, {fmt_rate(fb.get('samples_per_s'))} samples/s"))
     if cfg.dataloader is not None:
-        wb = getattr(cfg.dataloader.options, "worker_batch", None) or 0
-        wb = wb if 0 < wb < cfg.dataloader.batch_size else 0  # one as large as the batch joins nothing
+        wb = cfg.dataloader.options.joined_from(cfg.dataloader.batch_size)
         rows.append(("DataLoader kwargs", f"none: workers hand over {wb} samples at a time (use autotune.build_loader)" if wb
                      else json.dumps(cfg.dataloader_kwargs())))
     return rows

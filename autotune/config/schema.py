@@ -397,8 +397,8 @@ class Config:
                 "(--budget) or trials (--n-trials)"
             )
         kwargs.update(overrides)
-        wb = getattr(loader.options, "worker_batch", None) if loader is not None else None
-        if wb and kwargs.get("num_workers") and wb < kwargs["batch_size"]:
+        wb = loader.options.joined_from(kwargs["batch_size"]) if loader is not None and isinstance(loader.options, TorchOptions) else None
+        if wb and kwargs.get("num_workers"):
             raise ConfigError(f"this config's workers hand over {wb} samples at a time, joined into batches of {kwargs['batch_size']} (/dev/shm "
                               "is too small for whole batches), which DataLoader keywords cannot say; use autotune.build_loader(dataset, cfg), "
                               "which returns that DataLoader")

@@ -85,6 +85,11 @@ class TorchOptions:
             object.__setattr__(self, "prefetch_factor", None)
             object.__setattr__(self, "persistent_workers", False)
 
+    def joined_from(self, batch_size: int) -> int | None:
+        """The samples each worker hands over where batches of ``batch_size`` are joined from smaller ones
+        (:mod:`autotune.loaders.joined`); None: the workers hand over whole batches (always, for the torch section)."""
+        return None
+
 
 #: DALI's usual share of JPEGs for the hardware decoder, where a config names none
 DEFAULT_HW_DECODER_LOAD = 0.65
@@ -143,6 +148,10 @@ class UserOptions(TorchOptions):
         if self.num_workers == 0:
             object.__setattr__(self, "multiprocessing_context", None)
             object.__setattr__(self, "worker_batch", None)
+
+    def joined_from(self, batch_size: int) -> int | None:
+        wb = self.worker_batch  # None without workers (see above); one as large as the batch joins nothing
+        return wb if wb and wb < batch_size else None
 
 
 @dataclasses.dataclass(frozen=True)

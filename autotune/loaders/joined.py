@@ -152,9 +152,9 @@ def join(parts: list[Any], pin: bool = False) -> Any:
     arrays concatenated along the first dimension (tensors into pinned memory with ``pin``), lists of values chained,
     tuples, namedtuples and dicts joined field by field."""
     sizes = [counted(p) for p in parts]
-    acc, at = None, 0
+    acc, at, size = None, 0, sum(sizes)
     for part, n in zip(parts, sizes, strict=True):
-        acc = _take(acc, part, at, sum(sizes), pin)
+        acc = _take(acc, part, at, size, pin)
         at += n
     return _done(acc, at)
 

@@ -138,8 +138,8 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
                 kwargs["in_order"] = options.in_order
         if seed is not None and spec.worker_init_fn is None:
             kwargs["worker_init_fn"] = functools.partial(_seed_worker, seed)
-        wb = getattr(options, "worker_batch", None)
-        if wb and wb < batch_size:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
+        wb = options.joined_from(batch_size)
+        if wb:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
             from autotune.loaders.joined import JoinedLoader
 
             return JoinedLoader(spec.dataset, joined_batch_size=batch_size, **{**kwargs, "batch_size": wb})
@@ -207,7 +207,7 @@ class UserBackend(LoaderBackend):
             s += f" {o.multiprocessing_context}"
         if o.num_workers > 0 and o.in_order is False:
             s += " out-of-order"
-        if o.num_workers > 0 and o.worker_batch and o.worker_batch < loader.batch_size:
+        if o.joined_from(loader.batch_size):
             s += f" worker-batch={o.worker_batch}"
         return s
 
@@ -259,8 +259,8 @@ class UserBackend(LoaderBackend):
 
     def memory(self, loader: LoaderConfig, sizes: MemorySizes) -> MemoryParts:
         parts = self._torch.memory(self.as_torch(loader), sizes)
-        wb = loader.options.worker_batch
-        if wb and loader.options.num_workers > 0 and wb < loader.batch_size:  # the workers' smaller batches, joined here
+        wb = loader.options.joined_from(loader.batch_size)
+        if wb:  # the workers' smaller batches, joined here
             prefetch = loader.options.prefetch_factor or 2  # and the one each worker collates into shared memory (which
             # also covers the one part the main process copies into the batch: it holds no other)
             parts.shm = loader.options.num_workers * (prefetch + 1) * sizes.out_batch_mib * wb / loader.batch_size
