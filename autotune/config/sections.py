@@ -70,6 +70,9 @@ class TorchOptions:
     pin_memory: bool = False
     prefetch_factor: int | None = None  # only with num_workers > 0
     persistent_workers: bool = False  # only with num_workers > 0
+    #: samples a worker hands over at a time, joined into batches in the main process (autotune.loaders.joined), where
+    #: /dev/shm cannot hold the workers' whole batches; None: whole batches, as the DataLoader hands them over
+    worker_batch: int | None = None
 
     def __post_init__(self) -> None:
         require(is_int(self.num_workers), f"loader.{self.section_name}.num_workers", "an integer", self.num_workers)
@@ -84,11 +87,16 @@ class TorchOptions:
             # DataLoader rejects these without workers; normalise rather than fail at training time.
             object.__setattr__(self, "prefetch_factor", None)
             object.__setattr__(self, "persistent_workers", False)
+        wb = self.worker_batch
+        require(wb is None or (is_int(wb) and wb >= 1), f"loader.{self.section_name}.worker_batch", "a positive integer or null", wb)
+        if self.num_workers == 0:
+            object.__setattr__(self, "worker_batch", None)
 
     def joined_from(self, batch_size: int) -> int | None:
         """The samples each worker hands over where batches of ``batch_size`` are joined from smaller ones
-        (:mod:`autotune.loaders.joined`); None: the workers hand over whole batches (always, for the torch section)."""
-        return None
+        (:mod:`autotune.loaders.joined`); None: the workers hand over whole batches."""
+        wb = self.worker_batch  # None without workers (see above); one as large as the batch joins nothing
+        return wb if wb and wb < batch_size else None
 
 
 #: DALI's usual share of JPEGs for the hardware decoder, where a config names none
@@ -133,9 +141,6 @@ class UserOptions(TorchOptions):
 
     multiprocessing_context: str | None = None
     in_order: bool | None = None
-    #: samples a worker hands over at a time, joined into batches in the main process (autotune.loaders.joined), where
-    #: /dev/shm cannot hold the workers' whole batches; None: whole batches, as the DataLoader hands them over
-    worker_batch: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -143,15 +148,8 @@ class UserOptions(TorchOptions):
         if ctx is not None and ctx not in START_METHODS:
             raise ConfigError(f"loader.user.multiprocessing_context must be one of {', '.join(START_METHODS)} or null, but got {ctx!r}")
         require(self.in_order is None or isinstance(self.in_order, bool), "loader.user.in_order", "true, false or null", self.in_order)
-        wb = self.worker_batch
-        require(wb is None or (is_int(wb) and wb >= 1), "loader.user.worker_batch", "a positive integer or null", wb)
         if self.num_workers == 0:
             object.__setattr__(self, "multiprocessing_context", None)
-            object.__setattr__(self, "worker_batch", None)
-
-    def joined_from(self, batch_size: int) -> int | None:
-        wb = self.worker_batch  # None without workers (see above); one as large as the batch joins nothing
-        return wb if wb and wb < batch_size else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -230,9 +230,14 @@ def check_shm() -> Check:
     need = shm_needed(workers)
     if shm is None:
         return Check("shm", Status.WARN, "cannot measure /dev/shm", f"DataLoader workers pass batches through /dev/shm: {_shm_fix(need)}")
+    need_one = shm_needed(1, 1)  # a worker handing over one sample at a time (worker_batch), joined into batches
+    if shm < need_one:
+        return Check("shm", Status.FAIL, f"/dev/shm {_mib(shm)} < {_mib(need_one)} that 1 worker handing over 1 sample at a time needs",
+                     _shm_fix(need))
     need_min = shm_needed(1, MIN_BATCH)
-    if shm < need_min:
-        return Check("shm", Status.FAIL, f"/dev/shm {_mib(shm)} < {_mib(need_min)} that 1 worker at batch {MIN_BATCH} needs", _shm_fix(need))
+    if shm < need_min:  # runs: workers hand over smaller batches, joined in the training process, at some cost
+        return Check("shm", Status.WARN, f"/dev/shm {_mib(shm)} < {_mib(need_min)} that 1 worker at batch {MIN_BATCH} needs; workers hand over "
+                     "smaller batches, joined in the training process", _shm_fix(need))
     value = f"/dev/shm {_mib(shm)} {'<' if shm < need else '>='} {_mib(need)} that {workers} workers x prefetch {PREFETCH} x batch {DEFAULT_BATCH} need"
     return Check("shm", Status.WARN, value, _shm_fix(need)) if shm < need else _ok("shm", value)
 

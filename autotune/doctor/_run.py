@@ -86,7 +86,7 @@ def preflight(dataset_path: str | os.PathLike[str] | None, device: str, *, worke
     - the dataset has no readable image (the scan fails, or every decoded image fails);
     - ``device`` is ``cuda[:N]`` but torch cannot use a GPU (the message carries the GPU/driver check's fix);
     - ``workers`` (every config of the search space starts DataLoader workers) and /dev/shm is below what one worker
-      at batch 64 needs.
+      handing over one sample at a time needs (smaller batches than the workers' whole ones are joined, at a cost).
 
     Args:
         dataset_path: the dataset folder, or None to skip the dataset checks.

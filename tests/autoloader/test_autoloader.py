@@ -253,6 +253,24 @@ def test_every_sample_once_per_epoch_across_switches(tiny_dataset, space):
     assert len({h["config"] for h in al.history}) >= 3
 
 
+def test_in_a_small_shm_each_candidate_with_workers_hands_over_smaller_batches(tiny_dataset, space, monkeypatch):
+    """/dev/shm with room for no candidate's whole batches (an 8 MiB mount; Docker's 64 MiB at batch 4 would hold
+    them): each worker hands over fewer samples, joined in the loop, and every sample still comes once an epoch."""
+    from autotune.config.schema import LoaderConfig
+    from autotune.loaders.memory import estimate
+    from autotune.trials.guard import _budgets
+
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=_budgets.SHM_PATH: 8.0)
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[1], CANDIDATES[3]])
+    epochs_exactly_once(al, tiny_dataset, 2)
+    tried = [LoaderConfig.from_params(t.user_attrs["loader"]) for t in al.source.study.trials if t.user_attrs.get("loader")]
+    workers = [c for c in tried if c.options.num_workers]
+    assert workers and all(c.options.worker_batch and c.options.worker_batch < 4 for c in workers), [c.describe() for c in tried]
+    need = {c.describe(): estimate(c, scan(tiny_dataset), "imagenet-train", "cpu")["shm_mib"] for c in workers}
+    assert all(v <= 0.8 * 8.0 for v in need.values()), need  # the whole batches' 7-12 MiB: over the budget
+    assert "failed" not in [h["reason"] for h in al.history], al.history
+
+
 @pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
 def test_exactly_once_across_a_switch_to_dali_and_back(tiny_dataset, space):
     """A DALI candidate reads the rest of the epoch as a file list."""

@@ -153,11 +153,19 @@ def test_driver_too_old_for_dali_flavour_fails(machine):
     assert c.fix == 'pip uninstall -y nvidia-dali-cuda130 && pip install -e ".[dali]"'
 
 
+def test_dockers_shm_warns_with_the_shm_size_fix(machine):
+    machine.setattr(fingerprint, "shm_bytes", lambda: 64 * 2**20)  # Docker's default: workers run, joining smaller batches
+    c = checks_by_name()["shm"]
+    assert c.status is Status.WARN
+    assert c.value.startswith("/dev/shm 64 MiB < 110 MiB that 1 worker at batch 64 needs; ")  # 2 prefetched + the loop's
+    assert c.fix == "restart the container with --shm-size=6g (Kubernetes: mount an emptyDir with medium: Memory at /dev/shm)"
+
+
 def test_tiny_shm_fails_with_the_shm_size_fix(machine):
-    machine.setattr(fingerprint, "shm_bytes", lambda: 64 * 2**20)  # Docker's default
+    machine.setattr(fingerprint, "shm_bytes", lambda: 1 * 2**20)  # not one sample per worker's buffers
     c = checks_by_name()["shm"]
     assert c.status is Status.FAIL
-    assert c.value == "/dev/shm 64 MiB < 110 MiB that 1 worker at batch 64 needs"  # 2 prefetched + the loop's
+    assert c.value == "/dev/shm 1 MiB < 2 MiB that 1 worker handing over 1 sample at a time needs"
     assert c.fix == "restart the container with --shm-size=6g (Kubernetes: mount an emptyDir with medium: Memory at /dev/shm)"
 
 
@@ -242,6 +250,8 @@ def test_preflight_cuda_without_gpu_stops_with_the_fix(machine):
 
 def test_preflight_tiny_shm_stops_only_when_workers_are_needed(machine):
     machine.setattr(fingerprint, "shm_bytes", lambda: 64 * 2**20)
+    doctor.preflight(None, "cpu")  # Docker's default: the workers hand over smaller batches, joined
+    machine.setattr(fingerprint, "shm_bytes", lambda: 2**20)
     with pytest.raises(UserError, match="--shm-size=6g"):
         doctor.preflight(None, "cpu")
     doctor.preflight(None, "cpu", workers=False)  # a DALI-only space does not use /dev/shm

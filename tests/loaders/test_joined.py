@@ -151,8 +151,12 @@ def test_a_config_is_fitted_to_a_small_shm_and_left_alone_where_it_fits(tiny_dat
     assert fit_shm(fitted, ds, 10 * whole, "imagenet-train", "cuda") == loader  # a warm start's worker_batch: fitted again here
     assert fit_shm(_user(worker_batch=200), ds, 51.2, "imagenet-train", "cuda") == fitted
     assert fit_shm(_user(workers=0), ds, 1.0) == _user(workers=0)  # no workers, nothing in /dev/shm
-    torch_cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 256, "num_workers": 16})
-    assert fit_shm(torch_cfg, ds, 51.2) == torch_cfg  # a kind that does not join batches is left to the memory guard
+    torch_cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 256, "num_workers": 16, "prefetch_factor": 2})
+    folder = fit_shm(torch_cfg, ds, 51.2, "imagenet-train", "cuda")  # the image-folder kind's workers join theirs as well
+    assert folder.options.worker_batch == wb and folder.describe().endswith(f"worker-batch={wb}")
+    assert estimate(folder, ds, "imagenet-train", "cuda")["shm_mib"] <= SHM_SHARE * 51.2 + 1e-6
+    dali = LoaderConfig.from_params({"backend": "dali", "batch_size": 256, "dali_device": "cpu", "num_threads": 16})
+    assert fit_shm(dali, ds, 1.0) == dali  # a kind that does not join batches is left to the memory guard
 
 
 def test_dataloader_kwargs_cannot_say_worker_batch_and_build_loader_can(tiny_dataset) -> None:

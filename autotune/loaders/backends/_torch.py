@@ -78,7 +78,7 @@ class TorchLoader(BatchLoader):
         self.loader = loader
         self.device = device
         self._to_device = torch.device(device).type != "cpu"
-        self._non_blocking = bool(loader.pin_memory)
+        self._non_blocking = bool(getattr(loader, "pin_joined", loader.pin_memory))  # a JoinedLoader pins as it joins
         self._epoch = 0
         self._closed = False
 
@@ -111,7 +111,7 @@ class TorchLoader(BatchLoader):
 class TorchBackend(LoaderBackend):
     name = "torch"
     options = TorchOptions
-    params = {name: name for name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers")}
+    params = {name: name for name in ("num_workers", "pin_memory", "prefetch_factor", "persistent_workers", "worker_batch")}
     space_rules = {
         "num_workers": ("int", *KNOB_BOUNDS["num_workers"]),
         "prefetch_factor": ("int", 1, 64),  # a YAML may hold more (KNOB_BOUNDS), tuned by hand
@@ -133,10 +133,13 @@ class TorchBackend(LoaderBackend):
             s += f" prefetch={t.prefetch_factor}"
         if t.persistent_workers:
             s += " persistent"
+        if t.joined_from(loader.batch_size):
+            s += f" worker-batch={t.worker_batch}"
         return s
 
     def section(self, options: Any) -> dict[str, Any]:
-        return {k: getattr(options, k) for k in self.params}  # every keyword, unset ones as null
+        # every DataLoader keyword, unset ones as null; worker_batch (no keyword) where the workers' batches are joined
+        return {k: getattr(options, k) for k in self.params if k != "worker_batch" or options.worker_batch is not None}
 
     def dataloader_kwargs(self, loader: LoaderConfig) -> dict[str, Any]:
         t = loader.torch
@@ -187,6 +190,11 @@ class TorchBackend(LoaderBackend):
             in_flight = t.num_workers * (t.prefetch_factor or 2)
             parts.host["workers"] = t.num_workers * (WORKER_BASE_MIB + 2 * decoded + 2 * out)  # PIL decode + convert, per-sample tensors + collate
             parts.shm = (in_flight + 1) * out  # each worker's batches wait in /dev/shm, and the one the loop holds is there too
+            wb = t.joined_from(loader.batch_size)
+            if wb:  # the workers' smaller batches, joined here: each worker's prefetched ones and the one it collates into
+                # shared memory (which also covers the one part the main process copies into the batch: it holds no other)
+                parts.shm = t.num_workers * ((t.prefetch_factor or 2) + 1) * out * wb / loader.batch_size
+                parts.host["joined"] = out
             parts.host["batches_in_flight"] = parts.shm
         else:
             in_flight = 1
@@ -251,4 +259,9 @@ class TorchBackend(LoaderBackend):
             kwargs["persistent_workers"] = opts.persistent_workers
             if seed is not None:
                 kwargs["worker_init_fn"] = functools.partial(_seed_worker, seed)
+            wb = opts.joined_from(loader.batch_size)
+            if wb:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
+                from autotune.loaders.joined import JoinedLoader
+
+                return TorchLoader(JoinedLoader(ds, joined_batch_size=loader.batch_size, **{**kwargs, "batch_size": wb}), device)
         return TorchLoader(DataLoader(ds, **kwargs), device)

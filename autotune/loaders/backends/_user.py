@@ -202,7 +202,8 @@ class UserBackend(LoaderBackend):
 
     def describe(self, loader: LoaderConfig) -> str:
         o = loader.options
-        s = "user " + self._torch.describe(self.as_torch(loader)).removeprefix("torch ")
+        whole = self.as_torch(loader)  # its worker batch said last, after the knobs the torch kind lacks
+        s = "user " + self._torch.describe(dataclasses.replace(whole, torch=dataclasses.replace(whole.options, worker_batch=None))).removeprefix("torch ")
         if o.num_workers > 0 and o.multiprocessing_context:
             s += f" {o.multiprocessing_context}"
         if o.num_workers > 0 and o.in_order is False:
@@ -258,15 +259,7 @@ class UserBackend(LoaderBackend):
         return self._torch.buffered_batches(self.as_torch(loader))
 
     def memory(self, loader: LoaderConfig, sizes: MemorySizes) -> MemoryParts:
-        parts = self._torch.memory(self.as_torch(loader), sizes)
-        wb = loader.options.joined_from(loader.batch_size)
-        if wb:  # the workers' smaller batches, joined here
-            prefetch = loader.options.prefetch_factor or 2  # and the one each worker collates into shared memory (which
-            # also covers the one part the main process copies into the batch: it holds no other)
-            parts.shm = loader.options.num_workers * (prefetch + 1) * sizes.out_batch_mib * wb / loader.batch_size
-            parts.host["batches_in_flight"] = parts.shm
-            parts.host["joined"] = sizes.out_batch_mib
-        return parts
+        return self._torch.memory(self.as_torch(loader), sizes)  # worker_batch included
 
     def memory_fix(self, loader: LoaderConfig) -> str:
         return self._torch.memory_fix(self.as_torch(loader)).replace("loader.torch.", "loader.user.")
