@@ -122,7 +122,8 @@ def test_check_estimate_records_predicted_outcomes_with_the_estimate():
     assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "host" and r.extra["estimate"]["host_mib"] > 100
     assert "over the 100 MiB budget" in r.message and r.to_attrs()["estimate"]["parts"]
     r = check_estimate(_torch(256, 8, pf=4), ds, Budgets(host_mib=100_000, shm_mib=200))
-    assert r.outcome is Outcome.SHM and "/dev/shm" in r.message
+    assert r.outcome is Outcome.SHM and "/dev/shm for the workers' batches in flight" in r.message
+    assert "process" not in r.message  # the host memory's parts say nothing of /dev/shm
     r = check_estimate(_dali(1024), ds, Budgets(gpu_mib=1_000), device="cuda")
     assert r.outcome is Outcome.PREDICTED_OOM and r.extra["over"] == "gpu" and "GPU memory" in r.message
     assert guard.violation(r, Budgets(gpu_mib=1_000)) == pytest.approx(r.extra["estimate"]["gpu_mib"] / 1_000 - 1)

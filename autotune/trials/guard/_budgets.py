@@ -156,9 +156,12 @@ def check_estimate(
     for kind, need, budget, outcome, what in checks:
         if need is None or budget is None or need <= budget:
             continue
-        top = sorted(((v, k) for k, v in est["parts"].items() if k.startswith("gpu_") == (kind == "gpu")), reverse=True)[:3]
-        detail = ", ".join(f"{k.removeprefix('gpu_')} {v:,.0f}" for v, k in top)
-        msg = f"not run: predicted to need {need:,.0f} MiB of {what} ({detail} ...), over the {budget:,.0f} MiB budget"
+        if kind == "shm":  # /dev/shm holds the workers' batches alone
+            detail = " for the workers' batches in flight and the one the loop holds"
+        else:
+            top = sorted(((v, k) for k, v in est["parts"].items() if k.startswith("gpu_") == (kind == "gpu")), reverse=True)[:3]
+            detail = " (" + ", ".join(f"{k.removeprefix('gpu_')} {v:,.0f}" for v, k in top) + " ...)"
+        msg = f"not run: predicted to need {need:,.0f} MiB of {what}{detail}, over the {budget:,.0f} MiB budget"
         logger.info("%s: %s", loader.describe(), msg)
         return TrialResult(outcome, message=msg, extra={"estimate": est, "over": kind, "predicted": True})
     return None
