@@ -251,7 +251,12 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
             return None, found[2], carry_on
         params, recorded = _log_match(found, config_path)
         if params is not None:  # tuned where /dev/shm was larger (it is no part of the match): fitted to this one
-            fitted = shm_fitter(dataset, pipeline, dev, local_world(comm), shm)(LoaderConfig.from_params(params)).to_params()
+            loader = shm_fitter(dataset, pipeline, dev, local_world(comm), shm)(LoaderConfig.from_params(params))
+            if loader is None:
+                logger.warning("%s: /dev/shm here (%.0f MiB for this node's loaders) cannot hold its workers' batches, not even one sample "
+                               "at a time: exploring again", config_path, shm)
+                return None, recorded, None
+            fitted = loader.to_params()
             if fitted != params and fitted.get("worker_batch"):
                 logger.warning("%s: /dev/shm here holds too little for its workers' whole batches; they hand over %s samples each, joined "
                                "in order", config_path, fitted["worker_batch"])
@@ -340,13 +345,20 @@ def shm_budget(comm: Agreement) -> float | None:
     return min(found) if found else None
 
 
-def shm_fitter(dataset: Dataset, pipeline: str, device: str, ranks: int, budget: float | None) -> Callable[[LoaderConfig], LoaderConfig]:
+def shm_fitter(dataset: Dataset, pipeline: str, device: str, ranks: int, budget: float | None) -> Callable[[LoaderConfig], LoaderConfig | None]:
     """What fits a candidate to ``budget`` MiB of ``/dev/shm`` (:func:`~autotune.loaders.memory.fit_shm`): in a
-    container's 64 MiB a user Dataset's workers hand over smaller batches, joined in order, where whole ones would
-    crash every loader with workers. The node's ranks share it."""
-    from autotune.loaders.memory import fit_shm
+    container's 64 MiB the workers hand over smaller batches, joined in order, where whole ones would crash every
+    loader with workers. The node's ranks share it. None for a config that does not fit even so (AutoLoader has no
+    memory guard to stop it: it would crash, or leave the loop waiting on a batch lost with the shared memory)."""
+    from autotune.loaders.memory import estimate, fit_shm
 
-    return lambda loader: fit_shm(loader, dataset, budget, pipeline, device, ranks)
+    def fit(loader: LoaderConfig) -> LoaderConfig | None:
+        fitted = fit_shm(loader, dataset, budget, pipeline, device, ranks)
+        if budget is not None and float(estimate(fitted, dataset, pipeline, device, ranks)["shm_mib"]) > budget:
+            return None
+        return fitted
+
+    return fit
 
 
 def start_source(comm: Agreement, rules: Exploration, s: Setup, *, candidates: Sequence[dict[str, Any]], storage: str | None,

@@ -81,11 +81,11 @@ class CandidateSource:
         first: list[dict[str, Any]],
         named: bool = False,
         carry_on: str | None = None,
-        fit: Callable[[LoaderConfig], LoaderConfig] | None = None,
+        fit: Callable[[LoaderConfig], LoaderConfig | None] | None = None,
     ) -> None:
         """``named``: ``study_name`` was the user's (a study of that name already there is said, not passed over quietly).
         ``carry_on``: the study of an exploration that training cut short, to go on with (a new one when the storage
-        does not hold it). ``fit``: what each candidate is fitted with before it is tried (to this node's /dev/shm)."""
+        does not hold it). ``fit``: what each candidate is fitted with before it is tried (to this node's /dev/shm; None: not tried)."""
         self.space = space
         self.fit = fit
         self.storage_url = storage or "memory"  # the YAML and its log say "study NAME in memory"
@@ -183,7 +183,15 @@ class CandidateSource:
                 self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
                 continue
             if self.fit is not None:  # what runs, and so what the study and the YAML record
-                loader = self.fit(loader)
+                fitted = self.fit(loader)
+                if fitted is None:
+                    msg = "not tried: /dev/shm here cannot hold its workers' batches, not even one sample at a time"
+                    logger.info("candidate %s %s: %s", trial.number, loader.describe(), msg)
+                    for k, v in (("loader", loader.to_params()), ("config", loader.describe()), ("outcome", Outcome.SHM.value), ("message", msg)):
+                        trial.set_user_attr(k, v)
+                    self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+                loader = fitted
             desc = loader.describe()
             trial.set_user_attr("loader", loader.to_params())
             trial.set_user_attr("config", desc)

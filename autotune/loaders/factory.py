@@ -115,7 +115,13 @@ def build_loader(
         if dali is not None:  # a config of the user's DALI pipeline function: its DALIGenericIterator
             return iterator_for(str(path), dali, device=device, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
 
-        return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
+        from autotune.dataset.scan import Dataset
+        from autotune.loaders.memory import fit_here
+
+        sized = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=0)  # a sample as the kind sizes it: a float32 crop
+        where = str(getattr(cfg, "path", None) or "this config")
+        return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards,
+                              fit=lambda chosen: fit_here(chosen, sized, "imagenet-train", getattr(cfg, "device", "cpu"), where))
     expect(path, "path", (str, os.PathLike), "the dataset folder's path")
     if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
         from autotune.config.files import load_config
@@ -162,6 +168,9 @@ def build_loader(
     too_big = _memory_problem(loader_cfg, dataset, pipeline, device)
     if too_big is not None:  # a hand-edited queue of 1,024 batches grew until the kernel killed the training
         raise UserError(too_big)
+    from autotune.loaders.memory import fit_here
+
+    loader_cfg = fit_here(loader_cfg, dataset, pipeline, device, str(getattr(cfg, "path", None) or "this config"))
     loader = build_from_dataset(dataset, loader_cfg, pipeline=pipeline, device=device, shard_id=shard_id, num_shards=num_shards, seed=seed)
     disagree = _ranks_disagree(loader, loader_cfg, dataset, pipeline, num_shards, seed) if preset.train else None  # an eval loader may be one rank's
     if disagree is not None:  # a YAML per node, or seed + rank: a hang at the first epoch's end, or overlapping shards
@@ -213,16 +222,15 @@ def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
     None; under DDP, host memory holds every local rank's loader (``LOCAL_WORLD_SIZE``)."""
     import psutil
 
-    from autotune.loaders.memory import MiB, machine_problem
+    from autotune.loaders.memory import MiB, local_ranks, machine_problem
 
     gpu_mib = None
     if device.startswith("cuda"):
         import torch
 
         gpu_mib = torch.cuda.get_device_properties(torch.device(device)).total_memory / MiB
-    local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    ranks = int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
-    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib, ranks=ranks, factor=REFUSE_FACTOR)
+    return machine_problem(loader, dataset, pipeline, device, host_mib=psutil.virtual_memory().total / MiB, gpu_mib=gpu_mib, ranks=local_ranks(),
+                           factor=REFUSE_FACTOR)
 
 
 def build_from_dataset(

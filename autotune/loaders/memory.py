@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 MiB = 2**20
 
+#: the share of ``/dev/shm``'s free space a loader may use by default (a study's trial, AutoLoader, build_loader)
+SHM_FRACTION = 0.8
+SHM_PATH = "/dev/shm"
+
 #: Sizes the estimate adds to the bytes of the batches, in MiB (measured on torch 2.x, rounded up); each kind of
 #: loader adds its own (:meth:`autotune.loaders.backends.LoaderBackend.memory`).
 CHILD_BASE_MIB = 600  # the trial process: Python, torch and torchvision imported (PSS)
@@ -92,10 +96,62 @@ def fit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipel
     one = LoaderConfig.from_params({**loader.to_params(), "worker_batch": 1})
     per_sample = float(estimate(one, dataset, pipeline, device, ranks)["shm_mib"])
     most = int(SHM_SHARE * shm_mib / per_sample) if per_sample > 0 else loader.batch_size
-    if most < 1:  # not even one sample per worker's buffer: the memory guard tells it
-        return loader
+    if most < 1:  # one sample at a time, where that fits the budget without the margin; else the memory guard tells it
+        if per_sample > shm_mib:
+            return loader
+        most = 1
     pieces = -(-loader.batch_size // most)  # the fewest worker batches a batch is joined from, all of about one size
     return LoaderConfig.from_params({**loader.to_params(), "worker_batch": -(-loader.batch_size // pieces)})
+
+
+def refit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pipeline: str = "imagenet-train", device: str = "cpu",
+              ranks: int = 1) -> LoaderConfig | None:
+    """``loader`` fitted to ``shm_mib`` (:func:`fit_shm`) where its workers' batches need more ``/dev/shm`` than that
+    (a YAML tuned where /dev/shm was larger); None where they fit, or where nothing is known. A config that fits is
+    left as it was tuned, its worker batch included."""
+    if shm_mib is None or float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"]) <= shm_mib:
+        return None
+    return fit_shm(loader, dataset, shm_mib, pipeline, device, ranks)
+
+
+def local_ranks() -> int:
+    """The loaders this node runs at once: ``LOCAL_WORLD_SIZE`` under torchrun, else one."""
+    import os
+
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
+
+
+def fit_here(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str, where: str) -> LoaderConfig:
+    """The config ``autotune.build_loader`` builds on this machine: ``loader``, or, where ``/dev/shm`` here cannot hold
+    its workers' batches (:data:`SHM_FRACTION` of its free space, shared by the node's ranks), ``loader`` with its
+    workers handing over smaller batches, joined (a warning says so): it would crash otherwise."""
+    import warnings
+
+    free = shm_free_mib()
+    refit = refit_shm(loader, dataset, SHM_FRACTION * free if free is not None else None, pipeline, device, local_ranks())
+    if refit is None:
+        return loader
+    wb = refit.options.joined_from(refit.batch_size) if hasattr(refit.options, "joined_from") else None
+    if not wb:
+        warnings.warn(f"{where}: /dev/shm here ({free:,.0f} MiB free) cannot hold its workers' batches, not even one sample at a time: they may "
+                      "crash; give the container more (docker run --shm-size=8g) or use num_workers=0", stacklevel=3)
+        return loader
+    warnings.warn(f"{where}: /dev/shm here ({free:,.0f} MiB free) cannot hold its workers' whole batches of {loader.batch_size}: each worker "
+                  f"hands over {wb} sample{'s' if wb > 1 else ''} at a time, joined in order; re-tune here for the fastest config it allows, "
+                  "or give the container more (docker run --shm-size=8g)", stacklevel=3)
+    return refit
+
+
+def shm_free_mib(path: str = SHM_PATH) -> float | None:
+    """Free space of ``/dev/shm`` in MiB (None where there is none to read)."""
+    import os
+
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize / MiB
 
 
 def _gib(need: float, have: float) -> tuple[str, str]:
@@ -159,6 +215,17 @@ def fit_difference(cfg: Any, current: dict[str, Any]) -> Any:
     try:
         why = machine_problem(cfg.loader, images, cfg.pipeline, device, host_mib=ram * 1024 if isinstance(ram, (int, float)) and ram else None,
                               gpu_mib=current.get("gpu_mib"), ranks=ranks)
+        shm = current.get("shm_mib")
+        refit = refit_shm(cfg.loader, images, SHM_FRACTION * shm if isinstance(shm, (int, float)) and shm > 0 else None, cfg.pipeline, device, ranks)
     except UserError:  # an unknown pipeline: said by whoever builds it
         return None
-    return None if why is None else Difference("memory", None, None, True, note=why)
+    if why is not None:
+        return Difference("memory", None, None, True, note=why)
+    if refit is not None:  # build_loader fits it (smaller worker batches, joined): it runs, but was not tuned so
+        need = estimate(cfg.loader, images, cfg.pipeline, device, ranks)["shm_mib"]
+        wb = refit.options.joined_from(refit.batch_size) if hasattr(refit.options, "joined_from") else None
+        then = f"build_loader has each worker hand over {wb} sample{'s' if wb > 1 else ''} at a time, joined" if wb else "it cannot run its workers"
+        return Difference("shm", None, None, True, note=(
+            f"/dev/shm here ({shm:,.0f} MiB) is too small for its workers' batches ({need:,.0f} MiB): {then}; re-tune here for the fastest "
+            "config it allows, or give the container more (docker run --shm-size=8g)"))
+    return None

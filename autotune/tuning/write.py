@@ -58,20 +58,23 @@ def write(request: RunRequest, prep: Prepared, opened: OpenStudy, measured: Meas
     cfg = config_from_study(study, request.storage)
     out_path, kept = _save(request, prep, opened, cfg, interrupted is not None)
     reporter.wrote(str(out_path))  # a stop from here on says the file is whole
+    if kept is not None:
+        so_far = (f"wrote the best config so far to {out_path} and kept {kept} (written before this run); "
+                  f"continue with --resume, which writes {kept} when it finishes")
+    else:
+        so_far = f"wrote the best config so far to {out_path}; continue with --resume"
     try:
         _after_save(request, prep, opened, cfg, out_path, kept, summary, reporter)
     except KeyboardInterrupt as stop:
-        if not interrupt_detail(stop):
+        detail = interrupt_detail(stop)  # "wrote X", and what was not done, where the stop said so
+        if interrupted is not None:  # a stopped run's repeated Ctrl-C, landing here, says what the first would have
+            with_detail(stop, so_far + detail.removeprefix(f"wrote {out_path}"))
+        elif not detail:
             with_detail(stop, f"wrote {out_path}")
         raise
     if interrupted is not None:
         summary["exit_code"] = interrupt_exit_code(interrupted)
-        how = interrupt_said(interrupted)
-        if kept is not None:
-            reporter.stopped(f"{how}: wrote the best config so far to {out_path} and kept {kept} (written before this run); "
-                             f"continue with --resume, which writes {kept} when it finishes")
-        else:
-            reporter.stopped(f"{how}: wrote the best config so far to {out_path}; continue with --resume")
+        reporter.stopped(f"{interrupt_said(interrupted)}: {so_far}")
     return summary
 
 

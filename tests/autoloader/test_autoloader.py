@@ -271,6 +271,22 @@ def test_in_a_small_shm_each_candidate_with_workers_hands_over_smaller_batches(t
     assert "failed" not in [h["reason"] for h in al.history], al.history
 
 
+def test_a_candidate_whose_workers_cannot_fit_the_shm_even_one_sample_at_a_time_is_not_tried(tiny_dataset, space, monkeypatch):
+    """A 1 MiB /dev/shm: a worker's one-sample batches would not fit; the candidate would crash, or leave the loop
+    waiting on a batch lost with the shared memory. It is told to the study as ``shm``, and never built."""
+    from autotune.trials.guard import _budgets
+
+    monkeypatch.setattr(_budgets, "shm_free_mib", lambda path=_budgets.SHM_PATH: 1.0)
+    built = []
+    real = loader_module.build_from_dataset
+    monkeypatch.setattr(loader_module, "build_from_dataset", lambda dataset, loader, **kw: built.append(loader.describe()) or real(dataset, loader, **kw))
+    al = make(tiny_dataset, space, candidates=[CANDIDATES[1], CANDIDATES[0]])
+    epochs_exactly_once(al, tiny_dataset, 2)
+    skipped = [trial_attrs(t) for t in al.source.study.trials if trial_attrs(t).get("outcome") == "shm"]
+    assert [a["config"] for a in skipped][:1] == ["torch b=4 workers=1 prefetch=2"] and "/dev/shm" in skipped[0]["message"], skipped
+    assert not any("workers=1" in d for d in built), built
+
+
 @pytest.mark.skipif(not is_available("dali"), reason="DALI is not installed")
 def test_exactly_once_across_a_switch_to_dali_and_back(tiny_dataset, space):
     """A DALI candidate reads the rest of the epoch as a file list."""

@@ -307,6 +307,23 @@ def test_a_stop_while_the_report_is_written_says_the_yaml_was(workdir, tiny_data
 
 
 @pytest.mark.slow
+def test_a_second_stop_while_a_stopped_runs_report_is_written_still_says_how_to_go_on(workdir, tiny_dataset, trials, capsys, monkeypatch):
+    """Ctrl-C pressed again and again: one landed after the best-so-far YAML was written, and the last line said only
+    "interrupted: wrote autotune.yaml", not that it is the best so far, nor --resume."""
+    from autotune import report
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_report", stopped)
+    trials.reset(stop_after=1)
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--quiet"]) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == ("autotune: interrupted: wrote the best config so far to autotune.yaml; continue with --resume; the report was not written "
+                    "('autotune report' writes it)")
+
+
+@pytest.mark.slow
 def test_an_interrupted_run_keeps_the_config_an_earlier_run_wrote(workdir, tiny_dataset, trials, capsys):
     """A Ctrl-C seconds into a second run writes its best so far beside autotune.yaml, not over a finished run's."""
     common = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--n-trials", "3", "--confirm-top", "0", "--no-report"]

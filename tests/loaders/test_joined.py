@@ -174,3 +174,56 @@ def test_dataloader_kwargs_cannot_say_worker_batch_and_build_loader_can(tiny_dat
     from autotune.cli._show import _config_rows
 
     assert dict(_config_rows(config))["DataLoader kwargs"].startswith("none: workers hand over 3 samples at a time")
+
+
+def test_one_sample_at_a_time_where_only_that_fits_the_budget(tiny_dataset) -> None:
+    """8 workers x 8 prefetched: one sample each needs 41 MiB, inside 51.2 though beyond the 75 % planned for."""
+    from autotune.dataset.scan import scan
+    from autotune.loaders.memory import estimate, fit_shm
+
+    ds = scan(tiny_dataset)
+    cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 64, "num_workers": 8, "prefetch_factor": 8})
+    fitted = fit_shm(cfg, ds, 51.2)
+    assert fitted.options.worker_batch == 1 and estimate(fitted, ds)["shm_mib"] <= 51.2
+    assert fit_shm(cfg, ds, 30.0) == cfg  # not even one sample: left to the memory guard, or to AutoLoader's skip
+
+
+def test_a_pinned_joined_config_counts_two_pinned_batches_not_the_workers(tiny_dataset) -> None:
+    from autotune.dataset.scan import scan
+    from autotune.loaders.memory import estimate
+
+    ds = scan(tiny_dataset)
+    whole = LoaderConfig.from_params({"backend": "torch", "batch_size": 256, "num_workers": 16, "prefetch_factor": 8, "pin_memory": True})
+    joined = LoaderConfig.from_params({**whole.to_params(), "worker_batch": 8})
+    batch = 256 * 3 * 224 * 224 * 4 / 2**20
+    assert estimate(whole, ds, device="cuda")["parts"]["pinned"] == pytest.approx(16 * 8 * batch, rel=1e-3)
+    assert estimate(joined, ds, device="cuda")["parts"]["pinned"] == pytest.approx(2 * batch, rel=1e-3)  # the workers' parts are not pinned
+
+
+def test_build_loader_fits_a_yaml_tuned_with_more_shm_and_check_says_so(tiny_dataset, monkeypatch, workdir) -> None:
+    """A YAML tuned where /dev/shm held whole batches, built in an 8 MiB one: its workers hand over smaller batches
+    (with a warning) instead of crashing, every sample once; ``autotune check`` calls it stale, naming /dev/shm."""
+    import autotune
+    from autotune.config import fingerprint
+    from autotune.config.schema import Config
+    from autotune.dataset.scan import scan
+    from autotune.loaders import memory
+
+    ds = scan(tiny_dataset)
+    loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 1, "prefetch_factor": 4})  # 11.5 MiB of batches
+    cfg = Config(loader=loader, device="cpu", pipeline="imagenet-eval", dataset={"mean_bytes": ds.mean_bytes, "samples": len(ds)})
+    monkeypatch.setattr(memory, "shm_free_mib", lambda path=memory.SHM_PATH: 8.0)
+    with pytest.warns(UserWarning, match=r"/dev/shm here \(8 MiB free\) cannot hold its workers' whole batches of 4: each worker hands over 1 sample at"):
+        built = autotune.build_loader(str(tiny_dataset), cfg)
+    assert isinstance(built.loader, JoinedLoader) and built.loader.batch_size == 1
+    assert sum(len(y) for _, y in built) == len(ds)
+    built.close()
+    with pytest.warns(UserWarning, match="each worker hands over 1 sample"):
+        own = autotune.build_loader(Numbered(10), cfg)
+    assert isinstance(own, JoinedLoader) and sorted(i for _, y in own for i in y.tolist()) == list(range(10))
+    monkeypatch.setattr(memory, "shm_free_mib", lambda path=memory.SHM_PATH: 8192.0)
+    assert not isinstance(autotune.build_loader(Numbered(10), cfg), JoinedLoader)  # room for whole batches: as tuned
+    here = {**fingerprint.collect(), "shm_mib": 8}
+    stale = [d for d in fingerprint.compare(cfg, here) if d.field == "shm"]
+    assert stale and stale[0].matters and "build_loader has each worker hand over 1 sample at a time" in str(stale[0]), stale
+    assert not [d for d in fingerprint.compare(cfg, {**here, "shm_mib": 8192}) if d.field == "shm"]

@@ -81,7 +81,8 @@ def test_study_goes_on_through_faults(small_dataset, workdir):
     tuner = _tuner(small_dataset, workdir, "faults", n_trials=4, trial_timeout=120, budgets=budgets, inject=inject)
     for _ in range(2):
         tuner._enqueue(SMALL, "test")
-    tuner._enqueue({**SMALL, "batch_size": 64, "num_workers": 2, "prefetch_factor": 4}, "test")  # 8 batches of 37 MiB in /dev/shm
+    # 16 workers x 33 batches in /dev/shm: over 200 MiB even one sample at a time (joined batches would not fit)
+    tuner._enqueue({**SMALL, "batch_size": 64, "num_workers": 16, "prefetch_factor": 32}, "test")
     tuner._enqueue(SMALL, "test")
     tuner.optimize()
     trials = tuner.study.get_trials(deepcopy=False)

@@ -200,8 +200,8 @@ class TorchBackend(LoaderBackend):
             in_flight = 1
             parts.host["decode"] = 2 * decoded + 2 * out
         parts.host["consumer"] = out
-        if t.pin_memory and sizes.cuda:
-            parts.host["pinned"] = in_flight * out
+        if t.pin_memory and sizes.cuda:  # the pinning thread's copy of each batch in flight; joined, the batch being joined and the loop's
+            parts.host["pinned"] = (2 if t.joined_from(loader.batch_size) else in_flight) * out
         if sizes.cuda:
             parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, batches_on_gpu=2 * out)
         return parts

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.config.sections import KNOB_BOUNDS, START_METHODS, TorchOptions, UserOptions
@@ -146,9 +146,11 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
     return DataLoader(spec.dataset, **kwargs)
 
 
-def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id: int = 0, num_shards: int = 1) -> DataLoader:
+def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id: int = 0, num_shards: int = 1,
+                   fit: Callable[[Any], Any] | None = None) -> DataLoader:
     """``autotune.build_loader(dataset, cfg)`` for the user's own Dataset (a Dataset, a DatasetSpec or ``FILE.py:FUNC``):
-    the DataLoader over it with ``cfg``'s DataLoader knobs, shuffled for a train config."""
+    the DataLoader over it with ``cfg``'s DataLoader knobs, shuffled for a train config; ``fit``: what the chosen
+    config becomes on this machine (its /dev/shm)."""
     from torch.utils.data import DistributedSampler
 
     from autotune.config.files import load_config
@@ -168,6 +170,8 @@ def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id:
     sampler: Any = None
     if num_shards > 1 and not user.is_iterable(spec.dataset):  # a stream splits itself by rank
         sampler = DistributedSampler(spec.dataset, num_replicas=num_shards, rank=shard_id, shuffle=train, seed=seed or 0, drop_last=train)
+    if fit is not None:
+        chosen = fit(chosen)
     return dataloader(spec, chosen.options, chosen.batch_size, getattr(cfg, "device", "cpu"), shuffle=train, drop_last=False, seed=seed,
                       sampler=sampler)
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 import psutil
 
 from autotune.config.fingerprint import nvml_index
+from autotune.loaders.memory import SHM_FRACTION as SHM_FRACTION  # the default /dev/shm budget: its share of the free space
+from autotune.loaders.memory import SHM_PATH as SHM_PATH  # the monitor reads /dev/shm there too
 from autotune.loaders.memory import MiB, estimate
+from autotune.loaders.memory import shm_free_mib as shm_free_mib  # read through this module, where tests replace it
 from autotune.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -34,8 +36,6 @@ logger = logging.getLogger(__name__)
 #: Default budgets, as fractions of what is free when the study starts.
 HOST_FRACTION = 0.8
 GPU_FRACTION = 0.9
-SHM_FRACTION = 0.8
-SHM_PATH = "/dev/shm"
 
 @dataclasses.dataclass(frozen=True)
 class Budgets:
@@ -67,14 +67,6 @@ def gpu_free_mib(index: int = 0) -> float | None:
             pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - no GPU, no driver, no nvidia-ml-py
         return None
-
-
-def shm_free_mib(path: str = SHM_PATH) -> float | None:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize / MiB
 
 
 def default_budgets(
