@@ -506,3 +506,29 @@ def test_issue_42_item_7_a_slow_starter_is_cut_where_the_re_measurement_begins(t
     conf = study.user_attrs["confirmation"]
     assert conf["attempted"] == 2 and all(len(c["scores"]) == 2 for c in conf["candidates"]), conf
     assert clock.now - 1000.0 <= 30.0
+
+
+def test_a_trial_cut_at_the_budgets_end_leaves_the_yaml_and_the_exit_two_seconds(tiny_dataset, workdir, monkeypatch):
+    """No re-measurement planned: a slow trial ran until the budget's very end, and on the H200 under a 4-CPU quota the
+    command exited 0.6 s past its 60 s. A trial is cut 2 s before the budget ends."""
+    clock = FakeClock()
+    monkeypatch.setattr(budget_mod, "time", types.SimpleNamespace(monotonic=clock))
+    monkeypatch.setattr("autotune.doctor.preflight", lambda *a, **k: None)
+    monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
+    calls: list[float | None] = []
+
+    def fake_run_trial(spec, on_intermediate=None, timeout_s=120.0, **kw):
+        calls.append(timeout_s)
+        if timeout_s is not None and timeout_s < 15.0:  # cut by the budget: a slow starter, no window before its limit
+            clock.now += timeout_s
+            return TrialResult(Outcome.TIMEOUT, message="no result", duration_s=timeout_s)
+        clock.now += 3.0
+        return TrialResult(Outcome.COMPLETE, samples_per_s=100.0, spread=(100.0, 100.0), windows=[100.0] * 3, duration_s=3.0)
+
+    monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
+    start = clock.now
+    argv = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-baselines", "--pruner", "none",
+            "--confirm-top", "0", "--no-report", "--quiet"]
+    assert main(argv) == 0
+    assert calls[-1] is not None and calls[-1] < 15.0, calls  # the last trial was cut by the budget
+    assert clock.now - start == pytest.approx(30 - 2.0), calls  # where it was cut: 2 s before the end
