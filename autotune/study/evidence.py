@@ -323,8 +323,10 @@ DOMINATED_ASKS = 8
 def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial], LoaderConfig],
                         keep: Callable[[optuna.Trial | None], None]) -> tuple[optuna.Trial, LoaderConfig, str | None]:
     """The next trial, its config, and why it is still of a dominated kind (None: worth measuring), asked for ahead
-    (each trial handed to ``keep`` as soon as it is asked for): one of a dominated kind is told (pruned, not measured)
-    and another asked for in its place, up to :data:`DOMINATED_ASKS` times; the last is left to its own objective.
+    (each trial handed to ``keep`` as soon as it is asked for): one of a dominated kind is told (pruned, not measured),
+    and a sampled repeat of a config measured before is told that result, and another asked for in its place, up to
+    :data:`DOMINATED_ASKS` times (a repeat asked for ahead left nothing built for the trial after it); the last is left
+    to its own objective.
     Each trial's ``config`` attribute is set, should the search end before it is measured."""
 
     def asked() -> tuple[optuna.Trial, LoaderConfig]:
@@ -338,9 +340,19 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
     trial, loader = asked()
     for _ in range(DOMINATED_ASKS - 1):
         why = sampled_dominated(study, trial, loader)
-        if why is None:
+        earlier = measured_before(study, loader, trial.number) if why is None and trial_attrs(trial).get("role") is None else None
+        if why is None and earlier is None:
             return trial, loader, None
-        tell_dominated(trial, why)
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        if why is not None:
+            tell_dominated(trial, why)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif earlier is not None:  # a sampled config measured before: told its result as its objective would
+            trial.set_user_attr("loader", loader.to_params())
+            try:
+                value = tell_repeat(trial, earlier)
+            except optuna.TrialPruned:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            else:
+                study.tell(trial, value)
         trial, loader = asked()
     return trial, loader, sampled_dominated(study, trial, loader)
