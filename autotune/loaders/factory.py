@@ -108,20 +108,7 @@ def build_loader(
 
     own = isinstance(path, DatasetSpec) or not isinstance(path, (str, bytes, os.PathLike)) and (hasattr(path, "__getitem__") or hasattr(path, "__iter__"))
     if own or is_target(path):  # the user's own Dataset (or FILE.py:FUNC): a DataLoader over it
-        from autotune.loaders.backends._dali_user import dali_user_config, iterator_for
-        from autotune.loaders.backends._user import dataloader_for
-
-        dali = dali_user_config(cfg) if not own else None
-        if dali is not None:  # a config of the user's DALI pipeline function: its DALIGenericIterator
-            return iterator_for(str(path), dali, device=device, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
-
-        from autotune.dataset.scan import Dataset
-        from autotune.loaders.memory import fit_here
-
-        sized = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=0)  # a sample as the kind sizes it: a float32 crop
-        where = str(getattr(cfg, "path", None) or "this config")
-        return dataloader_for(path, cfg, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards,
-                              fit=lambda chosen: fit_here(chosen, sized, "imagenet-train", getattr(cfg, "device", "cpu"), where))
+        return _over_own(path, cfg, own=own, device=device, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
     expect(path, "path", (str, os.PathLike), "the dataset folder's path")
     if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
         from autotune.config.files import load_config
@@ -177,6 +164,23 @@ def build_loader(
         loader.close()
         raise UserError(disagree)
     return loader
+
+
+def _over_own(path: Any, cfg: Any, *, own: bool, device: str | None, seed: int | None, shard_id: int, num_shards: int) -> Any:
+    """:func:`build_loader` over the user's own Dataset, DatasetSpec or ``FILE.py:FUNC``: its DataLoader with ``cfg``'s
+    knobs (fitted to this machine's /dev/shm), or the DALIGenericIterator of a config of the user's pipeline function."""
+    from autotune.dataset.scan import Dataset
+    from autotune.loaders.backends._dali_user import dali_user_config, iterator_for
+    from autotune.loaders.backends._user import dataloader_for
+    from autotune.loaders.memory import fit_here
+
+    dali = dali_user_config(cfg) if not own else None
+    if dali is not None:  # a config of the user's DALI pipeline function: its DALIGenericIterator
+        return iterator_for(str(path), dali, device=device, seed=seed, shard_id=shard_id, num_shards=num_shards)
+    sized = Dataset(root="", classes=(), files=("",), labels=(0,), total_bytes=0)  # a sample as the kind sizes it: a float32 crop
+    where = str(getattr(cfg, "path", None) or "this config")
+    return dataloader_for(path, cfg, seed=seed, shard_id=shard_id, num_shards=num_shards,
+                          fit=lambda chosen: fit_here(chosen, sized, "imagenet-train", getattr(cfg, "device", "cpu"), where))
 
 
 def _ranks_disagree(loader: BatchLoader, loader_cfg: LoaderConfig, dataset: Dataset, pipeline: str, num_shards: int, seed: int | None) -> str | None:

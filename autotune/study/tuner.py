@@ -76,9 +76,8 @@ logger = logging.getLogger(__name__)
 
 #: the least time a trial gets when the time budget is nearly spent (its first window may still come)
 MIN_TRIAL_S = 3.0
-#: how far past the time left for trials (``time_left``) a trial may run before it is cut: into the reserve kept for
-#: writing the YAML, so that a window that comes meanwhile ends it complete, but not all of it: the YAML, the report
-#: and the process's exit keep 2 s (cut at the reserve's end, a run under a 4-CPU quota on the H200 exited 0.6 s late)
+#: how far past ``time_left`` a trial may run before it is cut: into the YAML's reserve, so that a window meanwhile ends it
+#: complete, but 2 s are kept for the YAML and the exit (cut at the budget's end, a run under a 4-CPU quota ended 0.6 s late)
 CUT_GRACE_S = WRITE_RESERVE_S - 2.0
 
 
