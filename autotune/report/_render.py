@@ -85,7 +85,10 @@ def _remeasure_plan(r: dict[str, Any]) -> str:
     top, repeats = whole(r.get("top")), whole(r.get("repeats"))
     if repeats <= 0 or top < 2:
         return ", no re-measurement planned"
-    return f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
+    room = f", room to re-measure the top {top} {'once' if repeats == 1 else f'{repeats} times'}"
+    if "contenders" in r and whole(r.get("contenders")) < 2:  # the others measured under a third of the best
+        return room + ", but no other config reached a third of the best's rate: nothing was re-measured"
+    return room
 
 
 def _in_training(ov: dict[str, Any]) -> bool:

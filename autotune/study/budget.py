@@ -100,6 +100,8 @@ class TimeBudget:
         self.trials_measured = 0  # every trial, priced or not
         self.stopped_sampling_at: int | None = None
         self.confirm_planned: tuple[int, int] | None = None
+        #: the configs the re-measurement found within reach of the best (fewer than two: nothing was re-measured)
+        self.contenders: int | None = None
         #: the planned re-measurement's seconds, kept from the trials: one slower than the others ends at its next
         #: window before it (a trial of twice the median took the time and the re-measurement was skipped)
         self.reserved_s = 0.0
@@ -269,7 +271,8 @@ class TimeBudget:
         if self.stopped_sampling_at is not None:
             out["stopped_sampling_after_trial"] = self.stopped_sampling_at
         if self.confirm_planned is not None:
-            out["remeasured"] = {"top": self.confirm_planned[0], "repeats": self.confirm_planned[1]}
+            out["remeasured"] = {"top": self.confirm_planned[0], "repeats": self.confirm_planned[1],
+                                 **({"contenders": self.contenders} if self.contenders is not None else {})}
         if self.earlier is not None:
             out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out

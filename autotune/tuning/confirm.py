@@ -22,7 +22,9 @@ def confirm(prep: Prepared, opened: OpenStudy, reporter: Reporter, stage: Stage)
         top, repeats = budget.confirm_planned
         tuner.settings = dataclasses.replace(s, confirm_top=top, confirm_repeats=repeats)
     with stage("re-measurement"):
-        tuner.confirm(on_step=reporter.remeasure, fits=budget.fits if budget is not None else None)
+        record = tuner.confirm(on_step=reporter.remeasure, fits=budget.fits if budget is not None else None)
+    if budget is not None and isinstance(record, dict) and isinstance(record.get("candidates"), list):
+        budget.contenders = len(record["candidates"])
 
 
 def remeasurements(opened: OpenStudy, n_trials: int) -> int:

@@ -422,3 +422,14 @@ def test_top_candidates_measured_once_are_not_headed_a_re_measurement(stored, tm
     md, page = (folder / "report.md").read_text(), (folder / "report.html").read_text()
     assert "## The top candidates, each measured once" in md and ">The top candidates, each measured once</h2>" in page
     assert "Re-measurement of the top candidates" not in md + page
+
+
+def test_a_planned_re_measurement_with_one_contender_says_nothing_was_re_measured():
+    """A user Dataset's run said "room to re-measure the top 2 once" while its YAML said "best single trial (no
+    re-measurement)": the one config within reach of the best had no other to be compared with."""
+    from autotune.report._render import time_text
+
+    t = {"elapsed_s": 45.0, "budget_s": 60.0, "spent_s": {"trials": 40.0}, "trials_measured": 7, "remeasured": {"top": 2, "repeats": 1}}
+    assert time_text(t, "the YAML").endswith("room to re-measure the top 2 once")
+    alone = time_text({**t, "remeasured": {"top": 2, "repeats": 1, "contenders": 1}}, "the YAML")
+    assert alone.endswith("room to re-measure the top 2 once, but no other config reached a third of the best's rate: nothing was re-measured")
