@@ -11,6 +11,7 @@ import dataclasses
 import html
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -246,10 +247,15 @@ def _tables(ov: dict[str, Any], rows: list[dict[str, Any]], failures: list[dict[
                 return []
             return ["chosen" if n == conf.get("winner_trial") else "cannot be told apart" if n in alike else "slower"]
 
+        def again(c: dict[str, Any]) -> str:  # the noise rule judges the re-measurements alone: the trial's score is why it was picked
+            scores = [v for v in (c.get("scores") or [])[1:] if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            return _num(statistics.median(scores)) if scores else "-"
+
         out["confirmation"] = (
-            ["trial", "config", "scores", "median", *(["verdict"] if isinstance(alike, list) else [])],
+            ["trial", "config", "scores (the trial's first)", "median of all", "median re-measured", *(["verdict"] if isinstance(alike, list) else [])],
             [
-                [f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median")), *verdict(c["trial"])]
+                [f"#{c['trial']}", str(c.get("config")), ", ".join(_num(s) for s in c.get("scores", [])), _num(c.get("median")), again(c),
+                 *verdict(c["trial"])]
                 for c in conf.get("candidates", [])
             ],
         )

@@ -433,3 +433,16 @@ def test_a_planned_re_measurement_with_one_contender_says_nothing_was_re_measure
     assert time_text(t, "the YAML").endswith("room to re-measure the top 2 once")
     alone = time_text({**t, "remeasured": {"top": 2, "repeats": 1, "contenders": 1}}, "the YAML")
     assert alone.endswith("room to re-measure the top 2 once, but no other config reached a third of the best's rate: nothing was re-measured")
+
+
+def test_the_re_measurement_table_shows_the_median_the_noise_rule_judged():
+    """The demo's table showed the chosen config's median (with its trial's score) below the "slower" one's: the
+    winner is judged on the re-measurements alone, and the table now says so in its own column."""
+    from autotune.report._render import _tables
+
+    conf = {"winner_trial": 0, "indistinguishable": [0], "candidates": [
+        {"trial": 3, "config": "dali-cpu b=64", "scores": [840.0, 561.0], "median": 700.5},
+        {"trial": 0, "config": "dali-cpu b=128", "scores": [523.0, 578.5], "median": 550.8}]}
+    head, body = _tables({"confirmation": conf}, [], [])["confirmation"]
+    assert head[3:6] == ["median of all", "median re-measured", "verdict"]
+    assert [(row[0], row[4], row[5]) for row in body] == [("#3", "561", "slower"), ("#0", "578", "chosen")], body
