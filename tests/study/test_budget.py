@@ -467,7 +467,7 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     (slow,) = [t for t in study.trials if trial_attrs(t).get("duration_s") == 12.0]  # the fourth measured (a repeat is told, not run)
     assert trial_attrs(slow)["message"] == "measured 2 window(s): the time budget ran out", trial_attrs(slow)
-    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
+    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1, "contenders": 2}, study.user_attrs["time"]
     assert study.user_attrs["confirmation"]["attempted"] == 2
     assert clock.now - 1000.0 <= 30.0
 
@@ -498,7 +498,7 @@ def test_issue_42_item_7_a_slow_starter_is_cut_where_the_re_measurement_begins(t
             "--no-report", "--quiet"]
     assert main(argv) == 0
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
-    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1}, study.user_attrs["time"]
+    assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1, "contenders": 2}, study.user_attrs["time"]
     (slow,) = [t for t in study.trials if trial_attrs(t).get("outcome") == Outcome.INTERRUPTED.value]
     assert "the time budget ran out" in trial_attrs(slow)["message"], trial_attrs(slow)
     # three trials of 3 s: 9 s spent; the top two re-measured once is planned at 2 x 3 s x 1.25, the YAML's writing 3 s
