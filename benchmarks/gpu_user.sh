@@ -24,9 +24,10 @@
 #     timm==1.0.31 tqdm==4.70.1 truststore==0.10.5 typing-inspection==0.4.2 typing_extensions==4.16.0 webdataset==1.0.2
 # (25 wheels, about 51 MB; every Requires-Dist among them is met by the list or by what the machine has.)
 #
-# Pipelines a-d need no DALI: Optuna (optuna, alembic, sqlalchemy, colorlog, mako) and the wheels above, about 22 MB in
-# one tar, travel in one call with the stage (`tar xf lite.tar -C /tmp && pip install --no-index --no-deps --target
-# /tmp/site /tmp/*.whl`); e needs DALI's wheels as well. A fresh machine writes DATA first (about 40 s on 16 cores).
+# Pipelines a-d need no DALI: Optuna (optuna, alembic, sqlalchemy, colorlog, mako) and the wheels above, 30 wheels and
+# 58 MB in one tar (`bash benchmarks/pack_lite.sh` writes .whl/lite.tar), travel in one call with the stage (`mkdir -p
+# /tmp/lite && tar xf .whl/lite.tar -C /tmp/lite && pip install --no-index --no-deps --target /tmp/site /tmp/lite/*.whl`);
+# e needs DALI's wheels as well. A fresh machine writes DATA first (about 40 s on 16 cores).
 # Set AUTOTUNE_BENCH_COMMIT to the commit the tree was sent at: a copy's .git can name an older one.
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-user-out}}; mkdir -p "$out"
