@@ -230,7 +230,7 @@ def check_shm() -> Check:
     need = shm_needed(workers)
     if shm is None:
         return Check("shm", Status.WARN, "cannot measure /dev/shm", f"DataLoader workers pass batches through /dev/shm: {_shm_fix(need)}")
-    from autotune.trials.guard import SHM_FRACTION  # the share of /dev/shm a trial's loader may use
+    from autotune.loaders.memory import SHM_FRACTION  # the share of /dev/shm a loader may use
 
     need_one = shm_needed(1, 1) / SHM_FRACTION  # a worker handing over one sample at a time (worker_batch), joined into batches
     if shm < need_one:

@@ -108,6 +108,12 @@ class TorchLoader(BatchLoader):
         self.loader._iterator = None
 
 
+def worker_batch_word(loader: LoaderConfig) -> str:
+    """`` worker-batch=N`` where the workers hand over N samples at a time, joined into batches; else nothing."""
+    wb = loader.options.joined_from(loader.batch_size)
+    return f" worker-batch={wb}" if wb else ""
+
+
 class TorchBackend(LoaderBackend):
     name = "torch"
     options = TorchOptions
@@ -124,8 +130,12 @@ class TorchBackend(LoaderBackend):
     preload_before_fork = True
 
     def describe(self, loader: LoaderConfig) -> str:
-        t = loader.torch
-        assert t is not None
+        return self.knobs(loader) + worker_batch_word(loader)
+
+    @staticmethod
+    def knobs(loader: LoaderConfig) -> str:
+        """``describe`` without the worker batch (the user kind says its own knobs before it)."""
+        t = loader.options
         s = f"torch b={loader.batch_size} workers={t.num_workers}"
         if t.pin_memory:
             s += " pin"
@@ -133,8 +143,6 @@ class TorchBackend(LoaderBackend):
             s += f" prefetch={t.prefetch_factor}"
         if t.persistent_workers:
             s += " persistent"
-        if t.joined_from(loader.batch_size):
-            s += f" worker-batch={t.worker_batch}"
         return s
 
     def section(self, options: Any) -> dict[str, Any]:
@@ -186,11 +194,11 @@ class TorchBackend(LoaderBackend):
         assert t is not None
         out, decoded = sizes.out_batch_mib, sizes.decoded_mib
         parts = MemoryParts()
+        wb = t.joined_from(loader.batch_size)
         if t.num_workers > 0:
             in_flight = t.num_workers * (t.prefetch_factor or 2)
             parts.host["workers"] = t.num_workers * (WORKER_BASE_MIB + 2 * decoded + 2 * out)  # PIL decode + convert, per-sample tensors + collate
             parts.shm = (in_flight + 1) * out  # each worker's batches wait in /dev/shm, and the one the loop holds is there too
-            wb = t.joined_from(loader.batch_size)
             if wb:  # the workers' smaller batches, joined here: each worker's prefetched ones and the one it collates into
                 # shared memory (which also covers the one part the main process copies into the batch: it holds no other)
                 parts.shm = t.num_workers * ((t.prefetch_factor or 2) + 1) * out * wb / loader.batch_size
@@ -201,7 +209,7 @@ class TorchBackend(LoaderBackend):
             parts.host["decode"] = 2 * decoded + 2 * out
         parts.host["consumer"] = out
         if t.pin_memory and sizes.cuda:  # the pinning thread's copy of each batch in flight; joined, the batch being joined and the loop's
-            parts.host["pinned"] = (2 if t.joined_from(loader.batch_size) else in_flight) * out
+            parts.host["pinned"] = (2 if wb else in_flight) * out
         if sizes.cuda:
             parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, batches_on_gpu=2 * out)
         return parts

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.config.sections import KNOB_BOUNDS, START_METHODS, TorchOptions, UserOptions
 from autotune.errors import UserError
 from autotune.loaders.backends._base import BatchLoader, LoaderBackend, MemoryParts, MemorySizes
-from autotune.loaders.backends._torch import TorchBackend, _seed_worker
+from autotune.loaders.backends._torch import TorchBackend, _seed_worker, worker_batch_word
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -206,15 +206,12 @@ class UserBackend(LoaderBackend):
 
     def describe(self, loader: LoaderConfig) -> str:
         o = loader.options
-        whole = self.as_torch(loader)  # its worker batch said last, after the knobs the torch kind lacks
-        s = "user " + self._torch.describe(dataclasses.replace(whole, torch=dataclasses.replace(whole.options, worker_batch=None))).removeprefix("torch ")
+        s = "user " + self._torch.knobs(self.as_torch(loader)).removeprefix("torch ")
         if o.num_workers > 0 and o.multiprocessing_context:
             s += f" {o.multiprocessing_context}"
         if o.num_workers > 0 and o.in_order is False:
             s += " out-of-order"
-        if o.joined_from(loader.batch_size):
-            s += f" worker-batch={o.worker_batch}"
-        return s
+        return s + worker_batch_word(loader)
 
     def section(self, options: Any) -> dict[str, Any]:
         return {k: getattr(options, k) for k in self.params}
