@@ -324,12 +324,13 @@ class Tuner:
         logger.info("%s cannot be decoded: left out of the following trials; fix or remove it before training", path)
 
     def objective(self, trial: optuna.Trial) -> float:
-        # stamped already when the trial was made (_stamp_owner_first); again here for a sampler set after that
-        trial.set_user_attr("owner", self._owner)
         try:
+            # stamped already when the trial was made (_stamp_owner_first); again here for a sampler set after that
+            trial.set_user_attr("owner", self._owner)
             return self._objective(trial)
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM anywhere in the trial, the sampler's work too
-            record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
+        except (KeyboardInterrupt, Exception) as e:  # Ctrl-C or SIGTERM anywhere in the trial (the sampler's work too), or
+            if isinstance(e, KeyboardInterrupt) or _interrupt_behind(e) is not None:  # an error code there made of one
+                record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
             raise
         finally:
             if self._built_for == trial.number:  # built ahead for this trial and not measured (a repeat, a predicted failure)
@@ -575,7 +576,6 @@ class Tuner:
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
         """The complete trials that may win (:func:`~autotune.study.evidence.contenders`)."""
         return contenders(self.study)
-
 
     def candidates(self, k: int) -> list[optuna.trial.FrozenTrial]:
         """The best ``k`` complete trials with distinct configs (:func:`~autotune.study.confirm.candidates`)."""

@@ -352,7 +352,8 @@ def test_a_stop_signal_keeps_the_trials_and_writes_the_best_yaml(small_dataset, 
     assert trial_attrs(finished[-1]).get("outcome") in ("interrupted", "complete", "pruned")
 
 
-@pytest.mark.parametrize("where", ["before its owner is stamped", "creating the trial", "storing its result"])
+@pytest.mark.parametrize("where", ["before its owner is stamped", "creating the trial", "storing its result",
+                                   "as the objective stamps its owner", "in the trial, turned into another error"])
 @pytest.mark.slow
 def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, workdir, monkeypatch, where):
     """A Ctrl-C or SIGTERM that lands in Optuna's own code around the objective: the trial is not left RUNNING. (A
@@ -375,6 +376,31 @@ def test_a_stop_outside_the_objective_leaves_no_trial_running(small_dataset, wor
             return real_set(trial_id, key, value)
 
         monkeypatch.setattr(storage, "set_trial_user_attr", set_attr)
+    elif where == "as the objective stamps its owner":  # the stamp stood before the objective's own handling
+        storage = tuner.study._storage
+        real_set = storage.set_trial_user_attr
+        seen: list[int] = []
+
+        def set_attr(trial_id, key, value):
+            if key == "owner":
+                seen.append(trial_id)
+                if seen.count(trial_id) == 2 and len(set(seen)) == 2:  # the second trial's stamp in the objective
+                    raise KeyboardInterrupt
+            return real_set(trial_id, key, value)
+
+        monkeypatch.setattr(storage, "set_trial_user_attr", set_attr)
+    elif where == "in the trial, turned into another error":  # a library that catches the stop and raises its own error
+        real_objective = tuner._objective
+
+        def objective(trial):
+            if trial.number == 1:
+                try:
+                    raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    raise RuntimeError("the pool was broken while it was used") from None
+            return real_objective(trial)
+
+        monkeypatch.setattr(tuner, "_objective", objective)
     elif where == "creating the trial":
         calls = []
 
