@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from autotune.study.evidence import fresh_duration, trial_attrs
+from autotune.study.evidence import fresh_duration, is_told, trial_attrs
 
 #: seconds kept back for writing the YAML and the report after the last measurement
 WRITE_RESERVE_S = 3.0
@@ -108,6 +108,8 @@ class TimeBudget:
         self.earlier: tuple[int, float] | None = None  # a resumed study: its earlier runs and their seconds
         #: the set-up's steps, each the seconds elapsed when it ended (``time.setup_marks_s``): where set-up time goes
         self.marks: dict[str, float] = {}
+        #: where the trials' seconds went (``time.trials_s``, :func:`trial_account`), once they have run
+        self.trials_account: dict[str, Any] | None = None
 
     def mark(self, step: str) -> None:
         """Note that the set-up's ``step`` has ended, now."""
@@ -267,6 +269,7 @@ class TimeBudget:
             **({"setup_marks_s": {k: round(v, 2) for k, v in self.marks.items()}} if self.marks else {}),
             "trials_measured": self.trials_measured,
             "median_trial_s": None if (median_s := self.trial_cost()) is None else round(median_s, 2),
+            **({"trials_s": self.trials_account} if self.trials_account is not None else {}),
         }
         if self.stopped_sampling_at is not None:
             out["stopped_sampling_after_trial"] = self.stopped_sampling_at
@@ -276,6 +279,29 @@ class TimeBudget:
         if self.earlier is not None:
             out["runs"], out["earlier_s"] = self.earlier[0] + 1, round(self.earlier[1], 1)
         return out
+
+
+def trial_account(trials: list[Any], owner: str) -> dict[str, Any]:
+    """Where the trials' seconds went (the ``time`` attr's ``trials_s``), over the trials ``owner`` ran, one after
+    another (a trial asked for ahead starts where the one before it ended): ``measuring``, the trial processes' own
+    time, start-up included; ``around``, the rest of a measured trial's time (its first, the wait for the measuring
+    process to import, is ``first_wait`` too); ``told``, the trials told without a measurement (a repeat, a dominated
+    kind: ``told_trials`` of them). What the trials stage spent beyond these is the sampler's and the study's."""
+    out = {"measuring": 0.0, "around": 0.0, "told": 0.0}
+    told, first_wait, last_end = 0, None, None
+    ran = [t for t in trials if t.datetime_start and t.datetime_complete and trial_attrs(t).get("owner") == owner]
+    for t in sorted(ran, key=lambda t: t.datetime_complete):
+        start = max(t.datetime_start, last_end) if last_end is not None else t.datetime_start
+        wall, last_end = max(0.0, (t.datetime_complete - start).total_seconds()), t.datetime_complete
+        d = trial_attrs(t).get("duration_s")
+        if is_told(t) or not isinstance(d, (int, float)):
+            out["told"] += wall
+            told += 1
+            continue
+        out["measuring"] += float(d)
+        out["around"] += max(0.0, wall - float(d))
+        first_wait = max(0.0, wall - float(d)) if first_wait is None else first_wait
+    return {**{k: round(v, 1) for k, v in out.items()}, "told_trials": told, **({"first_wait": round(first_wait, 1)} if first_wait is not None else {})}
 
 
 def _next_role(study: Any) -> str | None:

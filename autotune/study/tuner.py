@@ -408,7 +408,7 @@ class Tuner:
             return
         try:
             # the trial asked for is kept at once (a stop fails it); one of a dominated kind is told, and another asked for
-            trial, loader, still = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t))
+            trial, loader, still = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t), cores=s.cores)
             if still is not None:
                 return  # still of a dominated kind after the asks: its own objective tells it, nothing is built
             if loader == current or measured_before(self.study, loader, trial.number) is not None or \
@@ -435,7 +435,7 @@ class Tuner:
         if running is not None:
             raise TrialFailure(tell_taken(trial, running))
         # a sampled config of a kind measured far below another kind: its time goes to the kind that leads
-        why = sampled_dominated(self.study, trial, loader)
+        why = sampled_dominated(self.study, trial, loader, self.settings.cores)
         if why is not None:
             tell_dominated(trial, why)
             raise optuna.TrialPruned(why)

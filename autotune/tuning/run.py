@@ -12,8 +12,10 @@ import time
 from typing import Any
 
 from autotune.errors import UserError, interrupt_detail, with_detail
+from autotune.study.budget import trial_account
 from autotune.study.evidence import contenders, trial_attrs
 from autotune.study.storage import closing_storages, is_storage_error, mask_log_secrets, storage_failure
+from autotune.trials.owner import this_owner
 from autotune.tuning.caveats import keep_busier
 from autotune.tuning.confirm import confirm, remeasurements
 from autotune.tuning.prepare import Prepared, prepare
@@ -82,6 +84,7 @@ def _measure(request: RunRequest, prep: Prepared, opened: OpenStudy, reporter: R
         reporter.stop()
         tuner.close()
         if budget is not None:
+            budget.trials_account = trial_account(tuner.study.get_trials(deepcopy=False), this_owner())
             tuner.study.set_user_attr("time", budget.to_dict())
         if not opened.unwritten:  # a run that only writes the YAML measured nothing
             keep_busier(tuner.study, prep.others.to_dict())

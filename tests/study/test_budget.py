@@ -185,6 +185,9 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     assert len(seen) == len(measured) + conf["attempted"]
     assert t["trials_measured"] == len(measured)
     assert set(t["spent_s"]) >= {"setup", "trials", "re-measurement"}
+    # where the trials' seconds went: each measured trial's own, and the repeats told apart
+    assert t["trials_s"]["measuring"] == pytest.approx(len(measured) * trial_s, abs=0.1), t["trials_s"]
+    assert t["trials_s"]["told_trials"] == len(study.trials) - len(measured)
 
 
 @pytest.mark.slow
@@ -532,3 +535,29 @@ def test_a_trial_cut_at_the_budgets_end_leaves_the_yaml_and_the_exit_two_seconds
     assert main(argv) == 0
     assert calls[-1] is not None and calls[-1] < 15.0, calls  # the last trial was cut by the budget
     assert clock.now - start == pytest.approx(30 - 2.0), calls  # where it was cut: 2 s before the end
+
+
+def test_the_trials_seconds_are_told_apart_measuring_around_and_told():
+    """Where the trials stage's time went: a 60 s H200 run's trials took 42 s, their measurements 36 s, and nothing
+    said where the rest went. A trial asked for ahead starts where the one before it ended (not counted twice), a
+    told one is apart, and another process's trials are not this run's."""
+    import datetime
+
+    from autotune.study.budget import trial_account
+
+    t0 = datetime.datetime(2026, 12, 5, 12, 0, 0)
+
+    def trial(start: float, end: float, result: dict, owner: str = "me:1") -> optuna.trial.FrozenTrial:
+        t = optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, value=1.0, user_attrs={"owner": owner, "result": result})
+        t.datetime_start, t.datetime_complete = t0 + datetime.timedelta(seconds=start), t0 + datetime.timedelta(seconds=end)
+        return t
+
+    trials = [
+        trial(0.0, 5.0, {"outcome": "complete", "duration_s": 3.0}),  # waited 2 s for the measuring process
+        trial(4.0, 7.5, {"outcome": "complete", "duration_s": 2.3}),  # asked for ahead at 4 s: its own time from 5 s
+        trial(7.6, 7.7, {"outcome": Outcome.DOMINATED.value}),
+        trial(7.8, 7.9, {"outcome": "repeat"}),
+        trial(1.0, 30.0, {"outcome": "complete", "duration_s": 20.0}, owner="other:2"),
+    ]
+    assert trial_account(trials, "me:1") == {"measuring": 5.3, "around": 2.2, "told": 0.2, "told_trials": 2, "first_wait": 2.0}
+    assert trial_account([], "me:1") == {"measuring": 0.0, "around": 0.0, "told": 0.0, "told_trials": 0}

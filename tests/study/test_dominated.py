@@ -65,6 +65,23 @@ def test_a_kind_without_a_starting_point_is_judged_only_after_two_configs() -> N
     assert dominated(_study(gpu, cpu1, cpu2), _loader(CPU, num_threads=16), number=99) is not None
 
 
+def test_one_cpu_decoding_config_is_enough_when_even_all_the_cores_could_not_close_the_gap() -> None:
+    """The H200's runs measured two DALI CPU configs (of 5 s and 6 s) before leaving a kind 5x behind DALI's GPU decode:
+    one config's rate, grown in proportion to the cores over its decoding threads, bounds what the kind can do."""
+    gpu, cpu = _trial(GPU, 26_769, "dali-hw"), _trial(CPU, 1_008)  # 2 threads: at most 8,064 on 16 cores
+    why = dominated(_study(gpu, cpu), _loader(CPU, num_threads=16), number=99, cores=16)
+    assert why is not None and "one measured config read 1,008" in why and "at most 8,064 with all 16 cores" in why
+    assert dominated(_study(gpu, cpu), _loader(CPU, num_threads=16), number=99) is None  # no cores given: two configs, as before
+    # 32 cores could bring 2 threads' 1,008 to 16,128: within reach, so measured again
+    assert dominated(_study(gpu, cpu), _loader(CPU, num_threads=16), number=99, cores=32) is None
+    # more threads than cores are no bound below the rate read (9,000 at 64 threads is not 2,250 at 16)
+    many = _trial({**CPU, "num_threads": 64}, 9_000)
+    assert dominated(_study(gpu, many), _loader(CPU), number=99, cores=16) is None
+    # a kind decoding on the GPU is not bounded by its threads: one config of it is no level
+    hw = _trial(GPU, 1_000)
+    assert dominated(_study(_trial(CPU, 26_769, "dali-heuristic"), hw), _loader(GPU), number=99, cores=16) is None
+
+
 def test_the_trial_itself_and_told_trials_are_no_evidence() -> None:
     told = _trial(GPU, 24_000)
     told.user_attrs["result"] = {"outcome": Outcome.DOMINATED.value}
@@ -108,7 +125,7 @@ def test_the_search_measures_no_config_of_a_dominated_kind(tiny_dataset, tmp_pat
     pytest.importorskip("nvidia.dali")
     monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
 
-    def torch_dominated(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:  # as if DALI ran 6x torch
+    def torch_dominated(study: optuna.Study, loader: LoaderConfig, number: int, cores: int | None = None) -> str | None:  # as if DALI ran 6x torch
         measured = [t for t in study.get_trials(deepcopy=False) if str(trial_attrs(t).get("config", "")).startswith("torch") and t.state.is_finished()]
         return "torch is dominated: test" if loader.backend.value == "torch" and measured else None
 

@@ -133,6 +133,11 @@ class LoaderBackend(abc.ABC):
         """The CPU threads or processes a config (flat parameters) spends on loading."""
         return 0
 
+    def decode_threads(self, params: Mapping[str, Any]) -> int | None:
+        """The CPU threads or processes a config's images are decoded and transformed on, where only they do that
+        work (its rate then grows at most in proportion to them); None where a GPU decodes, or the kind cannot say."""
+        return None
+
     def unfit(self, params: Mapping[str, Any], device: str) -> str | None:
         """Why a config (flat parameters) cannot deliver to ``device``, as ``decodes on ..., but the batches go to
         ...; use ...``; None when it can."""

@@ -345,6 +345,9 @@ class DaliBackend(LoaderBackend):
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_threads", 2))  # GPU decode too: its threads read the files
 
+    def decode_threads(self, params: Mapping[str, Any]) -> int | None:
+        return self.threads(params) if params.get("dali_device", "cpu") == "cpu" else None
+
     def buffered_batches(self, loader: LoaderConfig) -> int:
         """The prefetch queue's depth."""
         assert loader.dali is not None

@@ -183,6 +183,9 @@ class TorchBackend(LoaderBackend):
     def threads(self, params: Mapping[str, Any]) -> int:
         return int(params.get("num_workers", 0))
 
+    def decode_threads(self, params: Mapping[str, Any]) -> int | None:
+        return max(1, self.threads(params))  # no workers: the loop's own process decodes
+
     def buffered_batches(self, loader: LoaderConfig) -> int:
         """Workers x prefetch factor (2 batches a worker by default)."""
         t = loader.torch
