@@ -18,7 +18,7 @@ from autotune.config.files import read_yaml
 from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
-from autotune.dataset.user import DatasetSpec, given, in_process
+from autotune.dataset.user import DatasetSpec, UserDataset, given, in_process
 from autotune.errors import UserError, expect
 from autotune.loaders.backends import BACKENDS, backend_for, get_backend
 from autotune.loaders.factory import check_device
@@ -160,8 +160,8 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
     cfg = Config.from_dict(read_yaml(path, "config"), path=str(path))
     reasons = [str(d) for d in assess(cfg, current, compare_dataset=False) if d.matters]
     reasons += [str(d) for d in fingerprint.diff_dataset(cfg.dataset, dataset.summary()) if d.matters]
-    if cfg.pipeline != pipeline:
-        reasons.append(f"pipeline {cfg.pipeline} -> {pipeline}")
+    if cfg.pipeline != pipeline and not isinstance(dataset, UserDataset):  # the user's own transforms: the preset says only
+        reasons.append(f"pipeline {cfg.pipeline} -> {pipeline}")  # whether the last partial batch is dropped (user_source)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     if ("cuda" if cfg.device.startswith("cuda") else "cpu") != kind:
         reasons.append(f"device {cfg.device} -> {kind}")

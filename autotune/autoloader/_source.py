@@ -23,6 +23,7 @@ from autotune.config.files import save_config
 from autotune.config.schema import Config, LoaderConfig, backend_of
 from autotune.dataset.paths import safe_name
 from autotune.dataset.scan import Dataset
+from autotune.dataset.user import shown_root
 from autotune.outcomes import Outcome
 from autotune.study.result import config_from_study, mark_written
 from autotune.study.space import SearchSpace
@@ -50,7 +51,7 @@ class Candidate:
 
 
 def study_name_for(dataset: Dataset, key: str) -> str:
-    return f"{safe_name(Path(dataset.root).name)}-{key}-autoloader-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    return f"{safe_name(Path(shown_root(dataset.root)).name)}-{key}-autoloader-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
 
 
 def _on_grid(param: Any, value: Any) -> bool:

@@ -56,8 +56,7 @@ def _config_rows(cfg) -> list[tuple[str, str]]:
         rows.append(("other jobs", other_jobs_text(r["other_load"])))
     rows += [
         ("peak memory", f"gpu {r.get('peak_gpu_mib') or '-'} MiB, host {r.get('peak_host_mib') or '-'} MiB"),
-        ("pipeline", f"{cfg.pipeline} on {cfg.device}"),
-        ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)"),
+        *_what_was_measured(cfg),
         ("hardware", f"{gpu_text(cfg.hardware)}, {cfg.hardware.get('cpus')} CPUs, torch {cfg.hardware.get('torch')}, dali {cfg.hardware.get('dali') or '-'}"),
         ("study", f"{cfg.study.get('name')} ({_trial_count(cfg.study)}) in {cfg.study.get('storage')}"),
         ("created", cfg.created),
@@ -205,3 +204,17 @@ def _trial_count(study: dict) -> str:
         + (f", {dominated} of a dominated kind, not measured" if dominated else "")
         + (f", {queued} queued and not run" if queued else "")
     )
+
+
+def _what_was_measured(cfg) -> list[tuple[str, str]]:  # noqa: ANN001 - a Config, as _config_rows takes it
+    """The pipeline and the dataset rows: a folder through a preset, or the user's own pipeline function or Dataset
+    (its own transforms: the preset says only whether the last partial batch was dropped)."""
+    function = cfg.dataset.get("function")
+    if not isinstance(function, dict):
+        return [("pipeline", f"{cfg.pipeline} on {cfg.device}"), ("dataset", f"{cfg.dataset.get('path')} ({cfg.dataset.get('samples')} images)")]
+    n = function.get("samples")
+    size = f"{n:,} samples" if isinstance(n, int) and n > 0 else "a stream of samples"
+    kept = "drops" if cfg.pipeline == "imagenet-train" else "keeps"
+    return [("pipeline", f"your own, {function.get('name') or '?'}, on {cfg.device} ({kept} the last partial batch)"),
+            ("dataset", f"{cfg.dataset.get('path')} ({size})")]
+

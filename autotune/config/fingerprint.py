@@ -303,7 +303,9 @@ def diff_dataset(old: dict[str, Any], new: dict[str, Any]) -> list[Difference]:
     moved = old.get("path") is not None and new.get("path") is not None and str(old["path"]) != str(new["path"])
     if old.get("signature") is not None and old.get("signature") != new.get("signature"):
         # another folder with other files matters even where its counts look alike; the same folder grown a little does not
-        out.append(Difference("dataset.signature", old.get("signature"), new.get("signature"), not judged or moved))
+        source = (old.get("function") or {}).get("source") if isinstance(old.get("function"), dict) else None
+        note = f"{source} changed since it was tuned (sha256 {str(old['signature'])[:12]} -> {str(new.get('signature'))[:12]})" if source else None
+        out.append(Difference("dataset.signature", old.get("signature"), new.get("signature"), not judged or moved, note=note))
     if moved:
         out.append(Difference("dataset.path", old["path"], new["path"], False))
     return out

@@ -334,8 +334,14 @@ class UserDataset(Dataset):
         return self.sha256
 
     def summary(self) -> dict:
-        return {"path": self.root, "signature": self.sha256, "function": {"name": self.qualname, "source": self.source,
+        return {"path": shown_root(self.root), "signature": self.sha256, "function": {"name": self.qualname, "source": self.source,
                                                                           "sha256": self.sha256, "samples": self.samples}}
+
+
+def shown_root(root: str) -> str:
+    """``root`` as the YAML and the study's name show it: a Dataset object given in this process is named by its class
+    (``<module:Class object>``), without the address that tells two of them apart here and changes every run."""
+    return re.sub(r" at 0x[0-9a-f]+>$", ">", root)
 
 
 def absolute(target: str) -> str:

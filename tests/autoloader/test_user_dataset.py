@@ -141,3 +141,28 @@ def test_the_shm_budget_is_the_smallest_of_every_ranks_node(monkeypatch: pytest.
     assert shm_budget(comm) == 51.2
     monkeypatch.setattr(comm, "gather", lambda value: [None])
     assert shm_budget(comm) is None
+
+
+def test_a_yaml_tuned_over_the_same_dataset_is_used_whether_or_not_it_drops_the_last_batch() -> None:
+    """With the user's own transforms the preset says only whether the last partial batch is dropped: a YAML that
+    ``autotune run --dataset FILE.py:FUNC`` wrote (imagenet-train) was explored again, and overwritten, by an AutoLoader
+    left at ``drop_last=False``. The YAML names the Dataset by its class, not by an address that changes every run."""
+    import yaml
+
+    once = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=1, settle_wait=0.0)
+    al = AutoLoader(Numbered(40), batch_size=4, collate_fn=collate, device="cpu", config="autotune.yaml", storage=None, seed=3,
+                    candidates=CANDIDATES[:1], exploration=once, budget_s=600.0, max_slowdown=100.0, drop_last=True)
+    for _ in range(2):
+        _epoch(al)
+    al.close()
+    written = yaml.safe_load(Path("autotune.yaml").read_text())
+    assert written["pipeline"] == "imagenet-train"
+    assert written["dataset"]["path"] == "<tests.autoloader.test_user_dataset:Numbered object>", written["dataset"]
+    before = Path("autotune.yaml").read_bytes()
+    again = AutoLoader(Numbered(40), batch_size=4, collate_fn=collate, device="cpu", config="autotune.yaml", storage=None, seed=3)
+    try:
+        assert again.settled is not None and not again.exploring  # the YAML holds: nothing explored again
+        assert sorted(_epoch(again)) == list(range(40))
+    finally:
+        again.close()
+    assert Path("autotune.yaml").read_bytes() == before

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from autotune.cli import main
+from autotune.config.files import load_config
 
 FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--confirm-top", "0", "--device", "cpu"]
 
@@ -92,7 +93,13 @@ def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Pa
     assert main(["check", "autotune.yaml"]) == 0
     pipeline.write_text(PIPELINE + "\n# a changed transform\n")
     assert main(["check", "autotune.yaml"]) == 1
-    assert "dataset.signature" in capsys.readouterr().out
+    assert f"dataset.signature: {pipeline} changed since it was tuned" in capsys.readouterr().out
+    assert main(["show", "autotune.yaml"]) == 0
+    from autotune.cli._show import _config_rows
+
+    rows = dict(_config_rows(load_config("autotune.yaml")))
+    assert rows["pipeline"] == "your own, my_pipeline:make, on cpu (drops the last partial batch)"  # not imagenet-train
+    assert rows["dataset"] == f"{pipeline}:make (96 samples)"  # not "(None images)"
 
 
 def test_an_exception_in_the_function_is_one_line_naming_it(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
