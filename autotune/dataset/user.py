@@ -73,10 +73,13 @@ def source_file(target: str) -> str:
     module, _ = split(target)
     if module.endswith(".py"):
         return os.path.abspath(module)
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        spec = None
+    def find() -> Any:  # imports the packages above the module: their errors are the user's code's
+        try:
+            return importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return None
+
+    spec = _user_call(target, find, None)
     if spec is None or not spec.origin or not os.path.isfile(spec.origin):
         raise DatasetError(f"--dataset {target}: no module {module!r} is importable here; check the name and PYTHONPATH")
     return spec.origin
@@ -237,6 +240,9 @@ def check_split(spec: DatasetSpec, name: str = "the dataset", *, given: bool = F
     if not is_iterable(ds):
         return
     first, second = _first_items(ds, 0, 2), _first_items(ds, 1, 2)
+    if not first and not second and not _first_items(ds, 0, 1):  # every trial would crash on an epoch of no batch
+        what = f"the IterableDataset given ({type(ds).__name__})" if given else f"{name} returned an IterableDataset ({type(ds).__name__}) that"
+        raise DatasetError(f"{what} yields no item (its __iter__ ended at once); return a stream with samples to measure")
     if not first or not second:
         return
     try:
@@ -284,7 +290,7 @@ def _user_call(target: str, call: Callable[[], Any], path: str | None) -> Any:
 
             try_import("dali")  # the one line that names the extra
         raise UserCodeError(told(target, e, path)) from e
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # sys.exit() in a module imported for it ended the run without a word
         raise UserCodeError(told(target, e, path)) from e
 
 
@@ -410,7 +416,10 @@ def in_process(value: Any) -> UserDataset:
     iterable = is_iterable(spec.dataset)
     if iterable:
         check_split(spec, cls.__name__, given=True)
-    n = len(spec.dataset) if not iterable or hasattr(spec.dataset, "__len__") else 0
+    try:
+        n = len(spec.dataset) if not iterable or hasattr(spec.dataset, "__len__") else 0
+    except (TypeError, ValueError) as e:  # len() refuses what __len__ returned: a negative number, a float
+        raise DatasetError(f"len() of the {cls.__name__} given failed ({e}); its __len__ must return its number of samples") from None
     if n < 1 and not iterable:
         raise DatasetError(f"the {cls.__name__} given is empty (len 0); pass a dataset with samples")
     root = f"<{qualname} object at {id(spec.dataset):#x}>"

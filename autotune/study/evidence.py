@@ -370,3 +370,26 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
                 study.tell(trial, value)
         trial, loader = asked()
     return trial, loader, sampled_dominated(study, trial, loader, cores)
+
+
+#: this many measured trials in a row, of at least two configs, that failed with one message while none has completed
+#: end the search (:func:`stop_failing_alike`): the user's code fails whatever the knobs (28 trials of a collate_fn
+#: returning a string took a 15 s budget)
+FAILING_ALIKE = 3
+
+
+def stop_failing_alike(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """An Optuna callback: stop the search when no trial has completed and the last :data:`FAILING_ALIKE` measured ones,
+    of at least two configs, crashed with one message (the run's last line then names it)."""
+    ran = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
+                                                               optuna.trial.TrialState.PRUNED)) if not is_told(t)]
+    last = ran[-FAILING_ALIKE:]
+    if len(last) < FAILING_ALIKE or any(t.state == optuna.trial.TrialState.COMPLETE for t in ran):
+        return
+    said = {(trial_attrs(t).get("outcome"), trial_attrs(t).get("message")) for t in last}
+    (outcome, message), *others = said
+    if others or outcome != Outcome.CRASH.value or not message or len({trial_attrs(t).get("config") for t in last}) < 2:
+        return
+    logger.info("the last %d trials, of several configs, failed alike (%s): the search stops", FAILING_ALIKE, message)
+    study.stop()
+

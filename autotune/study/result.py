@@ -249,7 +249,23 @@ def no_completion_message(study: optuna.Study) -> str:
             "(autotune doctor --dataset DIR finds the rest)"
     if cause == "timeout":
         return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
+    same = _shared_failure([t for t in trials if (trial_attrs(t).get("outcome") or t.state.name.lower()) in groups["other"]], total)
+    if same is not None:
+        return head + same
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
+
+
+def _shared_failure(failed: list[optuna.trial.FrozenTrial], total: int) -> str | None:
+    """What more than half the trials failed alike, configs apart (the user's code, not a knob): its message and where
+    its traceback is, or None."""
+    messages = [str(trial_attrs(t).get("message") or "") for t in failed]
+    common = max(set(messages), key=messages.count, default="")
+    if not common or messages.count(common) * 2 <= total:
+        return None
+    configs = {trial_attrs(t).get("config") for t in failed if trial_attrs(t).get("message") == common}
+    log = next((trial_attrs(t)["log"] for t in failed if trial_attrs(t).get("message") == common and trial_attrs(t).get("log")), None)
+    alike = f"{messages.count(common)} of {total} trials ({len(configs)} config{'s' if len(configs) != 1 else ''}) failed alike"
+    return f"{alike}, so the cause is no loader knob: {common}; fix that{f' (the traceback is in {log})' if log else ''}, then run again"
 
 
 def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool = False) -> Config:

@@ -36,6 +36,7 @@ from autotune.study.evidence import (
     measured_before,
     record_result,
     sampled_dominated,
+    stop_failing_alike,
     tell_dominated,
     tell_repeat,
     tell_taken,
@@ -76,8 +77,7 @@ logger = logging.getLogger(__name__)
 
 #: the least time a trial gets when the time budget is nearly spent (its first window may still come)
 MIN_TRIAL_S = 3.0
-#: how far past ``time_left`` a trial may run before it is cut: into the YAML's reserve, so that a window meanwhile ends it
-#: complete, but 2 s are kept for the YAML and the exit (cut at the budget's end, a run under a 4-CPU quota ended 0.6 s late)
+#: how far past ``time_left`` a trial may run before it is cut (a window may end it complete): 2 s stay for the YAML and the exit
 CUT_GRACE_S = WRITE_RESERVE_S - 2.0
 
 
@@ -509,7 +509,7 @@ class Tuner:
         # message are in each trial's user attributes, its output in its log file
         optuna.logging.set_verbosity(optuna.logging.INFO if logger.isEnabledFor(logging.INFO) else optuna.logging.ERROR)
         budget = self._counter = MeasuredTrials(s.n_trials, max_repeats=max(10, s.n_trials))
-        shown = [unless_repeat(cb) for cb in callbacks or []]
+        shown = [*(unless_repeat(cb) for cb in callbacks or []), stop_failing_alike]  # the user's code failing every config ends it
         running_before = {t._trial_id for t in self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))}
         self._searching = True
         try:

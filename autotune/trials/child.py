@@ -284,7 +284,7 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
         from autotune.trials.rank_group import RankFailed
 
         outcome, bad = classify_exception(e)
-        msg = (str(e) if isinstance(e, RankFailed) else f"{type(e).__name__}: {e}").strip().splitlines()
+        msg = [str(e).strip()] if isinstance(e, RankFailed) else [crash_line(e)]
         logger.log(logging.ERROR if spec.log else logging.DEBUG, "trial failed (%s): %s", outcome.value, traceback.format_exc())
         from autotune.loaders.backends import BACKENDS
 
@@ -294,9 +294,42 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
             if bad is not None:
                 outcome = Outcome.BAD_DATA
         if outcome is Outcome.BAD_DATA:
-            msg = [f"cannot decode {bad}", *[ln.strip() for ln in msg if "BadImageError: " in ln or "Failed to decode" in ln][-1:]]
+            lines = f"{type(e).__name__}: {e}".splitlines()
+            msg = [f"cannot decode {bad}", *[ln.strip() for ln in lines if "BadImageError: " in ln or "Failed to decode" in ln][-1:]]
         try:
             conn.send(("result", outcome.value, {"message": " ".join(msg)[:2000], "bad_file": bad}))
         except Exception:  # noqa: BLE001 - the tuner has gone: nobody is left to tell
             pass
         return False
+
+
+_WORKER_CAUGHT = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.")
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)')
+
+
+def crash_line(e: BaseException) -> str:
+    """One line for an exception that ended a trial, naming where it was raised outside autotune and the libraries
+    (the user's ``__getitem__``, transform or collate_fn): ``IndexError: corrupt sample 7 at ds.py:14``. A DataLoader
+    worker's exception (its message the worker's whole traceback as text) reads the same."""
+    text = str(e).strip()
+    caught = _WORKER_CAUGHT.match(text)
+    if caught:  # the original traceback, as text: its frames and its last line
+        lines = text.splitlines()
+        frames = [(m[1], int(m[2])) for m in map(_FRAME.match, lines) if m]
+        last = next((ln.strip() for ln in reversed(lines) if ln.strip() and not ln.startswith((" ", "\t"))), "")
+        head, where = last or caught[1], _outside_libraries(frames)  # the worker apart: the same error in every worker reads alike
+    else:
+        head = " ".join(f"{type(e).__name__}: {text}".split())
+        where = _outside_libraries([(f.filename, f.lineno or 0) for f in traceback.extract_tb(e.__traceback__)])
+    return f"{head} at {where}" if where else head
+
+
+def _outside_libraries(frames: list[tuple[str, int]]) -> str | None:
+    """``file:line`` of the innermost frame in none of autotune, torch, DALI or the standard library: the user's code."""
+    import sysconfig
+
+    autotune_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    skip = (autotune_dir + os.sep, *(os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "purelib", "platlib")))
+    mine = [(f, n) for f, n in frames if not os.path.abspath(f).startswith(skip) and "<frozen" not in f]
+    return f"{mine[-1][0]}:{mine[-1][1]}" if mine else None
+

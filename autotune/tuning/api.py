@@ -191,6 +191,8 @@ def _asked(given: dict[str, Any]) -> dict[str, Any]:
         raise UserError("no dataset given; pass the image folder (one sub-folder per class) or demo=True")
     asked = {}
     if given["dataset"] is not None and not isinstance(given["dataset"], (str, os.PathLike)):
+        if given.get("batch_size") is None:  # said here: past this point the dataset is a module the trials import
+            raise UserError(f"the {type(given['dataset']).__name__} given is your own Dataset: pass its batch_size (the one training uses)")
         given = {**given, "dataset": _user_target(given["dataset"])}
     for name, value in given.items():
         if name == "out" and value is None:  # the usual file, not named: another dataset's config in it is kept

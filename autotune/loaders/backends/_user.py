@@ -102,7 +102,11 @@ class UserLoader(BatchLoader):
             if self._to_device:
                 batch = to_device(batch, self.device, self._non_blocking)
             if self._counted:  # measured: the count as the last item, whatever the batch's structure
-                yield (batch, torch.empty(batch_length(batch), 0))
+                n = batch_length(batch)
+                if not n:  # counted as no sample, the config read 0 samples/s and was written as the winner
+                    raise RuntimeError(f"a batch holds no tensor to count its samples by (a {type(batch).__name__}); return tensors, "
+                                       "arrays or numbers from __getitem__ (DataLoader's collate stacks them), or from your collate_fn")
+                yield (batch, torch.empty(n, 0))
             else:
                 yield batch
 
@@ -166,6 +170,13 @@ def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id:
         raise UserError(f"{getattr(cfg, 'path', None) or 'this config'} holds no DataLoader knobs (its study measured no torch DataLoader); "
                         "tune one for this Dataset with autotune.tune(dataset, batch_size=N)")
     spec = user.dataset_spec(dataset) if isinstance(dataset, str) else user.as_spec(dataset)
+    if not user.is_iterable(spec.dataset):  # torch's sampler would say "num_samples should be a positive integer value"
+        try:
+            n = len(spec.dataset)
+        except (TypeError, ValueError) as e:
+            raise UserError(f"len() of the {type(spec.dataset).__name__} given failed ({e}); its __len__ must return its number of samples") from None
+        if n < 1:
+            raise UserError(f"the {type(spec.dataset).__name__} given is empty (len 0); pass a dataset with samples")
     train = getattr(cfg, "pipeline", "imagenet-train") != "imagenet-eval"
     sampler: Any = None
     if num_shards > 1 and not user.is_iterable(spec.dataset):  # a stream splits itself by rank

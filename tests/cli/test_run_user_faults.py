@@ -1,0 +1,110 @@
+"""The user's own pipeline failing in ways the knobs cannot fix: each told in one line that names the cause and where it
+was raised, the search ended early, nothing written (``autotune run --dataset FILE.py:FUNC``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from autotune.cli import main
+from autotune.trials.child import crash_line
+
+FAST = ["--window", "0.2", "--windows", "2", "--warmup-batches", "1", "--no-report", "--quiet", "--confirm-top", "0", "--device", "cpu"]
+
+FAULTS = '''\
+import sys
+
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+import autotune
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 48
+
+    def __getitem__(self, i):
+        return torch.full((3, 8, 8), float(i)), i % 4
+
+
+class Empty(IterableDataset):
+    def __iter__(self):
+        return iter(())
+
+
+def empty():
+    return Empty()
+
+
+def strings():
+    return autotune.DatasetSpec(Squares(), collate_fn=lambda batch: "a string")
+'''
+
+
+@pytest.fixture
+def faults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "faults.py").write_text(FAULTS)
+    return tmp_path
+
+
+def _one_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_package_that_fails_as_it_is_imported_is_one_line(faults: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (faults / "pkg").mkdir()
+    (faults / "pkg" / "__init__.py").write_text('raise RuntimeError("pkg init boom")\n')
+    (faults / "pkg" / "mod.py").write_text("def train_set():\n    pass\n")
+    monkeypatch.syspath_prepend(str(faults))
+    assert main(["run", "--dataset", "pkg.mod:train_set", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2  # was a traceback, exit 1
+    err = _one_line(capsys)
+    assert "train_set raised RuntimeError: pkg init boom" in err and f"{faults / 'pkg' / '__init__.py'}:1" in err
+
+
+def test_a_module_that_exits_is_one_line(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (faults / "leaves.py").write_text("import sys\n\nsys.exit(3)\n")
+    assert main(["run", "--dataset", "leaves.py:f", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2  # was exit 3, no word
+    assert "f raised SystemExit: 3" in _one_line(capsys)
+
+
+def test_an_empty_stream_is_one_line_before_any_trial(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--dataset", "faults.py:empty", "--batch-size", "4", "--n-trials", "4", *FAST]) == 2
+    assert "empty returned an IterableDataset (Empty) that yields no item" in _one_line(capsys)
+    assert not Path("autotune.yaml").exists()
+
+
+@pytest.mark.slow
+def test_batches_without_a_tensor_end_the_search_and_name_the_cause(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A collate_fn returning a string: every batch counted 0 samples, and a config at 0 samples/s was written as the
+    winner (exit 0); where the trials crashed, 28 of them took the whole budget and the last line blamed the budgets."""
+    assert main(["run", "--dataset", "faults.py:strings", "--batch-size", "4", "--n-trials", "20", *FAST]) == 1
+    err = _one_line(capsys)
+    assert "no trial completed (crash: 3)" in err and "failed alike, so the cause is no loader knob" in err, err
+    assert "a batch holds no tensor to count its samples by (a str)" in err and "budgets" not in err
+    assert not Path("autotune.yaml").exists()
+
+
+class _Raises(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        raise IndexError(f"corrupt sample {i}")
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_crash_in_the_users_dataset_is_one_line_naming_its_file_and_line(workers: int) -> None:
+    """A DataLoader worker's exception carries the worker's whole traceback as its message: the trial's line was a
+    fragment of it ('Caught IndexError in DataLoader worker process 0. Original Traceback ...')."""
+    loader = torch.utils.data.DataLoader(_Raises(), batch_size=2, num_workers=workers)
+    with pytest.raises(IndexError) as caught:
+        next(iter(loader))
+    line = crash_line(caught.value)
+    assert line.startswith("IndexError: corrupt sample") and f" at {__file__}:" in line, line
+    assert "\n" not in line and "Traceback" not in line and "DataLoader worker" not in line
