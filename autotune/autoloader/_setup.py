@@ -18,7 +18,7 @@ from autotune.config.files import read_yaml
 from autotune.config.schema import Config, LoaderConfig, backend_of, seed_number, unused_params, whole_number
 from autotune.config.staleness import assess
 from autotune.dataset.scan import Dataset, scan
-from autotune.dataset.user import DatasetSpec, UserDataset, given, in_process
+from autotune.dataset.user import DatasetSpec, UserDataset, given, in_process, unguarded_main
 from autotune.errors import UserError, expect
 from autotune.loaders.backends import BACKENDS, backend_for, get_backend
 from autotune.loaders.factory import check_device
@@ -279,6 +279,11 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
         logger.warning("%s; pass a batch_size that divides them more closely", dropped)
     sp = together(comm, lambda: load_space(space, cores=_cores(comm), device=dev))  # a space file one node lacks
     if getattr(dataset, "pickles", True) is False and "multiprocessing_context" in sp:  # a Dataset object that does not pickle
+        sp = sp.restrict("multiprocessing_context", ("fork",))
+    elif "multiprocessing_context" in sp and (script := unguarded_main()) is not None:  # its spawned workers would train again
+        if comm.rank == 0:
+            logger.warning("%s trains without an 'if __name__ == \"__main__\":' guard, so workers started by spawn or forkserver would "
+                           "run it again: only fork workers are tried; put the training under that guard to try them too", script)
         sp = sp.restrict("multiprocessing_context", ("fork",))
     sp = sp.fix("batch_size", fitting[0])  # fixed by default; a list given by the user is the set to choose from
     if len(fitting) > 1:

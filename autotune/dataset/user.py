@@ -433,3 +433,22 @@ def given(root: Any) -> UserDataset | None:
     """The :class:`UserDataset` of a Dataset object given to this process under ``root``; None for anything else."""
     found = _OBJECTS.get(root) if isinstance(root, str) else None
     return found[1] if found is not None else None
+
+
+_MAIN_GUARD = re.compile(r"""^\s*if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
+
+
+def unguarded_main() -> str | None:
+    """The running script, when it has no ``if __name__ == "__main__":`` guard: workers started by spawn or forkserver
+    import it again and run its training (an AutoLoader in each of them); None where it has one, or is no file (an
+    interactive session, ``python -c``)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return None if _MAIN_GUARD.search(text) else path
+

@@ -166,3 +166,51 @@ def test_a_yaml_tuned_over_the_same_dataset_is_used_whether_or_not_it_drops_the_
     finally:
         again.close()
     assert Path("autotune.yaml").read_bytes() == before
+
+
+@pytest.mark.parametrize(("script", "unguarded"), [
+    ("import autotune\nloader = autotune.AutoLoader(ds, batch_size=4)\n", True),
+    ("def main():\n    pass\n\n\nif __name__ == '__main__':\n    main()\n", False),
+    ('if __name__ == "__main__":  # train\n    pass\n', False),
+])
+def test_a_script_without_a_main_guard_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, unguarded: bool) -> None:
+    import sys
+    import types
+
+    from autotune.dataset.user import unguarded_main
+
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(path)))
+    assert unguarded_main() == (str(path) if unguarded else None)
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace())  # python -c, an interactive session
+    assert unguarded_main() is None
+
+
+@pytest.mark.slow
+def test_a_training_script_without_a_main_guard_is_not_run_again_by_spawned_workers(tmp_path: Path) -> None:
+    """Spawn and forkserver workers import the script again: without the guard its top level ran 7 times, each making
+    an AutoLoader, and every spawn and forkserver candidate failed with an empty message."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(
+        "import os, torch\n"
+        "from torch.utils.data import Dataset\n"
+        "import autotune\n"
+        "print('top level', os.getpid(), flush=True)\n"
+        "class Squares(Dataset):\n"
+        "    def __len__(self):\n        return 64\n"
+        "    def __getitem__(self, i):\n        return torch.full((2,), float(i))\n"
+        "from autotune.autoloader import Exploration\n"
+        "quick = Exploration(warmup_batches=1, measure_batches=1, check_batches=1, max_candidates=8, settle_wait=0.0)\n"
+        "loader = autotune.AutoLoader(Squares(), batch_size=4, device='cpu', config=None, storage=None, budget_s=30, exploration=quick)\n"
+        "for _ in range(4):\n    for b in loader:\n        pass\n"
+        "loader.close()\n"
+        "print('tried', *sorted({str(h.get('config')) for h in loader.history}), sep='\\n', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("top level") == 1, done.stdout
+    assert "without an 'if __name__ == \"__main__\":' guard" in done.stderr and done.stderr.count("trains without") == 1
+    assert "spawn" not in done.stdout and "forkserver" not in done.stdout and " failed (" not in done.stderr, (done.stdout, done.stderr)
