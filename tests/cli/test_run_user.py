@@ -100,6 +100,10 @@ def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Pa
     rows = dict(_config_rows(load_config("autotune.yaml")))
     assert rows["pipeline"] == "your own, my_pipeline:make, on cpu (drops the last partial batch)"  # not imagenet-train
     assert rows["dataset"] == f"{pipeline}:make (96 samples)"  # not "(None images)"
+    pipeline.rename(pipeline.with_name("moved.py"))
+    capsys.readouterr()
+    main(["check", "autotune.yaml"])
+    assert "is not here (its file is gone or moved); pass --dataset FILE.py:FUNC" in capsys.readouterr().out  # not "DIR ... the images"
 
 
 def test_an_exception_in_the_function_is_one_line_naming_it(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:
