@@ -90,6 +90,10 @@ def sha256_of(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+#: the module names this process imported pipeline files as (one of them is replaced by another file of the same name)
+_FILES_LOADED: set[str] = set()
+
+
 def load_module(target: str) -> Any:
     """Import the module of ``target`` once per process: a file by its stem, with its folder on ``sys.path`` (so that
     spawned workers import it by the same name when they unpickle the dataset)."""
@@ -103,6 +107,9 @@ def load_module(target: str) -> Any:
     loaded = sys.modules.get(name)
     if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
         return loaded
+    if loaded is not None and name not in _FILES_LOADED:  # it would replace a module not a pipeline file (random.py: the standard library's)
+        raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} already imported here "
+                           f"({getattr(loaded, '__file__', None) or 'built in'}); rename your file")
     folder = os.path.dirname(path)
     if folder not in sys.path:
         sys.path.insert(0, folder)
@@ -111,6 +118,7 @@ def load_module(target: str) -> Any:
         raise DatasetError(f"--dataset {target}: {module} cannot be imported as a Python module")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
+    _FILES_LOADED.add(name)
     loader = spec.loader
 
     def run() -> Any:
@@ -361,7 +369,7 @@ def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
     target = absolute(target)
     source = source_file(target)
     if not os.path.isfile(source):
-        raise DatasetError(f"--dataset {target}: {source} does not exist")
+        raise DatasetError(f"--dataset {target}: {source} {'is a folder, not a Python file' if os.path.isdir(source) else 'does not exist'}")
     fn = function(target)
     qualname = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', split(target)[1])}"
     value = fn if is_pipeline_def(fn) else _user_call(target, fn, _file_of(fn))

@@ -108,3 +108,20 @@ def test_a_crash_in_the_users_dataset_is_one_line_naming_its_file_and_line(worke
     line = crash_line(caught.value)
     assert line.startswith("IndexError: corrupt sample") and f" at {__file__}:" in line, line
     assert "\n" not in line and "Traceback" not in line and "DataLoader worker" not in line
+
+
+def test_a_file_named_as_a_module_already_imported_is_one_line(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipeline in random.py replaced the standard library's random in the process: "module 'random' has no attribute
+    'Random'" followed, from anywhere."""
+    import random
+
+    (faults / "random.py").write_text("def train_set():\n    pass\n")
+    assert main(["run", "--dataset", "random.py:train_set", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
+    assert "random.py has the name of the module 'random' already imported here" in _one_line(capsys)
+    assert __import__("sys").modules["random"] is random and hasattr(random, "Random")
+
+
+def test_a_folder_named_as_a_file_is_said_to_be_one(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (faults / "dir.py").mkdir()
+    assert main(["run", "--dataset", "dir.py:f", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
+    assert "dir.py is a folder, not a Python file" in _one_line(capsys)  # was "does not exist"
