@@ -169,7 +169,7 @@ def matching_config(path: str | None, dataset: Dataset, *, pipeline: str, device
         reasons.append(f"batch size {cfg.loader.batch_size} -> {'/'.join(map(str, batch_choices))}")
     elif (per_rank is not None and get_preset(pipeline).train and cfg.loader.batch_size > per_rank  # every epoch would be empty
           and not any(r.startswith("loader.batch_size:") for r in reasons)):
-        reasons.append(f"batch size {cfg.loader.batch_size} is larger than the {per_rank} images per rank")
+        reasons.append(f"batch size {cfg.loader.batch_size} is larger than the {per_rank} {dataset.unit} per rank")
     if not get_backend(cfg.loader.backend).available():
         reasons.append(f"{get_backend(cfg.loader.backend).label} is not installed")
     if reasons:
@@ -265,14 +265,14 @@ def resolve(comm: Agreement, config_path: str | None, path: str | os.PathLike[st
 
     settled, recorded, carry_on = agreed(comm, match)
     if settled is not None:
-        dropped = drop_problem(int(settled["batch_size"]), per_rank, "images per rank" if comm.world > 1 else "images") if sized else None
+        dropped = drop_problem(int(settled["batch_size"]), per_rank, f"{dataset.unit} per rank" if comm.world > 1 else dataset.unit) if sized else None
         if dropped is not None and comm.rank == 0:  # what build_loader says of the same YAML
             logger.warning("%s; pass a batch_size that divides them more closely (the YAML is then explored again at that size)", dropped)
         return Setup(dataset, pipeline, preset.train, dev, seed, int(settled["batch_size"]), choices, settled, shm_mib=shm)
     if choices is None:  # the batch size of the YAML explored again (changing it changes the optimisation), else 256
         choices = (min(recorded or DEFAULT_BATCH, per_rank) if sized else recorded or DEFAULT_BATCH,)
     if sized and all(b > per_rank for b in choices):
-        raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} images per rank; pass a smaller batch_size")
+        raise UserError(f"every batch size ({', '.join(map(str, choices))}) is larger than the {per_rank} {dataset.unit} per rank; pass a smaller batch_size")
     fitting = tuple(b for b in choices if b <= per_rank) if sized else choices
     dropped = drop_problem(fitting[0], per_rank) if sized else None
     if dropped is not None and comm.rank == 0:  # a small set at the default 256: say what training loses

@@ -118,7 +118,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     if request.batch_size is not None and not (user and request.tune_batch_size):
         space = space.fix("batch_size", request.batch_size)
     if len(dataset):  # a stream of unknown length is not checked against its batch sizes
-        space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks)
+        space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks, dataset.unit)
     model = request.model or (f"step{request.step_ms}" if request.step_ms else None)
     key = study_key(fp, dataset.signature(), request.pipeline, space.name, settings.ranks, model, device)
     if request.reuse:
@@ -276,18 +276,19 @@ def _measurement(request: RunRequest) -> tuple[Plan, float]:
     return m, trial_timeout
 
 
-def fit_batch_sizes(space: SearchSpace, samples_per_rank: int, drop_last: bool, ranks: int = 1) -> SearchSpace:
-    """Leave out batch sizes that give no full batch (train presets drop the last partial one)."""
+def fit_batch_sizes(space: SearchSpace, samples_per_rank: int, drop_last: bool, ranks: int = 1, unit: str = "images") -> SearchSpace:
+    """Leave out batch sizes that give no full batch (train presets drop the last partial one); ``unit``: what the
+    dataset's items are called (``samples`` for the user's own)."""
     p = space["batch_size"]
     if not drop_last or p.kind != "choices":
         return space
     fitting = tuple(b for b in p.choices if b <= samples_per_rank)
     if not fitting:
-        fix = "pass fewer --gpus, a smaller --batch-size, or use more images" if ranks > 1 else "pass a smaller --batch-size or use more images"
-        raise UserError(f"every batch size in the space ({', '.join(map(str, p.choices))}) is larger than the {samples_per_rank} images per rank"
-                        + (f" (the images split over {ranks} ranks)" if ranks > 1 else "") + f"; {fix}")
+        fix = f"pass fewer --gpus, a smaller --batch-size, or use more {unit}" if ranks > 1 else f"pass a smaller --batch-size or use more {unit}"
+        raise UserError(f"every batch size in the space ({', '.join(map(str, p.choices))}) is larger than the {samples_per_rank} {unit} per rank"
+                        + (f" (the {unit} split over {ranks} ranks)" if ranks > 1 else "") + f"; {fix}")
     if len(fitting) < len(p.choices):
-        logger.warning("leaving out batch sizes larger than the dataset's %d images: %s", samples_per_rank, [b for b in p.choices if b not in fitting])
+        logger.warning("leaving out batch sizes larger than the dataset's %d %s: %s", samples_per_rank, unit, [b for b in p.choices if b not in fitting])
     return space.restrict("batch_size", fitting)
 
 

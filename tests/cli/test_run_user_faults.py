@@ -125,3 +125,9 @@ def test_a_folder_named_as_a_file_is_said_to_be_one(faults: Path, capsys: pytest
     (faults / "dir.py").mkdir()
     assert main(["run", "--dataset", "dir.py:f", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
     assert "dir.py is a folder, not a Python file" in _one_line(capsys)  # was "does not exist"
+
+
+def test_a_batch_larger_than_the_dataset_counts_samples_not_images(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (faults / "few.py").write_text(FAULTS + "\n\ndef squares():\n    return Squares()\n")
+    assert main(["run", "--dataset", "few.py:squares", "--batch-size", "100", "--n-trials", "1", *FAST]) == 2
+    assert "is larger than the 48 samples per rank; pass a smaller --batch-size or use more samples" in _one_line(capsys)
