@@ -217,4 +217,3 @@ def _what_was_measured(cfg) -> list[tuple[str, str]]:  # noqa: ANN001 - a Config
     kept = "drops" if cfg.pipeline == "imagenet-train" else "keeps"
     return [("pipeline", f"your own, {function.get('name') or '?'}, on {cfg.device} ({kept} the last partial batch)"),
             ("dataset", f"{cfg.dataset.get('path')} ({size})")]
-

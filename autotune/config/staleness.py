@@ -97,8 +97,10 @@ def dataset_not_compared(cfg: Config, dataset: str | os.PathLike[str] | None = N
     if not folder:
         return "the YAML records no dataset folder; pass --dataset DIR to compare one"
     if not fingerprint.dataset_here(folder):
-        if isinstance(cfg.dataset.get("function"), dict):  # the user's pipeline, its file gone or moved
-            return f"{folder} is not here (its file is gone or moved); pass --dataset FILE.py:FUNC to compare the pipeline where it is now"
+        if isinstance(cfg.dataset.get("function"), dict):  # the user's own pipeline
+            if folder.startswith("<"):  # a Dataset object given to AutoLoader or tune() in its process: no file names it
+                return f"the YAML was tuned over a Dataset object ({folder}); pass --dataset FILE.py:FUNC (or package.module:FUNC) returning it to compare"
+            return f"{folder} is not here (its file is gone or moved); pass --dataset FILE.py:FUNC (or package.module:FUNC) to compare it where it is now"
         return f"{folder} is not here; pass --dataset DIR to compare the images where they are now"
     return None
 

@@ -105,7 +105,7 @@ def load_module(target: str) -> Any:
         raise DatasetError(f"--dataset {target}: {module} is not a file; pass FILE.py:FUNC with an existing file")
     name = Path(path).stem
     loaded = sys.modules.get(name)
-    if loaded is not None and os.path.abspath(getattr(loaded, "__file__", "") or "") == path:
+    if loaded is not None and os.path.realpath(getattr(loaded, "__file__", "") or "") == os.path.realpath(path):  # by a link too
         return loaded
     if loaded is not None and name not in _FILES_LOADED:  # it would replace a module not a pipeline file (random.py: the standard library's)
         raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} already imported here "
@@ -443,9 +443,6 @@ def given(root: Any) -> UserDataset | None:
     return found[1] if found is not None else None
 
 
-_MAIN_GUARD = re.compile(r"""^\s*if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M)
-
-
 def unguarded_main() -> str | None:
     """The running script, when it has no ``if __name__ == "__main__":`` guard: workers started by spawn or forkserver
     import it again and run its training (an AutoLoader in each of them); None where it has one, or is no file (an
@@ -453,10 +450,16 @@ def unguarded_main() -> str | None:
     path = getattr(sys.modules.get("__main__"), "__file__", None)
     if not isinstance(path, str) or not path.endswith(".py") or not os.path.isfile(path):
         return None
+    import ast
+
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
         return None
-    return None if _MAIN_GUARD.search(text) else path
 
+    def names_main(test: ast.expr) -> bool:  # __name__ == "__main__", either way round, alone or within an and
+        return any(isinstance(n, ast.Compare) and {"__name__", "__main__"} <= {getattr(x, "id", getattr(x, "value", None))
+                                                                              for x in (n.left, *n.comparators)} for n in ast.walk(test))
+
+    return None if any(isinstance(node, ast.If) and names_main(node.test) for node in tree.body) else path

@@ -281,23 +281,26 @@ class TimeBudget:
         return out
 
 
-def trial_account(trials: list[Any], owner: str) -> dict[str, Any]:
-    """Where the trials' seconds went (the ``time`` attr's ``trials_s``), over the trials ``owner`` ran, one after
-    another (a trial asked for ahead starts where the one before it ended): ``measuring``, the trial processes' own
-    time, start-up included; ``around``, the rest of a measured trial's time (its first, the wait for the measuring
-    process to import, is ``first_wait`` too); ``told``, the trials told without a measurement (a repeat, a dominated
-    kind: ``told_trials`` of them). What the trials stage spent beyond these is the sampler's and the study's."""
+def trial_account(trials: list[Any], owner: str, since: Any = None) -> dict[str, Any]:
+    """Where the trials' seconds went (the ``time`` attr's ``trials_s``), over the trials ``owner`` ran from ``since``
+    (a datetime; a resumed study's earlier runs apart), the measured ones one after another (one asked for ahead starts
+    where the one before it ended): ``measuring``, the trial processes' own time, start-up included; ``around``, the
+    rest of a measured trial's time (its first, the wait for the measuring process to import, is ``first_wait`` too);
+    ``told``, the trials told without a measurement (a repeat, a dominated kind: ``told_trials`` of them), which may
+    overlap a measured one (told while it measured). What the trials stage spent beyond these is the sampler's and the
+    study's."""
     out = {"measuring": 0.0, "around": 0.0, "told": 0.0}
     told, first_wait, last_end = 0, None, None
-    ran = [t for t in trials if t.datetime_start and t.datetime_complete and trial_attrs(t).get("owner") == owner]
+    ran = [t for t in trials if t.datetime_start and t.datetime_complete and trial_attrs(t).get("owner") == owner
+           and (since is None or t.datetime_start >= since)]
     for t in sorted(ran, key=lambda t: t.datetime_complete):
-        start = max(t.datetime_start, last_end) if last_end is not None else t.datetime_start
-        wall, last_end = max(0.0, (t.datetime_complete - start).total_seconds()), t.datetime_complete
         d = trial_attrs(t).get("duration_s")
         if is_told(t) or not isinstance(d, (int, float)):
-            out["told"] += wall
+            out["told"] += max(0.0, (t.datetime_complete - t.datetime_start).total_seconds())
             told += 1
             continue
+        start = max(t.datetime_start, last_end) if last_end is not None else t.datetime_start
+        wall, last_end = max(0.0, (t.datetime_complete - start).total_seconds()), t.datetime_complete
         out["measuring"] += float(d)
         out["around"] += max(0.0, wall - float(d))
         first_wait = max(0.0, wall - float(d)) if first_wait is None else first_wait

@@ -378,18 +378,27 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
 FAILING_ALIKE = 3
 
 
-def stop_failing_alike(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-    """An Optuna callback: stop the search when no trial has completed and the last :data:`FAILING_ALIKE` measured ones,
-    of at least two configs, crashed with one message (the run's last line then names it)."""
+def failing_alike(study: optuna.Study) -> str | None:
+    """The message the last :data:`FAILING_ALIKE` measured trials, of at least two configs, crashed with while none has
+    completed, or None."""
     ran = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
                                                                optuna.trial.TrialState.PRUNED)) if not is_told(t)]
     last = ran[-FAILING_ALIKE:]
     if len(last) < FAILING_ALIKE or any(t.state == optuna.trial.TrialState.COMPLETE for t in ran):
-        return
+        return None
     said = {(trial_attrs(t).get("outcome"), trial_attrs(t).get("message")) for t in last}
     (outcome, message), *others = said
     if others or outcome != Outcome.CRASH.value or not message or len({trial_attrs(t).get("config") for t in last}) < 2:
-        return
-    logger.info("the last %d trials, of several configs, failed alike (%s): the search stops", FAILING_ALIKE, message)
-    study.stop()
+        return None
+    return str(message)
 
+
+def stop_failing_alike(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    """An Optuna callback: stop the search where the trials fail alike (:func:`failing_alike`) and no starting point is
+    still queued (the torch defaults, measured last, are the config most likely to run where a GPU briefly failed)."""
+    if any(trial_attrs(t).get("role") for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))):
+        return
+    message = failing_alike(study)
+    if message is not None:
+        logger.info("the last %d trials, of several configs, failed alike (%s): the search stops", FAILING_ALIKE, message)
+        study.stop()

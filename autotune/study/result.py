@@ -11,7 +11,16 @@ from autotune.config.schema import FALLBACK_BACKEND, Config, LoaderConfig, backe
 from autotune.dataset.paths import printable
 from autotune.errors import ConfigError, UserError
 from autotune.outcomes import TOLD, Outcome
-from autotune.study.evidence import confirmation_method, contenders, is_repeat, is_told, measured_complete, trial_attrs, trial_value
+from autotune.study.evidence import (
+    confirmation_method,
+    contenders,
+    failing_alike,
+    is_repeat,
+    is_told,
+    measured_complete,
+    trial_attrs,
+    trial_value,
+)
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.guard import too_busy
 
@@ -249,18 +258,20 @@ def no_completion_message(study: optuna.Study) -> str:
             "(autotune doctor --dataset DIR finds the rest)"
     if cause == "timeout":
         return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
-    same = _shared_failure([t for t in trials if (trial_attrs(t).get("outcome") or t.state.name.lower()) in groups["other"]], total)
+    same = _shared_failure(study, [t for t in trials if (trial_attrs(t).get("outcome") or t.state.name.lower()) in groups["other"]], total)
     if same is not None:
         return head + same
     return head + "see the messages with --verbose, or relax the budgets / --trial-timeout"
 
 
-def _shared_failure(failed: list[optuna.trial.FrozenTrial], total: int) -> str | None:
-    """What more than half the trials failed alike, configs apart (the user's code, not a knob): its message and where
-    its traceback is, or None."""
+def _shared_failure(study: optuna.Study, failed: list[optuna.trial.FrozenTrial], total: int) -> str | None:
+    """What more than half the trials, or the last :data:`FAILING_ALIKE`, failed alike, configs apart (the user's code,
+    not a knob): its message and where its traceback is, or None."""
     messages = [str(trial_attrs(t).get("message") or "") for t in failed]
     common = max(set(messages), key=messages.count, default="")
     if not common or messages.count(common) * 2 <= total:
+        common = failing_alike(study) or ""  # fewer than half, but the search ended on them (stop_failing_alike)
+    if not common:
         return None
     configs = {trial_attrs(t).get("config") for t in failed if trial_attrs(t).get("message") == common}
     log = next((trial_attrs(t)["log"] for t in failed if trial_attrs(t).get("message") == common and trial_attrs(t).get("log")), None)

@@ -284,7 +284,7 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
         from autotune.trials.rank_group import RankFailed
 
         outcome, bad = classify_exception(e)
-        msg = [str(e).strip()] if isinstance(e, RankFailed) else [crash_line(e)]
+        msg = [" ".join(str(e).split())] if isinstance(e, RankFailed) else [crash_line(e)]
         logger.log(logging.ERROR if spec.log else logging.DEBUG, "trial failed (%s): %s", outcome.value, traceback.format_exc())
         from autotune.loaders.backends import BACKENDS
 
@@ -316,8 +316,9 @@ def crash_line(e: BaseException) -> str:
     if caught:  # the original traceback, as text: its frames and its last line
         lines = text.splitlines()
         frames = [(m[1], int(m[2])) for m in map(_FRAME.match, lines) if m]
-        last = next((ln.strip() for ln in reversed(lines) if ln.strip() and not ln.startswith((" ", "\t"))), "")
-        head, where = last or caught[1], _outside_libraries(frames)  # the worker apart: the same error in every worker reads alike
+        indented = [i for i, ln in enumerate(lines) if ln.startswith((" ", "\t"))]
+        said = " ".join(" ".join(lines[indented[-1] + 1:] if indented else lines[-1:]).split())  # the exception's own lines, its notes too
+        head, where = said or caught[1], _outside_libraries(frames)  # the worker apart: the same error in every worker reads alike
     else:
         head = " ".join(f"{type(e).__name__}: {text}".split())
         where = _outside_libraries([(f.filename, f.lineno or 0) for f in traceback.extract_tb(e.__traceback__)])
@@ -332,4 +333,3 @@ def _outside_libraries(frames: list[tuple[str, int]]) -> str | None:
     skip = (autotune_dir + os.sep, *(os.path.abspath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "purelib", "platlib")))
     mine = [(f, n) for f, n in frames if not os.path.abspath(f).startswith(skip) and "<frozen" not in f]
     return f"{mine[-1][0]}:{mine[-1][1]}" if mine else None
-

@@ -8,6 +8,7 @@ storage it opens is closed when it returns, so that scripts can call it again an
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import time
 from typing import Any
 
@@ -84,7 +85,8 @@ def _measure(request: RunRequest, prep: Prepared, opened: OpenStudy, reporter: R
         reporter.stop()
         tuner.close()
         if budget is not None:
-            budget.trials_account = trial_account(tuner.study.get_trials(deepcopy=False), this_owner())
+            since = _dt.datetime.now() - _dt.timedelta(seconds=budget.elapsed())  # this run's start: a resumed study's earlier runs apart
+            budget.trials_account = trial_account(tuner.study.get_trials(deepcopy=False), this_owner(), since)
             tuner.study.set_user_attr("time", budget.to_dict())
         if not opened.unwritten:  # a run that only writes the YAML measured nothing
             keep_busier(tuner.study, prep.others.to_dict())

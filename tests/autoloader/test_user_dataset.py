@@ -172,6 +172,10 @@ def test_a_yaml_tuned_over_the_same_dataset_is_used_whether_or_not_it_drops_the_
     ("import autotune\nloader = autotune.AutoLoader(ds, batch_size=4)\n", True),
     ("def main():\n    pass\n\n\nif __name__ == '__main__':\n    main()\n", False),
     ('if __name__ == "__main__":  # train\n    pass\n', False),
+    ('if "__main__" == __name__:\n    pass\n', False),
+    ('if (__name__ == "__main__") and True:\n    pass\n', False),
+    ('"""Run with:\n\nif __name__ == "__main__":\n    main()\n"""\nimport autotune\n', True),  # a docstring's guard is none
+    ('def f():\n    if __name__ == "__main__":\n        pass\n', True),  # inside a function: no guard of the script
 ])
 def test_a_script_without_a_main_guard_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, unguarded: bool) -> None:
     import sys

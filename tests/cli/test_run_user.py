@@ -104,6 +104,11 @@ def test_a_pipeline_function_is_tuned_and_a_changed_source_is_stale(pipeline: Pa
     capsys.readouterr()
     main(["check", "autotune.yaml"])
     assert "is not here (its file is gone or moved); pass --dataset FILE.py:FUNC" in capsys.readouterr().out  # not "DIR ... the images"
+    data = yaml.safe_load(Path("autotune.yaml").read_text())
+    data["dataset"]["path"] = "<my_pipeline:Random object>"  # as AutoLoader over a Dataset object writes it
+    Path("object.yaml").write_text(yaml.safe_dump(data))
+    main(["check", "object.yaml"])
+    assert "the YAML was tuned over a Dataset object (<my_pipeline:Random object>); pass --dataset FILE.py:FUNC" in capsys.readouterr().out
 
 
 def test_an_exception_in_the_function_is_one_line_naming_it(pipeline: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,3 +131,20 @@ def test_a_batch_larger_than_the_dataset_counts_samples_not_images(faults: Path,
     (faults / "few.py").write_text(FAULTS + "\n\ndef squares():\n    return Squares()\n")
     assert main(["run", "--dataset", "few.py:squares", "--batch-size", "100", "--n-trials", "1", *FAST]) == 2
     assert "is larger than the 48 samples per rank; pass a smaller --batch-size or use more samples" in _one_line(capsys)
+
+
+class _TwoLines(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        raise ValueError("bad sample\nsecond line of detail")
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_crash_reads_the_same_in_the_loop_and_in_a_worker(workers: int) -> None:
+    """Read in a worker, only the message's last line was kept ('second line of detail at ...'): the same error then
+    read two ways, and trials failing alike were not seen as alike."""
+    with pytest.raises(ValueError) as caught:
+        next(iter(torch.utils.data.DataLoader(_TwoLines(), batch_size=2, num_workers=workers)))
+    assert crash_line(caught.value).startswith(f"ValueError: bad sample second line of detail at {__file__}:")

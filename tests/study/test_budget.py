@@ -555,9 +555,12 @@ def test_the_trials_seconds_are_told_apart_measuring_around_and_told():
     trials = [
         trial(0.0, 5.0, {"outcome": "complete", "duration_s": 3.0}),  # waited 2 s for the measuring process
         trial(4.0, 7.5, {"outcome": "complete", "duration_s": 2.3}),  # asked for ahead at 4 s: its own time from 5 s
-        trial(7.6, 7.7, {"outcome": Outcome.DOMINATED.value}),
+        trial(4.5, 4.6, {"outcome": Outcome.DOMINATED.value}),  # told while the first measured: no end for the next one's start
         trial(7.8, 7.9, {"outcome": "repeat"}),
         trial(1.0, 30.0, {"outcome": "complete", "duration_s": 20.0}, owner="other:2"),
     ]
     assert trial_account(trials, "me:1") == {"measuring": 5.3, "around": 2.2, "told": 0.2, "told_trials": 2, "first_wait": 2.0}
+    # a resumed study: the trials of an earlier run (by the same host:pid in a container) are not this run's
+    earlier = trial(-100.0, -90.0, {"outcome": "complete", "duration_s": 9.0})
+    assert trial_account([earlier, *trials], "me:1", since=t0)["measuring"] == 5.3
     assert trial_account([], "me:1") == {"measuring": 0.0, "around": 0.0, "told": 0.0, "told_trials": 0}

@@ -180,3 +180,31 @@ def test_a_repeat_asked_for_ahead_is_told_and_the_next_config_built(tiny_dataset
     built = [t.number for t in measured if trial_attrs(t).get("built_ahead_s")]
     assert repeats and any(n - 1 in repeats for n in built), (outcomes, built)  # told as it was asked for, the next one built
     assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL)]
+
+
+def _crashed(config: dict[str, Any], message: str = "IndexError: corrupt sample 7 at ds.py:3", outcome: str = "crash") -> optuna.trial.FrozenTrial:
+    loader = LoaderConfig.from_params(config)
+    return optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={
+        "config": loader.describe(), "loader": loader.to_params(), "result": {"outcome": outcome, "message": message}})
+
+
+def test_trials_failing_alike_over_several_configs_end_the_search_once_no_start_is_queued() -> None:
+    from autotune.study.evidence import failing_alike, stop_failing_alike
+
+    a, b = TORCH, {**TORCH, "num_workers": 0}
+    assert failing_alike(_study(_crashed(a), _crashed(b), _crashed(a))) == "IndexError: corrupt sample 7 at ds.py:3"
+    assert failing_alike(_study(_crashed(a), _crashed(b))) is None  # too few
+    assert failing_alike(_study(_crashed(a), _crashed(a), _crashed(a))) is None  # one config: that config's fault
+    assert failing_alike(_study(_crashed(a), _crashed(b, "OSError: x"), _crashed(a))) is None  # not alike
+    assert failing_alike(_study(_crashed(a, outcome="shm"), _crashed(b, outcome="shm"), _crashed(a, outcome="shm"))) is None  # a budget's
+    assert failing_alike(_study(_trial(GPU, 24_000), _crashed(a), _crashed(b), _crashed(a))) is None  # one completed: knobs matter
+    stopped: list[bool] = []
+    study = _study(_crashed(a), _crashed(b), _crashed(a))
+    study.stop = lambda: stopped.append(True)  # type: ignore[method-assign]  # outside optimize, Optuna's stop refuses
+    study.enqueue_trial({"backend": "torch"}, user_attrs={"role": "defaults"})
+    stop_failing_alike(study, study.trials[-1])
+    assert not stopped  # the torch defaults are still to run: the config most likely to, where a GPU briefly failed
+    study2 = _study(_crashed(a), _crashed(b), _crashed(a))
+    study2.stop = lambda: stopped.append(True)  # type: ignore[method-assign]  # a stop outside optimize, counted
+    stop_failing_alike(study2, study2.trials[-1])
+    assert stopped == [True]

@@ -64,17 +64,19 @@ def to_device(batch: Any, device: Any, non_blocking: bool) -> Any:
     return batch
 
 
-def batch_length(batch: Any) -> int:
-    """The samples in a batch: the first dimension of the first tensor found in it."""
+def batch_length(batch: Any) -> int | None:
+    """The samples in a batch: the first dimension of the first tensor (or array) found in it; None where it holds none."""
     shape = getattr(batch, "shape", None)
     if shape:
         return int(shape[0])
     values = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else ()
+    found = None
     for v in values:
         n = batch_length(v)
         if n:
             return n
-    return 0
+        found = n if found is None else found
+    return found
 
 
 class UserLoader(BatchLoader):
@@ -103,7 +105,7 @@ class UserLoader(BatchLoader):
                 batch = to_device(batch, self.device, self._non_blocking)
             if self._counted:  # measured: the count as the last item, whatever the batch's structure
                 n = batch_length(batch)
-                if not n:  # counted as no sample, the config read 0 samples/s and was written as the winner
+                if n is None:  # counted as no sample, the config read 0 samples/s and was written as the winner
                     raise RuntimeError(f"a batch holds no tensor to count its samples by (a {type(batch).__name__}); return tensors, "
                                        "arrays or numbers from __getitem__ (DataLoader's collate stacks them), or from your collate_fn")
                 yield (batch, torch.empty(n, 0))
