@@ -408,6 +408,10 @@ def check_candidates(candidates: Sequence[dict[str, Any]], s: Any) -> None:
         unfit = backend_for(c).unfit(c, str(s.device))
         if unfit:
             raise UserError(f"candidates[{i}] {unfit}")
+        started = c.get("multiprocessing_context")
+        if started in ("spawn", "forkserver") and c.get("num_workers") and (script := unguarded_main()) is not None:
+            raise UserError(f"candidates[{i}] starts {started} workers, but {script} trains without an 'if __name__ == \"__main__\":' guard, "
+                            "so each would run it again; put the training under that guard, or use fork")
 
 
 def check_writable(comm: Any, config_path: str | None) -> None:

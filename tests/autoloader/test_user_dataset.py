@@ -218,3 +218,10 @@ def test_a_training_script_without_a_main_guard_is_not_run_again_by_spawned_work
     assert done.stdout.count("top level") == 1, done.stdout
     assert "without an 'if __name__ == \"__main__\":' guard" in done.stderr and done.stderr.count("trains without") == 1
     assert "spawn" not in done.stdout and "forkserver" not in done.stdout and " failed (" not in done.stderr, (done.stdout, done.stderr)
+
+
+def test_a_spawn_candidate_given_in_a_script_without_a_main_guard_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("autotune.autoloader._setup.unguarded_main", lambda: "/home/me/train.py")
+    spawn = {"backend": "user", "num_workers": 1, "multiprocessing_context": "spawn"}
+    with pytest.raises(UserError, match=r"candidates\[1\] starts spawn workers, but /home/me/train.py trains without an 'if __name__"):
+        AutoLoader(Numbered(16), batch_size=4, collate_fn=collate, device="cpu", config=None, storage=None, candidates=[CANDIDATES[0], spawn])
