@@ -424,17 +424,23 @@ def in_process(value: Any) -> UserDataset:
     iterable = is_iterable(spec.dataset)
     if iterable:
         check_split(spec, cls.__name__, given=True)
-    try:
-        n = len(spec.dataset) if not iterable or hasattr(spec.dataset, "__len__") else 0
-    except (TypeError, ValueError) as e:  # len() refuses what __len__ returned: a negative number, a float
-        raise DatasetError(f"len() of the {cls.__name__} given failed ({e}); its __len__ must return its number of samples") from None
-    if n < 1 and not iterable:
-        raise DatasetError(f"the {cls.__name__} given is empty (len 0); pass a dataset with samples")
+    n = given_length(spec.dataset, at_least_one=not iterable) if not iterable or hasattr(spec.dataset, "__len__") else 0
     root = f"<{qualname} object at {id(spec.dataset):#x}>"
     ds = UserDataset(root=root, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source, sha256=sha,
                      samples=int(n), pickles=picklable(spec), iterable=iterable)
     _OBJECTS[root] = (spec, ds)
     return ds
+
+
+def given_length(dataset: Any, *, at_least_one: bool = True) -> int:
+    """The length of a Dataset object given in this process, or one line saying why it has none to measure."""
+    try:
+        n = len(dataset)
+    except (TypeError, ValueError) as e:  # len() refuses what __len__ returned: a negative number, a float
+        raise DatasetError(f"len() of the {type(dataset).__name__} given failed ({e}); its __len__ must return its number of samples") from None
+    if n < 1 and at_least_one:
+        raise DatasetError(f"the {type(dataset).__name__} given is empty (len 0); pass a dataset with samples")
+    return n
 
 
 def given(root: Any) -> UserDataset | None:

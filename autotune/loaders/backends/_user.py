@@ -173,12 +173,7 @@ def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id:
                         "tune one for this Dataset with autotune.tune(dataset, batch_size=N)")
     spec = user.dataset_spec(dataset) if isinstance(dataset, str) else user.as_spec(dataset)
     if not user.is_iterable(spec.dataset):  # torch's sampler would say "num_samples should be a positive integer value"
-        try:
-            n = len(spec.dataset)
-        except (TypeError, ValueError) as e:
-            raise UserError(f"len() of the {type(spec.dataset).__name__} given failed ({e}); its __len__ must return its number of samples") from None
-        if n < 1:
-            raise UserError(f"the {type(spec.dataset).__name__} given is empty (len 0); pass a dataset with samples")
+        user.given_length(spec.dataset)
     train = getattr(cfg, "pipeline", "imagenet-train") != "imagenet-eval"
     sampler: Any = None
     if num_shards > 1 and not user.is_iterable(spec.dataset):  # a stream splits itself by rank
