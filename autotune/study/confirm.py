@@ -26,6 +26,7 @@ from autotune.study.evidence import (
     fresh_duration,
     trial_attrs,
 )
+from autotune.study.paired import Paired, Rounds, choose_paired, rounds_of
 from autotune.trials.spec import TrialResult
 
 #: ``on_step(k, n, trial, result)``: re-measurement k of n (from 1) of ``trial`` starts (``result`` None) or ended
@@ -198,10 +199,12 @@ class _Rounds:
 
 
 def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *, close: Callable[[], None],
-            on_step: OnStep | None = None, fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
-    """Re-measure the ``top`` candidates ``repeats`` times, interleaved, and pick the winner by the median of all
-    its scores; the record is also the study attr ``confirmation``. A resumed study's earlier re-measurements
-    (its ``confirmation`` record) count with this run's: ``earlier`` in the record says how many.
+            on_step: OnStep | None = None, fits: Callable[[float], bool] | None = None, paired: Paired | None = None,
+            left: Callable[[], float] | None = None) -> dict[str, Any]:
+    """Re-measure the ``top`` candidates, paired in one process where ``paired`` is given and measures them, else
+    ``repeats`` times each in fresh processes, interleaved; and pick the winner. The record is also the study attr
+    ``confirmation``. A resumed study's earlier re-measurements (its ``confirmation`` record) count with this run's:
+    ``earlier`` in the record says how many.
 
     Args:
         study: the study whose complete trials are the candidates.
@@ -212,6 +215,8 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
             ``on_step(k, n, trial, result)`` when it ends; ``trial`` is the candidate re-measured.
         fits: with a time budget, says whether a re-measurement of that many seconds (the candidate's own
             trial time) still fits; the re-measurement stops at the first that does not.
+        paired: measures the candidates side by side in one process, in the seconds ``left`` says (None: no
+            time budget); where it does not (it fails, or its first round does not fit), the fresh re-measurement runs.
 
     Raises:
         UserError: no trial completed, so there is no config to write.
@@ -223,30 +228,58 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     earlier = earlier_scores(study.user_attrs.get("confirmation"), cands)
     rounds = _Rounds(cands, repeats, remeasure, on_step, fits, earlier)
     tiebreak = partial = 0  # partial: re-measurements of a round the time budget cut short
-    if len(cands) > 1 and repeats > 0:
+    together: Rounds | None = None
+    if len(cands) > 1 and (repeats > 0 or paired is not None):
         try:
-            tiebreak, partial = rounds.run(repeats)
+            if paired is not None:
+                together = _paired(cands, paired, left, on_step, rounds.scores)
+            if together is None and repeats > 0:
+                tiebreak, partial = rounds.run(repeats)
         finally:
             close()
+    if together is not None:
+        return _record(study, cands, rounds.scores, {"attempted": 1, "paired": together.record}, choose_paired(cands, together.steady), earlier)
     # like for like: a round the budget cut short re-measured some candidates and not the others; one low reading
     # of DALI's noise then lost a leader to a config measured once. Its scores are set aside, not counted.
     set_aside = rounds.set_aside(partial)
-    scores = rounds.scores
+    how: dict[str, Any] = {"repeats": repeats, "attempted": rounds.k, "tiebreak": tiebreak}
+    if set_aside:
+        how["set_aside"] = set_aside
+    return _record(study, cands, rounds.scores, how, choose(cands, rounds.scores), earlier)
+
+
+def _paired(cands: list[Trial], paired: Paired, left: Callable[[], float] | None, on_step: OnStep | None,
+            scores: dict[int, list[float]]) -> Rounds | None:
+    """The paired re-measurement of ``cands``, its steady rounds added to their ``scores``; None where it measured no
+    round (it did not fit, or failed: told in its log)."""
+    result = paired(cands, left() if left is not None else None)
+    together = rounds_of(result, len(cands))
+    if together is None:
+        return None
+    for i, t in enumerate(cands):
+        mine = [r[i] for r in together.steady]
+        scores[t.number].extend(mine)
+        if on_step is not None:
+            on_step(i + 1, len(cands), t, None)
+            on_step(i + 1, len(cands), t, TrialResult(Outcome.COMPLETE, samples_per_s=statistics.median(mine), spread=(min(mine), max(mine))))
+    return together
+
+
+def _record(study: optuna.Study, cands: list[Trial], scores: dict[int, list[float]], how: dict[str, Any],
+            chosen: tuple[Trial, Trial, list[int] | None], earlier: dict[int, list[float]]) -> dict[str, Any]:
+    """The ``confirmation`` record of the winner, the fastest and the alike ``chosen`` of ``cands``, with ``how`` they were
+    re-measured; also set as the study attr."""
+    winner, fastest, alike = chosen
     medians = {n: statistics.median(v) for n, v in scores.items()}
-    winner, fastest, alike = choose(cands, scores)
     record: dict[str, Any] = {
         "winner_trial": winner.number,
         "fastest_trial": fastest.number,
-        "repeats": repeats,
-        "attempted": rounds.k,
-        "tiebreak": tiebreak,
+        **how,
         "candidates": [{"trial": t.number, "config": trial_attrs(t).get("config"), "scores": [round(x, 1) for x in scores[t.number]],
                         "median": round(medians[t.number], 1)} for t in cands],
     }
     if alike is not None:
         record["indistinguishable"] = alike
-    if set_aside:
-        record["set_aside"] = set_aside
     if kept := sum(map(len, earlier.values())):
         record["earlier"] = kept
     record = {"method": confirmation_method(record), **record}

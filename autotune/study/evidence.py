@@ -130,6 +130,13 @@ def _this_run(record: dict[str, Any], earlier: int) -> str:
         return "best single trial: every re-measurement failed" if method.startswith("top") and done == 0 else method
     if attempted == 0:
         return "best single trial (no re-measurement)"
+    paired = record.get("paired")
+    if isinstance(paired, dict) and isinstance(paired.get("rounds"), list):
+        n, cut = len(paired["rounds"]), int(paired.get("steady_from") or 0)
+        window = f"{paired['window_s']:g} s " if isinstance(paired.get("window_s"), (int, float)) else ""
+        counted = f" ({n - cut} counted, the first still speeding up)" if cut else ""
+        return (f"top {len(cands)} re-measured together in one fresh process, {n} {'round' if n == 1 else 'rounds'} of alternating "
+                f"{window}windows{counted}, compared round by round; winner by median of all scores")
     if done == 0:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"
     if attempted == len(aside):  # every re-measurement was of the round the budget cut short: none counted

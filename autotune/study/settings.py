@@ -33,6 +33,9 @@ class TuneSettings:
     trial_timeout: float = 180.0
     confirm_top: int = 3
     confirm_repeats: int = 2
+    #: re-measure the contenders side by side in one process, in alternating windows (:mod:`autotune.study.paired`);
+    #: False: each in a fresh process of its own, round by round
+    paired: bool = True
     sampler: str = "tpe"
     pruner: str = "median"
     baselines: bool = True

@@ -9,6 +9,7 @@ pick the winner by median. It never imports torch or DALI and never touches a GP
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -44,6 +45,7 @@ from autotune.study.evidence import (
     unless_repeat,
 )
 from autotune.study.opening import another_live_owner, check_resumable, fail_stale_trials, open_study
+from autotune.study.paired import paired_trial
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, open_storage, storage_failure
@@ -259,9 +261,10 @@ class Tuner:
         return left if left < s.trial_timeout else None
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
-                timeout_s: float | None = None, after_begin: Callable[[], None] | None = None) -> TrialResult:
+                timeout_s: float | None = None, after_begin: Callable[[], None] | None = None, **spec: Any) -> TrialResult:
         """Measure ``loader`` in its own trial process, or (during :meth:`optimize`) in the warm process of its kind where
-        the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh."""
+        the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh. ``spec``: more of the trial's
+        :class:`TrialSpec` fields (the paired loaders of the re-measurement, :mod:`autotune.study.paired`)."""
         from autotune.errors import raise_if_stopped
         from autotune.trials import guard
 
@@ -279,8 +282,8 @@ class Tuner:
         zygote = self._zygote or None
         timeout_s = self.settings.trial_timeout if timeout_s is None else timeout_s
         warm = self._warm if self._searching else None
-        return run_trial(self.spec(loader, number, log), timeout_s=timeout_s, budgets=self.settings.budgets, on_intermediate=on_intermediate,
-                         zygote=zygote, warm=warm, after_begin=after_begin if warm is not None else None)
+        return run_trial(dataclasses.replace(self.spec(loader, number, log), **spec), timeout_s=timeout_s, budgets=self.settings.budgets,
+                         on_intermediate=on_intermediate, zygote=zygote, warm=warm, after_begin=after_begin if warm is not None else None)
 
     def end_warm(self) -> None:
         """End the search's warm trial process, and note what it saved (the study attr ``warm_processes``)."""
@@ -582,19 +585,14 @@ class Tuner:
         return candidates(self.study, k)
 
     def confirm(self, on_step: OnStep | None = None, fits: Callable[[float], bool] | None = None) -> dict[str, Any]:
-        """Re-measure the top candidates, interleaved, and pick the winner by the median of all its scores
-        (:func:`~autotune.study.confirm.confirm`).
-
-        Args:
-            on_step: called as ``on_step(k, n, trial, None)`` when re-measurement k of n (from 1) starts, and as
-                ``on_step(k, n, trial, result)`` when it ends; ``trial`` is the candidate re-measured.
-            fits: with a time budget, says whether a re-measurement of that many seconds (the candidate's own
-                trial time) still fits; the re-measurement stops at the first that does not.
-        """
+        """Re-measure the top candidates, paired in one process (:mod:`autotune.study.paired`) or each in fresh ones,
+        and pick the winner (:func:`~autotune.study.confirm.confirm`, which says what ``on_step`` and ``fits`` are)."""
         s = self.settings
 
         def remeasure(t: optuna.trial.FrozenTrial, repeat: int) -> TrialResult:
             # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits)
+        paired = (lambda cands, seconds: paired_trial(self, cands, seconds)) if s.paired and s.ranks == 1 and s.model is None else None
+        return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
+                                  paired=paired, left=s.time_left)

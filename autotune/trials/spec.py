@@ -31,6 +31,12 @@ class TrialSpec:
     #: build the loader, then wait for ``"go"`` before measuring (a config built while an earlier trial measures: the
     #: search's next trial, :mod:`autotune.trials.ahead`); any other message, or the connection's end, drops it
     hold: bool = False
+    #: more loaders measured beside ``loader`` in one process, in alternating windows (:mod:`autotune.trials.paired`)
+    paired: tuple[Any, ...] = ()
+    #: a paired measurement's rounds: at most this many, and none begun that would end past ``paired_s`` seconds
+    #: after the spec arrived (None: no deadline)
+    max_rounds: int = 0
+    paired_s: float | None = None
 
 
 @dataclasses.dataclass

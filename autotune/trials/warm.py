@@ -38,11 +38,11 @@ if TYPE_CHECKING:
 
 def reuse_key(spec: TrialSpec) -> tuple[str, str] | None:
     """Which warm process may measure ``spec`` (its kind and device), or None when it needs a fresh one: a kind that
-    does not reuse its process, several ranks, a model's training step, or a fault the test suite injects."""
+    does not reuse its process, several ranks, a model's training step, paired loaders, or a fault the test suite injects."""
     from autotune.loaders.backends import BACKENDS
 
     kind = BACKENDS.get(getattr(spec.loader.backend, "value", str(spec.loader.backend)))
-    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject:
+    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject or spec.paired:
         return None
     return kind.name, spec.device
 

@@ -48,6 +48,7 @@ def tune(
     warmup_batches: int = 2,
     confirm_top: int | None = None,
     confirm_repeats: int | None = None,
+    remeasure: str = "paired",
     trial_timeout_s: float = 180.0,
     baselines: bool = True,
     report: bool = True,
@@ -101,6 +102,8 @@ def tune(
         warmup_batches: untimed batches after the first.
         confirm_top: re-measure this many of the best configs before choosing (0 or 1: none); None: 3, or planned.
         confirm_repeats: re-measurements of each; None: 2, or planned from the budget.
+        remeasure: ``"paired"``: the best configs re-measured side by side in one fresh process, in alternating windows
+            compared round by round; ``"fresh"``: each in a fresh process of its own.
         trial_timeout_s: the wall-clock limit of one trial.
         baselines: measure the torch DataLoader defaults and the common settings first (the speedup's base).
         report: write the HTML report to ``reports_dir/<study>/``.
@@ -289,6 +292,7 @@ _ARGUMENTS: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "study_name": ("study_name", _text), "resume": ("resume", _switch), "warm_start": ("warm_start", _path), "seed": ("seed", _seed),
     "model": ("model", _text), "step_ms": ("step_ms", _seconds), "amp": ("amp", _switch), "channels_last": ("channels_last", _switch),
     "window_s": ("window", _seconds), "windows": ("windows", _count), "warmup_batches": ("warmup_batches", _count0),
-    "confirm_top": ("confirm_top", _count0), "confirm_repeats": ("confirm_repeats", _count0), "trial_timeout_s": ("trial_timeout", _seconds),
+    "confirm_top": ("confirm_top", _count0), "confirm_repeats": ("confirm_repeats", _count0), "remeasure": ("remeasure", _text),
+    "trial_timeout_s": ("trial_timeout", _seconds),
     "baselines": ("no_baselines", _unless), "report": ("no_report", _unless), "reports_dir": ("reports_dir", _path),
 }

@@ -30,7 +30,7 @@ from autotune.study.tuner import TuneSettings
 from autotune.trials.guard import OtherLoad
 from autotune.trials.zygote import Zygote
 from autotune.tuning.reporter import Reporter
-from autotune.tuning.request import DEFAULT_SPACE, RunRequest
+from autotune.tuning.request import DEFAULT_SPACE, REMEASURE, RunRequest
 
 if TYPE_CHECKING:
     import argparse
@@ -252,7 +252,7 @@ def settings_for(request: RunRequest, fp: dict[str, Any], device: str) -> TuneSe
     return TuneSettings(
         pipeline=request.pipeline, device=device, n_trials=request.n_trials, timeout=request.timeout, seed=request.seed,
         warmup_batches=request.warmup_batches, window_s=m.window_s, windows=m.windows, trial_timeout=trial_timeout,
-        confirm_top=m.confirm_top, confirm_repeats=m.confirm_repeats, sampler=request.sampler, pruner=request.pruner,
+        confirm_top=m.confirm_top, confirm_repeats=m.confirm_repeats, paired=_paired(request.remeasure), sampler=request.sampler, pruner=request.pruner,
         baselines=not request.no_baselines, cores=max(1, fp["cpus"] // ranks), cache=request.cache, ranks=ranks, budgets=budgets, model=model,
         planned=frozenset(k for k, given in (("window_s", request.window), ("windows", request.windows)) if given is None),
         # a cold cache is evicted before each trial: a build ahead would read the files first
@@ -382,3 +382,10 @@ def checked_outputs(request: RunRequest) -> Path:
     if problem is not None:
         raise UserError(f"--reports-dir {str(request.reports_dir)!r} {problem}")
     return out_path
+
+
+def _paired(remeasure: str) -> bool:
+    """Whether ``remeasure`` (``--remeasure``) asks for the paired re-measurement."""
+    if remeasure not in REMEASURE:
+        raise UserError(f"remeasure must be one of {', '.join(REMEASURE)}, but got {remeasure!r}")
+    return remeasure == "paired"

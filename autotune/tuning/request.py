@@ -32,6 +32,9 @@ MAX_BUDGET_S = 86_400.0
 BUDGET_MAX_TRIALS = 500
 #: the trials run without a budget and without --n-trials (--timeout alone)
 DEFAULT_N_TRIALS = 20
+#: how the contenders are re-measured (``--remeasure``): side by side in one process (:mod:`autotune.study.paired`), or
+#: each in fresh processes of its own
+REMEASURE = ("paired", "fresh")
 DEFAULT_PIPELINE, DEFAULT_SPACE, DEFAULT_OUT = "imagenet-train", "default", "autotune.yaml"
 
 #: the flags that make a study what it is beyond its dataset: flag -> (the setting, its kind); not given, each is
@@ -75,6 +78,8 @@ class RunRequest:
     trial_timeout: float = 180.0
     confirm_top: int | None = None
     confirm_repeats: int | None = None
+    #: paired: the contenders re-measured side by side in one process, alternating windows; fresh: each in its own
+    remeasure: str = "paired"
     cache: str = "warm"
     #: auto: build the next trial while one measures on a CUDA device (autotune.trials.ahead); on; off
     build_ahead: str = "auto"

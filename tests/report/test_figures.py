@@ -189,7 +189,7 @@ def test_single_score_spread_is_its_windows_and_holds_the_value():
 
 
 def _tuner(dataset, tmp_path, space: dict, **kw) -> Tuner:
-    settings = TuneSettings(**{"baselines": False, "confirm_top": 2, "confirm_repeats": 2, "cache": "none", **kw})
+    settings = TuneSettings(**{"baselines": False, "paired": False, "confirm_top": 2, "confirm_repeats": 2, "cache": "none", **kw})
     return Tuner(scan(dataset), parse_space(space, cores=2), settings, storage=f"sqlite:///{tmp_path}/t.db", study_name="t")
 
 

@@ -160,11 +160,23 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
     seen: list[str] = []
 
+    def rate(ld):
+        return 100.0 + ld.batch_size + 10 * getattr(ld.torch, "num_workers", 0)
+
     def fake_run_trial(spec, **kw):
+        start = clock.now
         clock.now += trial_s
         seen.append(spec.loader.describe())
-        rate = 100.0 + spec.loader.batch_size + 10 * getattr(spec.loader.torch, "num_workers", 0)
-        return TrialResult(Outcome.COMPLETE, samples_per_s=rate, spread=(rate, rate), windows=[rate] * spec.windows, duration_s=trial_s)
+        if spec.paired:  # the contenders in one process: built, then a window each a round, no round begun past its deadline
+            loaders = (spec.loader, *spec.paired)
+            rounds = []
+            while len(rounds) < spec.max_rounds and clock.now + len(loaders) * spec.window_s <= start + spec.paired_s:
+                clock.now += len(loaders) * spec.window_s
+                rounds.append([rate(ld) for ld in loaders])
+            return TrialResult(Outcome.COMPLETE, samples_per_s=rate(spec.loader), duration_s=clock.now - start,
+                               extra={"paired": {"rounds": rounds, "steady_from": 0, "window_s": spec.window_s}})
+        r = rate(spec.loader)
+        return TrialResult(Outcome.COMPLETE, samples_per_s=r, spread=(r, r), windows=[r] * spec.windows, duration_s=trial_s)
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
     rc = main(["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", str(budget_s), "--seed", "1", "--no-report", "--quiet"])
@@ -181,7 +193,11 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     top, repeats = t["remeasured"]["top"], t["remeasured"]["repeats"]
     measured = [tr for tr in study.trials if trial_attrs(tr).get("outcome") != "repeat"]  # a repeat is told, not measured
     conf = study.user_attrs["confirmation"]
-    assert conf["attempted"] - conf["tiebreak"] == (top * repeats if top > 1 else 0)  # as planned, then close calls
+    if top > 1 and repeats:  # the contenders side by side in one process, for the rounds the planned time holds
+        assert conf["attempted"] == 1 and len(conf["paired"]["rounds"]) >= 2, conf
+        assert len(conf["candidates"]) == top and "in one fresh process" in conf["method"]
+    else:
+        assert conf["attempted"] == 0
     assert len(seen) == len(measured) + conf["attempted"]
     assert t["trials_measured"] == len(measured)
     assert set(t["spent_s"]) >= {"setup", "trials", "re-measurement"}
@@ -268,6 +284,8 @@ def test_a_re_measurement_that_no_longer_fits_is_skipped(tiny_dataset, workdir, 
                 "cpu",
                 "--budget",
                 "40",
+                "--remeasure",
+                "fresh",
                 "--n-trials",
                 "6",
                 "--confirm-top",
@@ -357,7 +375,8 @@ def test_a_round_the_budget_cut_short_is_set_aside(tiny_dataset, workdir, monkey
     from autotune.study.tuner import Tuner, TuneSettings
 
     tuner = Tuner(
-        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///c.db", study_name="c"
+        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2, paired=False),
+        storage="sqlite:///c.db", study_name="c"
     )
     for rate, workers in ((31088.0, 1), (26455.0, 2)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": workers})
@@ -388,7 +407,8 @@ def test_a_round_that_does_not_fit_is_not_begun(tiny_dataset, workdir, monkeypat
     from autotune.study.tuner import Tuner, TuneSettings
 
     tuner = Tuner(
-        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2), storage="sqlite:///r.db", study_name="r"
+        scan(tiny_dataset), load_space("cpu", cores=2), TuneSettings(cores=2, confirm_top=2, confirm_repeats=2, paired=False),
+        storage="sqlite:///r.db", study_name="r"
     )
     for rate, workers in ((310.0, 1), (264.0, 2)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": workers})
@@ -456,6 +476,8 @@ def test_a_slow_trial_ends_at_its_next_window_before_the_planned_re_measurement(
                 "cpu",
                 "--budget",
                 "30",
+                "--remeasure",
+                "fresh",
                 "--seed",
                 "1",
                 "--no-baselines",
@@ -498,7 +520,7 @@ def test_issue_42_item_7_a_slow_starter_is_cut_where_the_re_measurement_begins(t
 
     monkeypatch.setattr("autotune.study.tuner.run_trial", fake_run_trial)
     argv = ["run", "--dataset", str(tiny_dataset), "--space", "cpu", "--budget", "30", "--seed", "1", "--no-baselines", "--pruner", "none",
-            "--no-report", "--quiet"]
+            "--remeasure", "fresh", "--no-report", "--quiet"]
     assert main(argv) == 0
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     assert study.user_attrs["time"]["remeasured"] == {"top": 2, "repeats": 1, "contenders": 2}, study.user_attrs["time"]

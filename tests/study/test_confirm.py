@@ -24,7 +24,7 @@ def test_remeasurement_picks_true_best_among_near_ties(tiny_dataset, tmp_path, m
     first = {0: 500.0, 1: 1080.0, 2: 990.0, 3: 1000.0, 4: 400.0}
     rng = random.Random(0)
     space = parse_space(SPACE, cores=4)
-    settings = TuneSettings(confirm_top=3, confirm_repeats=4, baselines=False)
+    settings = TuneSettings(paired=False, confirm_top=3, confirm_repeats=4, baselines=False)
     tuner = Tuner(scan(tiny_dataset), space, settings, storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
     for w in range(5):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
@@ -54,7 +54,8 @@ def test_a_config_under_a_third_of_the_best_is_no_contender(tiny_dataset, tmp_pa
     """The torch defaults at 32 samples/s against a heuristic at 170 (under a third): re-measuring them cannot change the winner."""
     space = parse_space(SPACE, cores=4)
     tuner = Tuner(
-        scan(tiny_dataset), space, TuneSettings(confirm_top=3, confirm_repeats=2, baselines=False), storage=f"sqlite:///{tmp_path}/s.db", study_name="s"
+        scan(tiny_dataset), space, TuneSettings(paired=False, confirm_top=3, confirm_repeats=2, baselines=False), storage=f"sqlite:///{tmp_path}/s.db",
+        study_name="s",
     )
     for w, value in ((0, 32.0), (2, 170.0), (3, 150.0)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
@@ -84,7 +85,7 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
 
     space = parse_space(SPACE, cores=4)
     storage = f"sqlite:///{tmp_path}/s.db"
-    first = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=2, confirm_repeats=2, baselines=False), storage=storage, study_name="s")
+    first = Tuner(scan(tiny_dataset), space, TuneSettings(paired=False, confirm_top=2, confirm_repeats=2, baselines=False), storage=storage, study_name="s")
     for w, value in ((2, 424.9), (3, 400.0)):
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})
         first.study.add_trial(
@@ -97,7 +98,8 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
     monkeypatch.setattr(first, "measure", lambda loader, *a, **k: TrialResult(Outcome.COMPLETE, samples_per_s=earlier[loader.torch.num_workers].pop(0)))
     assert [c["scores"] for c in first.confirm()["candidates"]] == [[424.9, 431.0, 418.0], [400.0, 396.0, 401.0]]
 
-    resumed = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=2, confirm_repeats=1, baselines=False), storage=storage, study_name="s", resume=True)
+    resumed = Tuner(scan(tiny_dataset), space, TuneSettings(paired=False, confirm_top=2, confirm_repeats=1, baselines=False), storage=storage, study_name="s",
+                    resume=True)
     monkeypatch.setattr(resumed, "measure", lambda loader, *a, **k: TrialResult(Outcome.COMPLETE, samples_per_s={2: 293.0, 3: 390.0}[loader.torch.num_workers]))
     record = resumed.confirm()
     assert [c["scores"] for c in record["candidates"]] == [[424.9, 431.0, 418.0, 293.0], [400.0, 396.0, 401.0, 390.0]]
@@ -118,7 +120,7 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
 def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3, **more) -> Tuner:
     """A tuner whose study holds one complete trial per ``num_workers``: its first score and its role (None: sampled)."""
     space = parse_space(SPACE, cores=4)
-    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(confirm_top=top, confirm_repeats=repeats, baselines=False),
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(paired=False, confirm_top=top, confirm_repeats=repeats, baselines=False),
                   storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
     for w, (value, role) in trials.items():
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})

@@ -1,0 +1,131 @@
+"""The paired re-measurement seen from the study: how many rounds fit, the trial that runs them, and the winner they pick.
+
+The contenders are built in one fresh process and timed in alternating windows, round by round
+(:mod:`autotune.trials.paired`). A config is told apart as slower than another when it was slower in every round (a
+single round: by more than :data:`~autotune.study.evidence.INDISTINGUISHABLE`); of those within that margin of the
+fastest and not told apart from it, the cheapest wins, as with fresh re-measurements (:func:`~autotune.study.confirm.choose`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from autotune.outcomes import Outcome
+from autotune.study.evidence import INDISTINGUISHABLE, trial_attrs
+
+if TYPE_CHECKING:
+    from autotune.study.tuner import Tuner
+    from autotune.trials.spec import TrialResult
+
+Trial = optuna.trial.FrozenTrial
+
+#: rounds without a time budget: this many for each of ``--confirm-repeats``
+ROUNDS_PER_REPEAT = 3
+#: rounds at most under a time budget (its planned re-measurement time bounds them first)
+MAX_ROUNDS = 8
+#: seconds a paired process takes beyond its loaders' builds and windows (its fork and device set-up)
+PROCESS_S = 1.0
+#: seconds past its deadline before the paired process is stopped (a round begun in time ends a little after it)
+GRACE_S = 2.0
+
+#: ``paired(cands, seconds)``: measure the candidates' configs paired, in at most ``seconds`` (None: no time budget)
+Paired = Callable[[list[Trial], "float | None"], "TrialResult | None"]
+
+
+def build_cost(cands: list[Trial], window_s: float) -> float:
+    """Seconds before the first round ends: the process, each candidate's start-up as a fresh trial had it (its
+    build and first batch), and one window each."""
+    def start(t: Trial) -> float:
+        a = trial_attrs(t)
+        return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) + float(a.get("warmup_s") or 0.0)
+
+    return PROCESS_S + sum(start(t) + window_s for t in cands)
+
+
+def paired_trial(tuner: Tuner, cands: list[Trial], seconds: float | None) -> TrialResult | None:
+    """Run the paired measurement of ``cands`` (in their order) in one fresh process; None when not even its first
+    round fits ``seconds``, or a candidate alone is over a memory budget's estimate."""
+    from autotune.study.confirm import trial_loader
+    from autotune.trials import guard
+    from autotune.trials.logs import trial_log
+
+    s = tuner.settings
+    if seconds is not None and build_cost(cands, s.window_s) > seconds:
+        return None
+    loaders = [trial_loader(t) for t in cands]
+    for ld in loaders[1:]:  # the first is checked by measure
+        if ld is None or guard.check_estimate(ld, tuner.dataset, s.budgets, pipeline=s.pipeline, device=s.device) is not None:
+            return None
+    rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
+    timeout = s.trial_timeout if seconds is None else min(s.trial_timeout, seconds + GRACE_S)
+    log = trial_log(s.log_dir, "remeasure-paired")
+    return tuner.measure(loaders[0], log=log, timeout_s=timeout, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=seconds)  # type: ignore[arg-type]  # checked above
+
+
+@dataclasses.dataclass
+class Rounds:
+    """What a paired measurement measured: every round (``all[r][i]``: candidate i in round r), and the first steady one."""
+
+    all: list[list[float]]
+    steady_from: int
+    record: dict[str, Any]
+
+    @property
+    def steady(self) -> list[list[float]]:
+        return self.all[self.steady_from:]
+
+
+def rounds_of(result: TrialResult | None, n: int) -> Rounds | None:
+    """The rounds of a complete paired measurement of ``n`` candidates; None when it failed or measured no round."""
+    if result is None or result.outcome is not Outcome.COMPLETE:
+        return None
+    p = result.extra.get("paired")
+    if not isinstance(p, dict):
+        return None
+    got = p.get("rounds")
+    if not isinstance(got, list) or not got or any(not isinstance(r, list) or len(r) != n for r in got):
+        return None
+    steady = int(p.get("steady_from") or 0)
+    record = {"rounds": got, "steady_from": steady, "window_s": p.get("window_s"), "build_s": p.get("build_s"),
+              "seconds": round(result.duration_s, 2)}
+    return Rounds([[float(x) for x in r] for r in got], steady if steady < len(got) else 0, record)
+
+
+def slower_in_every_round(rounds: list[list[float]], i: int, j: int) -> bool:
+    """Whether candidate ``i`` is told apart as slower than ``j``: slower in every round, or in a single round by more
+    than :data:`INDISTINGUISHABLE` (one round shows no noise)."""
+    ratios = [r[i] / r[j] for r in rounds if r[j] > 0]
+    if not ratios:
+        return False
+    if len(ratios) == 1:
+        return ratios[0] < 1 - INDISTINGUISHABLE
+    return max(ratios) < 1
+
+
+def choose_paired(cands: list[Trial], rounds: list[list[float]]) -> tuple[Trial, Trial, list[int]]:
+    """The winner of the paired ``rounds`` (``rounds[r][i]`` for ``cands[i]``), the fastest (best median), and the
+    candidates that cannot be told apart from the fastest: within :data:`INDISTINGUISHABLE` of it by the median of
+    their per-round ratios, and not slower in every round. Of those, the cheapest wins, unless it is told apart as
+    slower than a starting point (a config the run queued itself): a run never hands over a config its own
+    re-measurement shows slower than one it started from."""
+    from autotune.study.selection import cost
+
+    k = len(cands)
+    medians = [statistics.median(r[i] for r in rounds) for i in range(k)]
+    f = max(range(k), key=lambda i: medians[i])
+
+    def alike(i: int) -> bool:
+        ratio = statistics.median(r[i] / r[f] for r in rounds) if all(r[f] > 0 for r in rounds) else 0.0
+        return i == f or (not slower_in_every_round(rounds, i, f) and ratio >= 1 - INDISTINGUISHABLE)
+
+    near = [i for i in range(k) if alike(i)]
+    starts = [i for i in range(k) if trial_attrs(cands[i]).get("role")]
+    # never empty: slower than a start in every round, the fastest's median would be below that start's
+    safe = [i for i in near if not any(slower_in_every_round(rounds, i, s) for s in starts)]
+    w = min(safe, key=lambda i: (*cost(cands[i], medians[i]), cands[i].number))
+    return cands[w], cands[f], sorted(cands[i].number for i in near)
