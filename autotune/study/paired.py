@@ -19,7 +19,7 @@ from autotune.outcomes import Outcome
 from autotune.study.evidence import INDISTINGUISHABLE, trial_attrs
 
 if TYPE_CHECKING:
-    from autotune.study.tuner import Tuner
+    from autotune.study.settings import TuneSettings
     from autotune.trials.spec import TrialResult
 
 Trial = optuna.trial.FrozenTrial
@@ -47,24 +47,24 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
     return PROCESS_S + sum(start(t) + window_s for t in cands)
 
 
-def paired_trial(tuner: Tuner, cands: list[Trial], seconds: float | None) -> TrialResult | None:
-    """Run the paired measurement of ``cands`` (in their order) in one fresh process; None when not even its first
-    round fits ``seconds``, or a candidate alone is over a memory budget's estimate."""
-    from autotune.study.confirm import trial_loader
+def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None) -> TrialResult | None:
+    """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
+    with its settings ``s``; None when not even its first round fits ``seconds``, or a candidate alone is over a memory
+    budget's estimate."""
+    from autotune.config.schema import LoaderConfig
     from autotune.trials import guard
     from autotune.trials.logs import trial_log
 
-    s = tuner.settings
     if seconds is not None and build_cost(cands, s.window_s) > seconds:
         return None
-    loaders = [trial_loader(t) for t in cands]
+    loaders = [LoaderConfig.from_params(trial_attrs(t)["loader"]) for t in cands]
     for ld in loaders[1:]:  # the first is checked by measure
-        if ld is None or guard.check_estimate(ld, tuner.dataset, s.budgets, pipeline=s.pipeline, device=s.device) is not None:
+        if guard.check_estimate(ld, dataset, s.budgets, pipeline=s.pipeline, device=s.device) is not None:
             return None
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
     timeout = s.trial_timeout if seconds is None else min(s.trial_timeout, seconds + GRACE_S)
     log = trial_log(s.log_dir, "remeasure-paired")
-    return tuner.measure(loaders[0], log=log, timeout_s=timeout, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=seconds)  # type: ignore[arg-type]  # checked above
+    return measure(loaders[0], log=log, timeout_s=timeout, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=seconds)
 
 
 @dataclasses.dataclass

@@ -593,6 +593,6 @@ class Tuner:
             # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        paired = (lambda cands, seconds: paired_trial(self, cands, seconds)) if s.paired and s.ranks == 1 and s.model is None else None
+        paired = (lambda cands, left: paired_trial(self.measure, s, self.dataset, cands, left)) if s.paired and s.ranks == 1 and s.model is None else None
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
                                   paired=paired, left=s.time_left)

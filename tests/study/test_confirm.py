@@ -117,10 +117,11 @@ def test_issue_42_item_8_a_resumed_study_keeps_its_earlier_re_measurements(tiny_
     )
 
 
-def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3, **more) -> Tuner:
+def _tuner_with(tiny_dataset, tmp_path, trials: dict[int, tuple[float, str | None]], top: int = 3, repeats: int = 3, paired: bool = False,
+                **more) -> Tuner:
     """A tuner whose study holds one complete trial per ``num_workers``: its first score and its role (None: sampled)."""
     space = parse_space(SPACE, cores=4)
-    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(paired=False, confirm_top=top, confirm_repeats=repeats, baselines=False),
+    tuner = Tuner(scan(tiny_dataset), space, TuneSettings(paired=paired, confirm_top=top, confirm_repeats=repeats, baselines=False),
                   storage=f"sqlite:///{tmp_path}/s.db", study_name="s")
     for w, (value, role) in trials.items():
         loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w})

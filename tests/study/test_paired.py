@@ -1,0 +1,137 @@
+"""The paired re-measurement from the study's side: the winner its rounds pick, the record it leaves, and the fresh
+re-measurement when it measures nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import UserError
+from autotune.outcomes import Outcome
+from autotune.study.evidence import trial_attrs
+from autotune.study.paired import build_cost, choose_paired, paired_trial
+from autotune.trials.spec import TrialResult
+from tests.study.test_confirm import _tuner_with
+
+
+def _paired_replay(tuner, monkeypatch, rounds: list[dict[int, float]], steady_from: int = 0, outcome: Outcome = Outcome.COMPLETE):
+    """The paired process reads ``rounds`` (``num_workers`` -> rate, each round); a fresh re-measurement reads 100 a
+    worker.
+    Returns the calls: ``("paired", [workers...])`` or ``("fresh", workers)``."""
+    calls: list[tuple[str, object]] = []
+
+    def measure(loader, *a, **k):
+        if k.get("paired"):
+            order = [loader.torch.num_workers, *(ld.torch.num_workers for ld in k["paired"])]
+            calls.append(("paired", order))
+            got = [[r[w] for w in order] for r in rounds]
+            return TrialResult(outcome, samples_per_s=got[0][0] if got else None, duration_s=3.0, message="boom" if outcome is not Outcome.COMPLETE else "",
+                               extra={"paired": {"rounds": got, "steady_from": steady_from, "window_s": 0.5}} if outcome is Outcome.COMPLETE else {})
+        calls.append(("fresh", loader.torch.num_workers))
+        return TrialResult(Outcome.COMPLETE, samples_per_s=100.0 * loader.torch.num_workers)
+
+    monkeypatch.setattr(tuner, "measure", measure)
+    return calls
+
+
+def _workers(tuner, number: int) -> int:
+    return trial_attrs(tuner.study.trials[number])["loader"]["num_workers"]
+
+
+def test_a_config_faster_in_every_round_wins_over_a_cheaper_one_within_the_noise_of_fresh_processes(tiny_dataset, tmp_path, monkeypatch):
+    """The H200's case: a config 7 % faster than DALI's usual start (more threads) was handed over to the cheaper start,
+    one fresh reading each within the spread of fresh processes. Paired, it is faster in every round, while the rounds
+    themselves swing by 30 %: it wins."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (950.0, "heuristic")}, top=2, repeats=1, paired=True)
+    swing = [1.0, 0.7, 1.3, 0.85, 1.1]
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1070.0 * s, 2: 1000.0 * s} for s in swing])
+    record = tuner.confirm()
+    assert calls == [("paired", [4, 2])]  # one process for both, the leader first
+    assert _workers(tuner, record["winner_trial"]) == 4 and record["indistinguishable"] == [record["winner_trial"]]
+    assert record["attempted"] == 1 and len(record["paired"]["rounds"]) == 5
+    assert record["method"] == ("top 2 re-measured together in one fresh process, 5 rounds of alternating 0.5 s windows, compared round by round; "
+                                "winner: the fastest by the median of its re-measurements, the others told apart from it")
+    # each candidate's scores: its trial's, then one a round
+    assert [len(c["scores"]) for c in record["candidates"]] == [6, 6]
+
+
+def test_the_cheapest_of_the_configs_the_rounds_cannot_tell_apart_wins(tiny_dataset, tmp_path, monkeypatch):
+    """4 workers and 2 workers trade places round by round, within 3 % on the median ratio: 2 workers (two processes
+    fewer) win, and both are named as indistinguishable."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True)
+    _paired_replay(tuner, monkeypatch, [{4: 1000.0, 2: 990.0}, {4: 980.0, 2: 1000.0}, {4: 1010.0, 2: 995.0}, {4: 1000.0, 2: 1002.0}])
+    record = tuner.confirm()
+    assert _workers(tuner, record["fastest_trial"]) == 4 and _workers(tuner, record["winner_trial"]) == 2
+    assert len(record["indistinguishable"]) == 2 and record["method"].endswith("the cheapest of the 2 the re-measurement cannot tell apart from the fastest")
+
+
+def test_a_round_still_speeding_up_is_not_counted(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True)
+    _paired_replay(tuner, monkeypatch, [{4: 300.0, 2: 900.0}, {4: 1000.0, 2: 900.0}, {4: 1000.0, 2: 905.0}], steady_from=1)
+    record = tuner.confirm()
+    assert _workers(tuner, record["winner_trial"]) == 4  # the first round alone had 4 workers slower
+    assert [c["scores"] for c in record["candidates"]] == [[1000.0, 1000.0, 1000.0], [990.0, 900.0, 905.0]]
+    assert "3 rounds of alternating 0.5 s windows (2 counted, the first still speeding up)" in record["method"]
+
+
+def test_a_paired_measurement_that_fails_falls_back_to_fresh_processes(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=2, paired=True)
+    calls = _paired_replay(tuner, monkeypatch, [], outcome=Outcome.CRASH)
+    record = tuner.confirm()
+    assert calls[0] == ("paired", [4, 2]) and [c[0] for c in calls[1:]] == ["fresh"] * 4  # two rounds of the two, as --remeasure fresh does
+    assert "paired" not in record and record["method"].startswith("top 2 re-measured 2x each, interleaved")
+
+
+def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=False)
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 2: 1.0}])
+    tuner.confirm()
+    assert [c[0] for c in calls] == ["fresh", "fresh"]
+
+
+def test_no_paired_process_starts_when_its_first_round_does_not_fit(tiny_dataset, tmp_path):
+    """Each candidate's start-up as a fresh trial had it (a warm one's saved seconds added back), a window each and the
+    process: a paired measurement that could not end one round in the time left is not begun."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, startup_s=1.5, saved_s=1.0)
+    cands = tuner.candidates(2)
+    assert tuner.settings.window_s == 1.0 and build_cost(cands, 1.0) == pytest.approx(1.0 + 2 * (1.5 + 1.0 + 1.0))
+    asked: list[dict] = []
+
+    def measure(loader, **k):
+        asked.append(k)
+        return TrialResult(Outcome.COMPLETE)
+
+    assert paired_trial(measure, tuner.settings, tuner.dataset, cands, 7.9) is None and not asked
+    paired_trial(measure, tuner.settings, tuner.dataset, cands, 8.0)
+    (k,) = asked
+    assert k["paired_s"] == 8.0 and k["timeout_s"] == pytest.approx(10.0) and len(k["paired"]) == 1 and k["max_rounds"] == 8
+    paired_trial(measure, tuner.settings, tuner.dataset, cands, None)  # no time budget: 3 rounds for each repeat
+    assert asked[-1]["max_rounds"] == 3 and asked[-1]["paired_s"] is None
+
+
+def test_never_a_config_slower_in_every_round_than_a_start(tiny_dataset, tmp_path):
+    """1 worker (sampled, the cheapest) is within 3 % of the fastest and not slower than it in every round, but slower
+    than the heuristic (a starting point) in every round: the heuristic wins."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 3: (995.0, "heuristic"), 1: (990.0, None)}, top=3, paired=True)
+    cands = tuner.candidates(3)
+    order = [trial_attrs(t)["loader"]["num_workers"] for t in cands]
+    by = {4: [1000.0, 1040.0, 960.0, 1000.0], 3: [990.0, 1000.0, 985.0, 995.0], 1: [980.0, 990.0, 975.0, 985.0]}
+    rounds = [[by[w][r] for w in order] for r in range(4)]
+    winner, fastest, alike = choose_paired(cands, rounds)
+    assert trial_attrs(fastest)["loader"]["num_workers"] == 4 and len(alike) == 3
+    assert trial_attrs(winner)["loader"]["num_workers"] == 3
+
+
+def test_one_round_tells_configs_apart_only_beyond_the_margin(tiny_dataset, tmp_path):
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, paired=True)
+    cands = tuner.candidates(2)
+    assert len(choose_paired(cands, [[1000.0, 980.0]])[2]) == 2  # 2 % on one round: alike, the cheaper wins
+    assert choose_paired(cands, [[1000.0, 980.0]])[0] is cands[1]
+    assert choose_paired(cands, [[1000.0, 960.0]])[0] is cands[0]  # 4 %: told apart
+
+
+def test_an_unknown_remeasure_is_one_line():
+    from autotune.tuning.prepare import _paired
+
+    assert _paired("paired") and not _paired("fresh")
+    with pytest.raises(UserError, match="remeasure must be one of paired, fresh, but got 'twice'"):
+        _paired("twice")
