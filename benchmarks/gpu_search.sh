@@ -13,6 +13,9 @@
 #  methods:  three default `autotune run`s, seeds 1-3; where each trial's time went in OUT/trials.log
 #  compare:  the grid's best 8 and every default run's winner, 3 interleaved rounds; rows appended to
 #            OUT/h200-search.json (a copy of benchmarks/results/h200-search.json first, so the file comes back whole)
+#  noise:    benchmarks/paired_noise.py: DALI's usual start (b=128 threads=8 hw_load=0.65) against the grid's best of
+#            2026-12-03 (b=256 threads=12 hw_load=0.75), 5 repetitions of paired (6 rounds), fresh (one process each) and
+#            null (the start against itself), interleaved: OUT/noise.json and OUT/noise.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  ahead:    default 60 s runs with --build-ahead off and on, interleaved (off, on, off, on; seeds 1 and 2): each run's
 #            last lines (configs measured, sampled, what the overlap hid) and its time attr, in OUT/ahead.log
@@ -67,11 +70,17 @@ ahead)
     done
   done
   ;;
+noise)
+  usual='{"backend": "dali", "batch_size": 128, "dali_device": "gpu", "num_threads": 8, "prefetch_queue_depth": 2, "hw_decoder_load": 0.65}'
+  best='{"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": 12, "prefetch_queue_depth": 2, "hw_decoder_load": 0.75}'
+  python3 benchmarks/paired_noise.py --dataset "$data" --device cuda --a "$usual" --b "$best" --processes 5 --rounds 6 --null \
+    --out "$out/noise.json" > "$out/noise.log" 2>&1; echo "exit $?" >> "$out/noise.log"
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare, cuda or ahead"; exit 2
+  echo "STAGE must name default, grid, methods, compare, noise, cuda or ahead"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }

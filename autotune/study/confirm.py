@@ -229,10 +229,11 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     rounds = _Rounds(cands, repeats, remeasure, on_step, fits, earlier)
     tiebreak = partial = 0  # partial: re-measurements of a round the time budget cut short
     together: Rounds | None = None
+    failed: str | None = None  # why a paired measurement measured no round
     if len(cands) > 1 and (repeats > 0 or paired is not None):
         try:
             if paired is not None:
-                together = _paired(cands, paired, left, on_step, rounds.scores)
+                together, failed = _paired(cands, paired, left, on_step, rounds.scores)
             if together is None and repeats > 0:
                 tiebreak, partial = rounds.run(repeats)
         finally:
@@ -245,24 +246,31 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     how: dict[str, Any] = {"repeats": repeats, "attempted": rounds.k, "tiebreak": tiebreak}
     if set_aside:
         how["set_aside"] = set_aside
+    if failed:
+        how["paired_failed"] = failed
     return _record(study, cands, rounds.scores, how, choose(cands, rounds.scores), earlier)
 
 
 def _paired(cands: list[Trial], paired: Paired, left: Callable[[], float] | None, on_step: OnStep | None,
-            scores: dict[int, list[float]]) -> Rounds | None:
+            scores: dict[int, list[float]]) -> tuple[Rounds | None, str | None]:
     """The paired re-measurement of ``cands``, its steady rounds added to their ``scores``; None where it measured no
-    round (it did not fit, or failed: told in its log)."""
-    result = paired(cands, left() if left is not None else None)
+    round, with how it failed (None: it did not fit, and was not begun)."""
+    def begin() -> None:  # all at once
+        for i, t in enumerate(cands):
+            if on_step is not None:
+                on_step(i + 1, len(cands), t, None)
+
+    result = paired(cands, left() if left is not None else None, begin)
     together = rounds_of(result, len(cands))
     if together is None:
-        return None
+        told = f"{result.outcome.value}: {result.message}".strip(": ") if result is not None else None
+        return None, told if result is not None and result.outcome is not Outcome.COMPLETE else ("no round fitted" if result is not None else None)
     for i, t in enumerate(cands):
         mine = [r[i] for r in together.steady]
         scores[t.number].extend(mine)
         if on_step is not None:
-            on_step(i + 1, len(cands), t, None)
             on_step(i + 1, len(cands), t, TrialResult(Outcome.COMPLETE, samples_per_s=statistics.median(mine), spread=(min(mine), max(mine))))
-    return together
+    return together, None
 
 
 def _record(study: optuna.Study, cands: list[Trial], scores: dict[int, list[float]], how: dict[str, Any],

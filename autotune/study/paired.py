@@ -33,8 +33,9 @@ PROCESS_S = 1.0
 #: seconds past its deadline before the paired process is stopped (a round begun in time ends a little after it)
 GRACE_S = 2.0
 
-#: ``paired(cands, seconds)``: measure the candidates' configs paired, in at most ``seconds`` (None: no time budget)
-Paired = Callable[[list[Trial], "float | None"], "TrialResult | None"]
+#: ``paired(cands, seconds, begin)``: measure the candidates' configs paired, in at most ``seconds`` (None: no time
+#: budget), calling ``begin()`` as the process starts; None where it does not start
+Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResult | None"]
 
 
 def build_cost(cands: list[Trial], window_s: float) -> float:
@@ -47,10 +48,11 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
     return PROCESS_S + sum(start(t) + window_s for t in cands)
 
 
-def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None) -> TrialResult | None:
+def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None,
+                 begin: Callable[[], None] | None = None) -> TrialResult | None:
     """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
-    with its settings ``s``; None when not even its first round fits ``seconds``, or a candidate alone is over a memory
-    budget's estimate."""
+    with its settings ``s``, calling ``begin()`` first; None when not even its first round fits ``seconds``, or a
+    candidate alone is over a memory budget's estimate."""
     from autotune.config.schema import LoaderConfig
     from autotune.trials import guard
     from autotune.trials.logs import trial_log
@@ -64,6 +66,8 @@ def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: 
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
     timeout = s.trial_timeout if seconds is None else min(s.trial_timeout, seconds + GRACE_S)
     log = trial_log(s.log_dir, "remeasure-paired")
+    if begin is not None:
+        begin()
     return measure(loaders[0], log=log, timeout_s=timeout, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=seconds)
 
 

@@ -337,3 +337,24 @@ def test_every_scenario_run_is_kept_and_the_table_shows_the_median_and_the_worst
     text = scenarios.table(rows)
     assert "| s | m | 3 | 120 %, 86 %, 110 % | 110 % | 86 % | 2 of 3 |" in text
     assert "| s (3 runs) | m | cores |" in text  # the latest run's peers
+
+
+@pytest.mark.slow
+def test_the_paired_noise_benchmark_writes_every_repetition_and_the_verdicts(tmp_path, tiny_dataset):
+    """benchmarks/paired_noise.py on the CPU: the paired, fresh and null repetitions, each with its ratio and verdict."""
+    import json
+    import os
+    import subprocess
+
+    out = tmp_path / "noise.json"
+    a = json.dumps({"backend": "torch", "batch_size": 4, "num_workers": 0})
+    b = json.dumps({"backend": "torch", "batch_size": 8, "num_workers": 0})
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "paired_noise.py"), "--dataset", str(tiny_dataset), "--a", a, "--b", b, "--processes", "1",
+           "--rounds", "2", "--window", "0.1", "--windows", "2", "--null", "--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    assert [r["method"] for r in got["rows"]] == ["paired", "fresh", "null"]
+    assert all(r["ratio"] > 0 and r["verdict"] in ("alike", "b faster", "b slower") for r in got["rows"])
+    assert len(got["rows"][0]["rounds"]) == 2 and set(got["summary"]) == {"paired", "fresh", "null"}
+    assert got["command"].startswith("python benchmarks/paired_noise.py --dataset ")

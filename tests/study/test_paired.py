@@ -54,6 +54,14 @@ def test_a_config_faster_in_every_round_wins_over_a_cheaper_one_within_the_noise
     assert [len(c["scores"]) for c in record["candidates"]] == [6, 6]
 
 
+def test_the_terminal_says_both_began_then_what_each_read(tiny_dataset, tmp_path, monkeypatch):
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (950.0, None)}, top=2, repeats=1, paired=True)
+    _paired_replay(tuner, monkeypatch, [{4: 1000.0, 2: 900.0}, {4: 1010.0, 2: 910.0}])
+    steps: list[tuple[int, int, int, float | None]] = []
+    tuner.confirm(on_step=lambda k, n, t, r: steps.append((k, n, _workers(tuner, t.number), None if r is None else r.samples_per_s)))
+    assert steps == [(1, 2, 4, None), (2, 2, 2, None), (1, 2, 4, 1005.0), (2, 2, 2, 905.0)]
+
+
 def test_the_cheapest_of_the_configs_the_rounds_cannot_tell_apart_wins(tiny_dataset, tmp_path, monkeypatch):
     """4 workers and 2 workers trade places round by round, within 3 % on the median ratio: 2 workers (two processes
     fewer) win, and both are named as indistinguishable."""
@@ -79,6 +87,7 @@ def test_a_paired_measurement_that_fails_falls_back_to_fresh_processes(tiny_data
     record = tuner.confirm()
     assert calls[0] == ("paired", [4, 2]) and [c[0] for c in calls[1:]] == ["fresh"] * 4  # two rounds of the two, as --remeasure fresh does
     assert "paired" not in record and record["method"].startswith("top 2 re-measured 2x each, interleaved")
+    assert record["paired_failed"] == "crash: boom"
 
 
 def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path, monkeypatch):
@@ -100,7 +109,7 @@ def test_no_paired_process_starts_when_its_first_round_does_not_fit(tiny_dataset
         asked.append(k)
         return TrialResult(Outcome.COMPLETE)
 
-    assert paired_trial(measure, tuner.settings, tuner.dataset, cands, 7.9) is None and not asked
+    assert paired_trial(measure, tuner.settings, tuner.dataset, cands, 7.9, begin=lambda: asked.append({})) is None and not asked
     paired_trial(measure, tuner.settings, tuner.dataset, cands, 8.0)
     (k,) = asked
     assert k["paired_s"] == 8.0 and k["timeout_s"] == pytest.approx(10.0) and len(k["paired"]) == 1 and k["max_rounds"] == 8
