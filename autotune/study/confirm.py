@@ -229,7 +229,7 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     rounds = _Rounds(cands, repeats, remeasure, on_step, fits, earlier)
     tiebreak = partial = 0  # partial: re-measurements of a round the time budget cut short
     together: Rounds | None = None
-    failed: str | None = None  # why a paired measurement measured no round
+    failed: str | None = None  # why the candidates were not paired, or how their paired measurement failed
     if len(cands) > 1 and (repeats > 0 or paired is not None):
         try:
             if paired is not None:
@@ -247,7 +247,7 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     if set_aside:
         how["set_aside"] = set_aside
     if failed:
-        how["paired_failed"] = failed
+        how["not_paired"] = failed
     return _record(study, cands, rounds.scores, how, choose(cands, rounds.scores), earlier)
 
 
@@ -261,10 +261,12 @@ def _paired(cands: list[Trial], paired: Paired, left: Callable[[], float] | None
                 on_step(i + 1, len(cands), t, None)
 
     result = paired(cands, left() if left is not None else None, begin)
+    if result is None or isinstance(result, str):
+        return None, result
     together = rounds_of(result, len(cands))
     if together is None:
-        told = f"{result.outcome.value}: {result.message}".strip(": ") if result is not None else None
-        return None, told if result is not None and result.outcome is not Outcome.COMPLETE else ("no round fitted" if result is not None else None)
+        failed = result.outcome is not Outcome.COMPLETE
+        return None, f"the paired measurement {'failed, ' + result.outcome.value + ': ' + result.message if failed else 'measured no round'}"
     for i, t in enumerate(cands):
         mine = [r[i] for r in together.steady]
         scores[t.number].extend(mine)

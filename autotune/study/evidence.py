@@ -95,8 +95,12 @@ def contenders(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 def confirmation_method(record: dict[str, Any]) -> str:
     """What the confirmation stage did, in words that match what happened (failed re-measurements included, and
-    those of an earlier run of a resumed study, kept with this run's), and how the winner was picked of them."""
+    those of an earlier run of a resumed study, kept with this run's; why the candidates were not paired), and how the
+    winner was picked of them."""
     said = _with_earlier(record)
+    if isinstance(record.get("not_paired"), str) and "; winner by median" in said:
+        head, sep, tail = said.rpartition("; winner by median")
+        said = f"{head} ({record['not_paired']}){sep}{tail}"
     alike = record.get("indistinguishable")
     head, sep, _ = said.rpartition("; winner by median")
     if isinstance(alike, list) and len(alike) > 1 and sep:

@@ -34,8 +34,38 @@ PROCESS_S = 1.0
 GRACE_S = 2.0
 
 #: ``paired(cands, seconds, begin)``: measure the candidates' configs paired, in at most ``seconds`` (None: no time
-#: budget), calling ``begin()`` as the process starts; None where it does not start
-Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResult | None"]
+#: budget), calling ``begin()`` as the process starts; None where its first round does not fit, or why they are not
+#: paired (a line)
+Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResult | str | None"]
+
+
+def refill_s(t: Trial) -> float:
+    """Seconds the untimed switch gives ``t``'s loader to refill its queue, by its own trial's rate:
+    :data:`~autotune.trials.paired.REFILL_FACTOR` times its queue's batches."""
+    from autotune.config.schema import LoaderConfig
+    from autotune.loaders.backends import get_backend
+    from autotune.trials.paired import REFILL_FACTOR
+
+    a = trial_attrs(t)
+    loader = LoaderConfig.from_params(a["loader"])
+    rate = float(t.value or 0.0)
+    queue = get_backend(loader.backend.value).buffered_batches(loader)
+    return REFILL_FACTOR * queue * loader.batch_size / rate if rate > 0 else float("inf")
+
+
+def not_paired(cands: list[Trial], window_s: float) -> str | None:
+    """Why ``cands`` cannot be compared fairly side by side (None: they can): a loader whose queue takes longer to
+    refill than a switch keeps untimed goes on refilling into the next one's window, and that one reads slow. On 2
+    cores, DALI's CPU decode at batch 256 with a queue of 4 (about 3 s at 1,000 samples/s) made a config of batch 128
+    read half its fresh-process rate beside it."""
+    from autotune.trials.paired import MAX_SETTLE_WINDOWS
+
+    keep = MAX_SETTLE_WINDOWS * window_s
+    slow = max(cands, key=refill_s)
+    if refill_s(slow) > keep:
+        return (f"not paired: {trial_attrs(slow).get('config')} refills its queue in about {refill_s(slow):.1f} s, more than the {keep:g} s "
+                "kept at a switch")
+    return None
 
 
 def build_cost(cands: list[Trial], window_s: float) -> float:
@@ -49,20 +79,24 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
 
 
 def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None,
-                 begin: Callable[[], None] | None = None) -> TrialResult | None:
+                 begin: Callable[[], None] | None = None) -> TrialResult | str | None:
     """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
-    with its settings ``s``, calling ``begin()`` first; None when not even its first round fits ``seconds``, or a
-    candidate alone is over a memory budget's estimate."""
+    with its settings ``s``, calling ``begin()`` first. None when not even its first round fits ``seconds``; a line
+    saying why where they are not paired (:func:`not_paired`, or a memory budget's estimate over for them together)."""
     from autotune.config.schema import LoaderConfig
     from autotune.trials import guard
     from autotune.trials.logs import trial_log
 
+    why = not_paired(cands, s.window_s)
+    if why is not None:
+        return why
     if seconds is not None and build_cost(cands, s.window_s) > seconds:
         return None
     loaders = [LoaderConfig.from_params(trial_attrs(t)["loader"]) for t in cands]
     for ld in loaders[1:]:  # the first is checked by measure
-        if guard.check_estimate(ld, dataset, s.budgets, pipeline=s.pipeline, device=s.device) is not None:
-            return None
+        over = guard.check_estimate(ld, dataset, s.budgets, pipeline=s.pipeline, device=s.device)
+        if over is not None:
+            return f"not paired: {ld.describe()} alone is over a memory budget ({over.message})"
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
     timeout = s.trial_timeout if seconds is None else min(s.trial_timeout, seconds + GRACE_S)
     log = trial_log(s.log_dir, "remeasure-paired")

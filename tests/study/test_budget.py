@@ -160,8 +160,8 @@ def test_a_run_under_budget_ends_within_ten_percent_of_it(tiny_dataset, workdir,
     monkeypatch.setattr("autotune.study.tuner.Zygote.start", classmethod(lambda cls, *a, **k: None))
     seen: list[str] = []
 
-    def rate(ld):
-        return 100.0 + ld.batch_size + 10 * getattr(ld.torch, "num_workers", 0)
+    def rate(ld):  # fast enough that each loader's queue refills within a switch of the paired re-measurement
+        return 100.0 * (100.0 + ld.batch_size + 10 * getattr(ld.torch, "num_workers", 0))
 
     def fake_run_trial(spec, **kw):
         start = clock.now

@@ -87,7 +87,18 @@ def test_a_paired_measurement_that_fails_falls_back_to_fresh_processes(tiny_data
     record = tuner.confirm()
     assert calls[0] == ("paired", [4, 2]) and [c[0] for c in calls[1:]] == ["fresh"] * 4  # two rounds of the two, as --remeasure fresh does
     assert "paired" not in record and record["method"].startswith("top 2 re-measured 2x each, interleaved")
-    assert record["paired_failed"] == "crash: boom"
+    assert record["not_paired"] == "the paired measurement failed, crash: boom" and "(the paired measurement failed, crash: boom)" in record["method"]
+
+
+def test_loaders_whose_queues_refill_slowly_are_not_paired(tiny_dataset, tmp_path, monkeypatch):
+    """4 workers x prefetch 2 at batch 8 hold 64 samples: at 10 samples/s their queue refills for 6 s, into the other
+    config's window. Such candidates are re-measured in fresh processes, and the record says why."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (10.0, None), 2: (9.9, None)}, top=2, repeats=1, paired=True)
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 2: 1.0}])
+    record = tuner.confirm()
+    assert [c[0] for c in calls] == ["fresh", "fresh"]
+    why = "not paired: torch b=8 workers=4 refills its queue in about 19.2 s, more than the 2 s kept at a switch"
+    assert record["not_paired"] == why and f"({why})" in record["method"]
 
 
 def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path, monkeypatch):
