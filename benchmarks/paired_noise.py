@@ -4,9 +4,12 @@ For each of ``--processes`` repetitions, interleaved:
 
 - ``paired``: configs A and B built in one fresh trial process and timed in turn, ``--rounds`` rounds of one
   ``--window`` each (what ``autotune run`` does by default, :mod:`autotune.trials.paired`); the ratio B/A is the
-  median of the per-round ratios, and the verdict the noise rule's (B slower or faster in every round: told apart);
+  median of the per-round ratios, and the verdict is the noise rule's (:func:`autotune.study.paired.choose_paired`):
+  the slower by the medians is ``alike`` when it is not slower in every round and its median ratio to the faster is
+  within 3 %;
 - ``fresh``: A, then B, each in a fresh trial process of its own (``--windows`` windows, a default 60 s run's trial),
-  what ``--remeasure fresh`` does; the ratio B/A is of their two scores, and the verdict: told apart beyond 3 %;
+  what ``--remeasure fresh`` does; the ratio B/A is of their two scores, and the verdict the rule for single
+  readings: ``alike`` within 3 %;
 - ``null`` (with ``--null``): A against A, paired, to show the rule's false alarms.
 
 The spread of the ratios over the repetitions is the noise each method has to beat. The JSON has every repetition,
@@ -33,6 +36,7 @@ from autotune.config.schema import LoaderConfig
 from autotune.dataset.scan import scan
 from autotune.outcomes import Outcome
 from autotune.study.evidence import INDISTINGUISHABLE
+from autotune.study.paired import slower_in_every_round
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
 
@@ -61,11 +65,19 @@ def paired(dataset: Any, device: str, a: LoaderConfig, b: LoaderConfig, rounds: 
     p = r.extra["paired"]
     steady = p["rounds"][p["steady_from"]:]
     ratios = [x[1] / x[0] for x in steady]
-    told = "b faster" if min(ratios) > 1 else "b slower" if max(ratios) < 1 else "alike"
-    if len(ratios) == 1:
-        told = "alike" if abs(ratios[0] - 1) <= INDISTINGUISHABLE else ("b faster" if ratios[0] > 1 else "b slower")
-    return {"rounds": p["rounds"], "steady_from": p["steady_from"], "ratio": statistics.median(ratios), "verdict": told,
+    return {"rounds": p["rounds"], "steady_from": p["steady_from"], "ratio": statistics.median(ratios), "verdict": verdict(steady),
             "seconds": round(time.monotonic() - t0, 2)}
+
+
+def verdict(rounds: list[list[float]]) -> str:
+    """The noise rule's verdict on a paired measurement of A (``r[0]``) and B (``r[1]``), as
+    :func:`~autotune.study.paired.choose_paired` judges the slower of two."""
+    fast = 1 if statistics.median(r[1] for r in rounds) > statistics.median(r[0] for r in rounds) else 0
+    slow = 1 - fast
+    ratio = statistics.median(r[slow] / r[fast] for r in rounds)
+    if not slower_in_every_round(rounds, slow, fast) and ratio >= 1 - INDISTINGUISHABLE:
+        return "alike"
+    return "b faster" if fast == 1 else "b slower"
 
 
 def fresh(dataset: Any, device: str, a: LoaderConfig, b: LoaderConfig, window: float, windows: int) -> dict[str, Any]:
