@@ -230,7 +230,7 @@ def confirm(study: optuna.Study, top: int, repeats: int, remeasure: Remeasure, *
     tiebreak = partial = 0  # partial: re-measurements of a round the time budget cut short
     together: Rounds | None = None
     failed: str | None = None  # why the candidates were not paired, or how their paired measurement failed
-    if len(cands) > 1 and (repeats > 0 or paired is not None):
+    if len(cands) > 1 and repeats > 0:
         try:
             if paired is not None:
                 together, failed = _paired(cands, paired, left, on_step, rounds.scores)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -54,12 +55,15 @@ def refill_s(t: Trial) -> float:
 
 
 def not_paired(cands: list[Trial], window_s: float) -> str | None:
-    """Why ``cands`` cannot be compared fairly side by side (None: they can): a loader whose queue takes longer to
-    refill than a switch keeps untimed goes on refilling into the next one's window, and that one reads slow. On 2
-    cores, DALI's CPU decode at batch 256 with a queue of 4 (about 3 s at 1,000 samples/s) made a config of batch 128
-    read half its fresh-process rate beside it."""
+    """Why ``cands`` cannot be compared fairly side by side (None: they can): loaders of different kinds; or a loader
+    whose queue takes longer to refill than a switch keeps untimed, which goes on refilling into the next one's window,
+    and that one reads slow. On 2 cores, DALI's CPU decode at batch 256 with a queue of 4 (about 3 s at 1,000
+    samples/s) made a config of batch 128 read half its fresh-process rate beside it."""
     from autotune.trials.paired import MAX_SETTLE_WINDOWS
 
+    kinds = sorted({str(trial_attrs(t)["loader"].get("backend")) for t in cands})
+    if len(kinds) > 1:  # a torch worker forked beside DALI's running threads: never done in a trial, and a risk of deadlock
+        return f"not paired: {' and '.join(kinds)} loaders would share one process"
     keep = MAX_SETTLE_WINDOWS * window_s
     slow = max(cands, key=refill_s)
     if refill_s(slow) > keep:
@@ -69,20 +73,23 @@ def not_paired(cands: list[Trial], window_s: float) -> str | None:
 
 
 def build_cost(cands: list[Trial], window_s: float) -> float:
-    """Seconds before the first round ends: the process, each candidate's start-up as a fresh trial had it (its
-    build and first batch), and one window each."""
+    """Seconds before the first round ends, as the paired process prices it: the process, each candidate's start-up as
+    a fresh trial had it (its build and first batch), and one window each with the most a switch keeps untimed."""
+    from autotune.trials.paired import MAX_SETTLE_WINDOWS
+
     def start(t: Trial) -> float:
         a = trial_attrs(t)
         return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) + float(a.get("warmup_s") or 0.0)
 
-    return PROCESS_S + sum(start(t) + window_s for t in cands)
+    return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
 
 
 def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None,
                  begin: Callable[[], None] | None = None) -> TrialResult | str | None:
     """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
     with its settings ``s``, calling ``begin()`` first. None when not even its first round fits ``seconds``; a line
-    saying why where they are not paired (:func:`not_paired`, or a memory budget's estimate over for them together)."""
+    saying why where they are not paired (:func:`not_paired`, or one of them alone over a memory budget's estimate:
+    together, the trial's monitor stops the process at the budget, and the fresh re-measurement follows)."""
     from autotune.config.schema import LoaderConfig
     from autotune.trials import guard
     from autotune.trials.logs import trial_log
@@ -98,11 +105,13 @@ def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: 
         if over is not None:
             return f"not paired: {ld.describe()} alone is over a memory budget ({over.message})"
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
-    timeout = s.trial_timeout if seconds is None else min(s.trial_timeout, seconds + GRACE_S)
+    # the rounds end inside the trial's time limit too, so that the process is never stopped with rounds measured
+    paired_s = max(0.0, min(seconds if seconds is not None else float("inf"), s.trial_timeout - GRACE_S))
     log = trial_log(s.log_dir, "remeasure-paired")
     if begin is not None:
         begin()
-    return measure(loaders[0], log=log, timeout_s=timeout, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=seconds)
+    return measure(loaders[0], log=log, timeout_s=paired_s + GRACE_S, paired=tuple(loaders[1:]), max_rounds=rounds, paired_s=paired_s,
+                   sent_at=time.time())
 
 
 @dataclasses.dataclass

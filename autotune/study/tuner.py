@@ -593,7 +593,8 @@ class Tuner:
             # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        one = s.paired and s.ranks == 1 and s.model is None  # several ranks, or a model's steps: each in a fresh process
+        # several ranks, a model's steps, or a cold cache (evicted before each measurement): each in a fresh process
+        one = s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
         paired = (lambda cands, left, begin: paired_trial(self.measure, s, self.dataset, cands, left, begin)) if one else None
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
                                   paired=paired, left=s.time_left)

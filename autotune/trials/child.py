@@ -44,9 +44,9 @@ def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
     return None
 
 
-def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | None = None, begun: float | None = None) -> dict[str, Any]:
+def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | None = None) -> dict[str, Any]:
     """Build ``spec``'s loader on its device, measure it and return the result payload; ``hold``: see
-    :func:`~autotune.trials.one_rank.measure_rank` (one rank only); ``begun``: when the spec arrived (``perf_counter``).
+    :func:`~autotune.trials.one_rank.measure_rank` (one rank only).
 
     Several ranks are forked from here, one process each, before anything touches CUDA
     (:mod:`autotune.trials.rank_group`); one rank is measured in this process, and so are paired loaders
@@ -67,7 +67,7 @@ def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | Non
     if spec.paired:
         from autotune.trials.paired import measure_paired_spec
 
-        return measure_paired_spec(spec, on_window, time.perf_counter() if begun is None else begun)
+        return measure_paired_spec(spec, on_window)
     return measure_rank(spec, spec.device, on_window, hold=hold)
 
 
@@ -267,7 +267,7 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
             return False
 
         set_up_s = process_set_up(spec) if spec.keep else None
-        payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None, begun)
+        payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None)
         payload.update(ahead)
         if set_up_s is not None:  # what a warm process pays once: its later trials find it done (autotune.trials.warm)
             payload["process_setup_s"] = round(set_up_s, 3)

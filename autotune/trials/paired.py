@@ -7,8 +7,9 @@ each (A B C, A B C, ...): each round's windows see the same machine and the same
 the drift cancels in a round's ratios, and the process's start-up is paid once for all of them.
 
 At each switch, the loader about to be timed first hands over, untimed, what it prefetched while the others ran (its
-workers' or DALI's queue), and goes on untimed while the loader before it refills its own queue (its queue's batches
-at its last window's rate, at most a window); then it is timed for one window.
+workers' or DALI's queue), and goes on untimed while the loader before it refills its own queue (:data:`REFILL_FACTOR`
+times its queue's batches at its last window's rate, at most :data:`MAX_SETTLE_WINDOWS` windows); then it is timed for
+one window. The order turns each round (A B C, B C A, C A B, ...), so that no config always follows the same one.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def measure_paired(
         window_s: each loader's timed window in a round.
         warmup_batches: batches each loader yields untimed after its first.
         max_rounds: rounds at most.
-        deadline: on ``clock``, no round is begun that would end after it (a round is priced at the last one's
-            seconds; the first at one window each).
+        deadline: on ``clock``, no round is begun that would end after it (priced at the longest round so far; the
+            first at one window and the most a switch keeps untimed, for each loader), and none is finished that
+            would: a loader's switch and window are begun only where both still end before it (a round left part-way
+            is not counted).
         on_round: called after each round with its index and rates; True ends the rounds.
     """
     if len(loaders) != len(buffered):
@@ -101,20 +104,31 @@ def measure_paired(
         labels.append(len(first) - 1 if _labels_last(first) else None)
         refill.append(min(cap, REFILL_FACTOR * queue * (t2 - t1) / warmup_batches) if warmup_batches else cap)
     rounds: list[list[float]] = []
-    round_s = len(streams) * window_s
-    before = len(streams) - 1  # the loader timed last: the first round begins while it refills
-    while len(rounds) < max_rounds and (deadline is None or clock() + round_s <= deadline):
+    k = len(streams)
+    round_s = k * (window_s + cap)
+    before = k - 1  # the loader timed last: the first round begins while it refills
+
+    def fits(seconds: float) -> bool:
+        return deadline is None or clock() + seconds <= deadline
+
+    while len(rounds) < max_rounds and fits(round_s):
         t_round = clock()
-        rates = []
-        for i, s in enumerate(streams):
+        rates: list[float | None] = [None] * k
+        for i in [(len(rounds) + j) % k for j in range(k)]:  # the order turns each round
+            if not fits(window_s + cap):
+                break
+            s = streams[i]
             _untimed(s, buffered[i], settle_s=refill[before], max_s=cap, clock=clock)
             n, got, seconds = s.window(window_s, sync, clock, _batch_size, labels[i])
-            rates.append(n / seconds)
+            rates[i] = n / seconds
             refill[i] = min(cap, REFILL_FACTOR * buffered[i] * seconds / max(1, got))
             before = i
-        rounds.append(rates)
-        round_s = clock() - t_round
-        if on_round is not None and on_round(len(rounds) - 1, rates):
+        whole = [r for r in rates if r is not None]
+        if len(whole) < k:  # the deadline came part-way: a round like no other, not counted
+            break
+        rounds.append(whole)
+        round_s = max(round_s if len(rounds) > 1 else 0.0, clock() - t_round)
+        if on_round is not None and on_round(len(rounds) - 1, whole):
             break
     return PairedMeasurement(rounds, _first_steady(rounds), startup, warmup)
 
@@ -139,12 +153,17 @@ def _first_steady(rounds: list[list[float]]) -> int:
     return 1 if slow else 0
 
 
-def measure_paired_spec(spec: TrialSpec, on_window: OnWindow, begun: float) -> dict[str, Any]:
+def measure_paired_spec(spec: TrialSpec, on_window: OnWindow) -> dict[str, Any]:
     """Build ``spec.loader`` and ``spec.paired`` on the spec's device, measure them paired, and return the payload: the
-    first loader's figures as a trial's (its steady windows' median and spread), and ``paired`` with every round."""
+    first loader's figures as a trial's (its steady windows' median and spread), and ``paired`` with every round.
+
+    The rounds end by ``spec.paired_s`` seconds after the tuner sent the spec (``spec.sent_at``, wall clock: a process
+    spawned rather than forked takes a second or two to read it). A loader whose workers start again every epoch has
+    its rates counted over whole epochs, each paying its start once, as a trial's are
+    (:func:`~autotune.trials.one_rank.per_epoch_rate`)."""
     from autotune.loaders.backends import get_backend
     from autotune.loaders.presets import get_preset
-    from autotune.trials.one_rank import buffered_batches, start_device
+    from autotune.trials.one_rank import _epoch_samples, buffered_batches, per_epoch_rate, start_device
 
     start_device(spec.device)
     configs = (spec.loader, *spec.paired)
@@ -162,12 +181,24 @@ def measure_paired_spec(spec: TrialSpec, on_window: OnWindow, begun: float) -> d
             logger.info("round %d: %s", k + 1, ", ".join(f"{r:,.0f}" for r in rates))
             return on_window(k, rates[0], (rates[0], rates[0]))
 
+        deadline = None
+        if spec.paired_s is not None:
+            late = max(0.0, time.time() - spec.sent_at) if spec.sent_at is not None else 0.0  # on the way here
+            deadline = time.perf_counter() + spec.paired_s - late
         m = measure_paired(built, spec.device, buffered=[buffered_batches(c) for c in configs], window_s=spec.window_s,
-                           warmup_batches=spec.warmup_batches, max_rounds=max(1, spec.max_rounds), on_round=on_round,
-                           deadline=begun + spec.paired_s if spec.paired_s is not None else None)
+                           warmup_batches=spec.warmup_batches, max_rounds=max(1, spec.max_rounds), on_round=on_round, deadline=deadline)
+        whole = [_epoch_samples(ld, c.batch_size) if get_backend(c.backend.value).restarts_each_epoch(c) else None
+                 for ld, c in zip(built, configs, strict=True)]
     finally:
         for ld in built:
-            ld.close()
+            try:
+                ld.close()
+            except Exception:  # noqa: BLE001 - the others are closed still; the process ends after this trial
+                logger.exception("closing a loader failed")
+    for r in m.rounds:  # workers that do not persist: over whole epochs, each paying the start its first batch took
+        for i, epoch in enumerate(whole):
+            if epoch:
+                r[i] = per_epoch_rate(r[i], m.startup_s[i], epoch)
     first = m.rates(0)
     out: dict[str, Any] = {
         "samples_per_s": statistics.median(first) if first else None,

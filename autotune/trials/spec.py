@@ -34,9 +34,10 @@ class TrialSpec:
     #: more loaders measured beside ``loader`` in one process, in alternating windows (:mod:`autotune.trials.paired`)
     paired: tuple[Any, ...] = ()
     #: a paired measurement's rounds: at most this many, and none begun that would end past ``paired_s`` seconds
-    #: after the spec arrived (None: no deadline)
+    #: after ``sent_at`` (``time.time()`` as the tuner sent the spec; None: as it arrived); ``paired_s`` None: no deadline
     max_rounds: int = 0
     paired_s: float | None = None
+    sent_at: float | None = None
 
 
 @dataclasses.dataclass

@@ -3,6 +3,8 @@ re-measurement when it measures nothing."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from autotune.errors import UserError
@@ -101,6 +103,25 @@ def test_loaders_whose_queues_refill_slowly_are_not_paired(tiny_dataset, tmp_pat
     assert record["not_paired"] == why and f"({why})" in record["method"]
 
 
+def test_no_re_measurement_when_none_is_asked(tiny_dataset, tmp_path, monkeypatch):
+    """``--confirm-repeats 0``: the best single trial wins, paired or not."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=0, paired=True)
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 2: 1.0}])
+    record = tuner.confirm()
+    assert calls == [] and record["attempted"] == 0 and record["method"] == "best single trial (no re-measurement)"
+
+
+def test_loaders_of_two_kinds_are_not_paired(tiny_dataset, tmp_path):
+    from autotune.study.paired import not_paired
+
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, paired=True)
+    cands = tuner.candidates(2)
+    assert not_paired(cands, 0.5) is None
+    attrs = trial_attrs(cands[1])
+    cands[1].user_attrs["loader"] = {**attrs["loader"], "backend": "dali", "dali_device": "cpu", "num_threads": 2}
+    assert not_paired(cands, 0.5) == "not paired: dali and torch loaders would share one process"
+
+
 def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path, monkeypatch):
     tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=False)
     calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 2: 1.0}])
@@ -113,19 +134,22 @@ def test_no_paired_process_starts_when_its_first_round_does_not_fit(tiny_dataset
     process: a paired measurement that could not end one round in the time left is not begun."""
     tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, startup_s=1.5, saved_s=1.0)
     cands = tuner.candidates(2)
-    assert tuner.settings.window_s == 1.0 and build_cost(cands, 1.0) == pytest.approx(1.0 + 2 * (1.5 + 1.0 + 1.0))
+    # a window and the most a switch keeps untimed (two windows) for each
+    assert tuner.settings.window_s == 1.0 and build_cost(cands, 1.0) == pytest.approx(1.0 + 2 * (1.5 + 1.0 + 3 * 1.0))
     asked: list[dict] = []
 
     def measure(loader, **k):
         asked.append(k)
         return TrialResult(Outcome.COMPLETE)
 
-    assert paired_trial(measure, tuner.settings, tuner.dataset, cands, 7.9, begin=lambda: asked.append({})) is None and not asked
-    paired_trial(measure, tuner.settings, tuner.dataset, cands, 8.0)
+    assert paired_trial(measure, tuner.settings, tuner.dataset, cands, 11.9, begin=lambda: asked.append({})) is None and not asked
+    paired_trial(measure, tuner.settings, tuner.dataset, cands, 12.0)
     (k,) = asked
-    assert k["paired_s"] == 8.0 and k["timeout_s"] == pytest.approx(10.0) and len(k["paired"]) == 1 and k["max_rounds"] == 8
-    paired_trial(measure, tuner.settings, tuner.dataset, cands, None)  # no time budget: 3 rounds for each repeat
-    assert asked[-1]["max_rounds"] == 3 and asked[-1]["paired_s"] is None
+    assert k["paired_s"] == 12.0 and k["timeout_s"] == pytest.approx(14.0) and len(k["paired"]) == 1 and k["max_rounds"] == 8
+    assert k["sent_at"] == pytest.approx(time.time(), abs=5.0)  # the child's deadline counts from here, not from its start
+    paired_trial(measure, tuner.settings, tuner.dataset, cands, None)  # no time budget: 3 rounds for each repeat, in the trial's time limit
+    assert asked[-1]["max_rounds"] == 3 and asked[-1]["paired_s"] == tuner.settings.trial_timeout - 2.0
+    assert asked[-1]["timeout_s"] == tuner.settings.trial_timeout
 
 
 def test_never_a_config_slower_in_every_round_than_a_start(tiny_dataset, tmp_path):
