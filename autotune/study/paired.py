@@ -84,26 +84,39 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
     return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
 
 
+def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | None:
+    """Why ``loaders`` may not share one process under the memory budgets (None: they may): their estimates
+    (:func:`autotune.loaders.memory.estimate`) added up, the process and its CUDA context counted once: each fitted
+    alone in its trial, but here all of them live at once (the workers' batches in flight of each, in /dev/shm)."""
+    from autotune.loaders.memory import estimate
+
+    est = [estimate(ld, dataset, s.pipeline, s.device) for ld in loaders]
+    shared = {"host_mib": est[0]["parts"].get("process", 0.0), "gpu_mib": est[0]["parts"].get("gpu_cuda_context", 0.0), "shm_mib": 0.0}
+    for key, budget, what in (("shm_mib", s.budgets.shm_mib, "/dev/shm"), ("host_mib", s.budgets.host_mib, "host memory"),
+                              ("gpu_mib", s.budgets.gpu_mib, "GPU memory")):
+        needs = [e[key] for e in est]
+        if budget is None or any(n is None for n in needs):
+            continue
+        total = sum(needs) - (len(needs) - 1) * shared[key]
+        if total > budget:
+            return f"not paired: together they are predicted to need {total:,.0f} MiB of {what}, over the {budget:,.0f} MiB budget"
+    return None
+
+
 def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None,
                  begin: Callable[[], None] | None = None) -> TrialResult | str | None:
     """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
     with its settings ``s``, calling ``begin()`` first. None when not even its first round fits ``seconds``; a line
-    saying why where they are not paired (:func:`not_paired`, or one of them alone over a memory budget's estimate:
-    together, the trial's monitor stops the process at the budget, and the fresh re-measurement follows)."""
+    saying why where they are not paired (:func:`not_paired`, :func:`over_together`)."""
     from autotune.config.schema import LoaderConfig
-    from autotune.trials import guard
     from autotune.trials.logs import trial_log
 
-    why = not_paired(cands, s.window_s)
+    loaders = [LoaderConfig.from_params(trial_attrs(t)["loader"]) for t in cands]
+    why = not_paired(cands, s.window_s) or over_together(loaders, dataset, s)
     if why is not None:
         return why
     if seconds is not None and build_cost(cands, s.window_s) > seconds:
         return None
-    loaders = [LoaderConfig.from_params(trial_attrs(t)["loader"]) for t in cands]
-    for ld in loaders[1:]:  # the first is checked by measure
-        over = guard.check_estimate(ld, dataset, s.budgets, pipeline=s.pipeline, device=s.device)
-        if over is not None:
-            return f"not paired: {ld.describe()} alone is over a memory budget ({over.message})"
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
     # the rounds end inside the trial's time limit too, so that the process is never stopped with rounds measured
     paired_s = max(0.0, min(seconds if seconds is not None else float("inf"), s.trial_timeout - GRACE_S))

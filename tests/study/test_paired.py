@@ -122,6 +122,28 @@ def test_loaders_of_two_kinds_are_not_paired(tiny_dataset, tmp_path):
     assert not_paired(cands, 0.5) == "not paired: dali and torch loaders would share one process"
 
 
+def test_contenders_that_fit_a_memory_budget_alone_but_not_together_are_not_paired(tiny_dataset, tmp_path, monkeypatch):
+    """Two torch configs whose workers' batches each fit the /dev/shm budget, but not both at once: fresh processes."""
+    import dataclasses
+
+    from autotune.config.schema import LoaderConfig
+    from autotune.loaders.memory import estimate
+    from autotune.trials.guard import Budgets
+
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 3: (990.0, None)}, top=2, repeats=1, paired=True)
+    shm = [estimate(LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": w}), tuner.dataset)["shm_mib"] for w in (4, 3)]
+    assert 0 < max(shm) < sum(shm)
+    tuner.settings = dataclasses.replace(tuner.settings, budgets=Budgets(shm_mib=max(shm) + 0.1))
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 3: 1.0}])
+    record = tuner.confirm()
+    assert [c[0] for c in calls] == ["fresh", "fresh"]  # each alone fits, as its trial did
+    assert record["not_paired"].startswith("not paired: together they are predicted to need ") and "of /dev/shm, over the " in record["not_paired"]
+
+    tuner.settings = dataclasses.replace(tuner.settings, budgets=Budgets(shm_mib=sum(shm) + 0.1))
+    calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 3: 1.0}])
+    assert tuner.confirm().get("not_paired") is None and calls == [("paired", [4, 3])]  # room for both: paired
+
+
 def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path, monkeypatch):
     tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=False)
     calls = _paired_replay(tuner, monkeypatch, [{4: 1.0, 2: 1.0}])
