@@ -13,7 +13,6 @@ from typing import Any
 
 import optuna
 
-from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.outcomes import Outcome
 from autotune.study.evidence import (
@@ -33,11 +32,6 @@ from autotune.trials.spec import TrialResult
 OnStep = Callable[[int, int, optuna.trial.FrozenTrial, TrialResult | None], None]
 #: ``remeasure(trial, repeat)``: measure the trial's config again, its ``repeat``-th re-measurement (from 1)
 Remeasure = Callable[[optuna.trial.FrozenTrial, int], TrialResult]
-
-
-def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
-    params = trial_attrs(t).get("loader")
-    return LoaderConfig.from_params(params) if params else None
 
 
 def _value(t: optuna.trial.FrozenTrial) -> float:

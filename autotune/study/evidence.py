@@ -65,6 +65,12 @@ def fail_interrupted(study: optuna.Study, t: optuna.trial.FrozenTrial) -> None:
     study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
 
 
+def trial_loader(t: optuna.trial.FrozenTrial) -> LoaderConfig | None:
+    """The config a trial measured (None: a trial that recorded none)."""
+    params = trial_attrs(t).get("loader")
+    return LoaderConfig.from_params(params) if params else None
+
+
 def is_repeat(t: optuna.trial.FrozenTrial) -> bool:
     """A sampled config that an earlier trial already measured: told to Optuna, never measured."""
     return trial_attrs(t).get("outcome") == Outcome.REPEAT.value

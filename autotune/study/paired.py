@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from autotune.outcomes import Outcome
-from autotune.study.evidence import INDISTINGUISHABLE, trial_attrs
+from autotune.study.evidence import INDISTINGUISHABLE, trial_attrs, trial_loader
 
 if TYPE_CHECKING:
     from autotune.study.settings import TuneSettings
@@ -43,12 +43,12 @@ Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResul
 def refill_s(t: Trial) -> float:
     """Seconds the untimed switch gives ``t``'s loader to refill its queue, by its own trial's rate:
     :data:`~autotune.trials.paired.REFILL_FACTOR` times its queue's batches."""
-    from autotune.config.schema import LoaderConfig
     from autotune.loaders.backends import get_backend
     from autotune.trials.paired import REFILL_FACTOR
 
-    a = trial_attrs(t)
-    loader = LoaderConfig.from_params(a["loader"])
+    loader = trial_loader(t)
+    if loader is None:
+        return float("inf")
     rate = float(t.value or 0.0)
     queue = get_backend(loader.backend.value).buffered_batches(loader)
     return REFILL_FACTOR * queue * loader.batch_size / rate if rate > 0 else float("inf")
@@ -65,10 +65,10 @@ def not_paired(cands: list[Trial], window_s: float) -> str | None:
     if len(kinds) > 1:  # a torch worker forked beside DALI's running threads: never done in a trial, and a risk of deadlock
         return f"not paired: {' and '.join(kinds)} loaders would share one process"
     keep = MAX_SETTLE_WINDOWS * window_s
-    slow = max(cands, key=refill_s)
-    if refill_s(slow) > keep:
-        return (f"not paired: {trial_attrs(slow).get('config')} refills its queue in about {refill_s(slow):.1f} s, more than the {keep:g} s "
-                "kept at a switch")
+    seconds, slow = max((refill_s(t), t.number) for t in cands)
+    if seconds > keep:
+        config = next(trial_attrs(t).get("config") for t in cands if t.number == slow)
+        return f"not paired: {config} refills its queue in about {seconds:.1f} s, more than the {keep:g} s kept at a switch"
     return None
 
 
@@ -108,10 +108,9 @@ def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: 
     """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
     with its settings ``s``, calling ``begin()`` first. None when not even its first round fits ``seconds``; a line
     saying why where they are not paired (:func:`not_paired`, :func:`over_together`)."""
-    from autotune.config.schema import LoaderConfig
     from autotune.trials.logs import trial_log
 
-    loaders = [LoaderConfig.from_params(trial_attrs(t)["loader"]) for t in cands]
+    loaders = [trial_loader(t) for t in cands]
     why = not_paired(cands, s.window_s) or over_together(loaders, dataset, s)
     if why is not None:
         return why

@@ -26,7 +26,7 @@ from autotune.loaders.memory import fit_shm
 from autotune.outcomes import Outcome
 from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
 from autotune.study.budget import REFERENCE_ROLE, WRITE_RESERVE_S
-from autotune.study.confirm import OnStep, candidates, trial_loader
+from autotune.study.confirm import OnStep, candidates
 from autotune.study.confirm import confirm as confirm_candidates
 from autotune.study.evidence import (
     MeasuredTrials,
@@ -42,6 +42,7 @@ from autotune.study.evidence import (
     tell_repeat,
     tell_taken,
     trial_attrs,
+    trial_loader,
     unless_repeat,
 )
 from autotune.study.opening import another_live_owner, check_resumable, fail_stale_trials, open_study
@@ -593,8 +594,7 @@ class Tuner:
             # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        # several ranks, a model's steps, or a cold cache (evicted before each measurement): each in a fresh process
-        one = s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
+        one = s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"  # else each in a fresh process (cold: evicted before each)
         paired = (lambda cands, left, begin: paired_trial(self.measure, s, self.dataset, cands, left, begin)) if one else None
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
                                   paired=paired, left=s.time_left)
