@@ -65,10 +65,9 @@ def not_paired(cands: list[Trial], window_s: float) -> str | None:
     if len(kinds) > 1:  # a torch worker forked beside DALI's running threads: never done in a trial, and a risk of deadlock
         return f"not paired: {' and '.join(kinds)} loaders would share one process"
     keep = MAX_SETTLE_WINDOWS * window_s
-    seconds, slow = max((refill_s(t), t.number) for t in cands)
+    seconds, slow = max(((refill_s(t), t) for t in cands), key=lambda pair: pair[0])
     if seconds > keep:
-        config = next(trial_attrs(t).get("config") for t in cands if t.number == slow)
-        return f"not paired: {config} refills its queue in about {seconds:.1f} s, more than the {keep:g} s kept at a switch"
+        return f"not paired: {trial_attrs(slow).get('config')} refills its queue in about {seconds:.1f} s, more than the {keep:g} s kept at a switch"
     return None
 
 
