@@ -73,12 +73,18 @@ def not_paired(cands: list[Trial], window_s: float) -> str | None:
 
 def build_cost(cands: list[Trial], window_s: float) -> float:
     """Seconds before the first round ends, as the paired process prices it: the process, each candidate's start-up as
-    a fresh trial had it (its build and first batch), and one window each with the most a switch keeps untimed."""
+    a fresh trial had it (its build and first batch), and one window each with the most a switch keeps untimed.
+
+    A trial built ahead (:mod:`autotune.trials.ahead`) counts its build twice in its record: in ``startup_s`` (the
+    build is timed before the hold) and in ``saved_s`` (its ``built_ahead_s``: the set-up and build the trial before
+    it overlapped). Counted once here: on the H200 a DALI build is about 2.2 s, and two such contenders priced twice
+    came to more than the re-measurement the budget keeps, so they were never paired."""
     from autotune.trials.paired import MAX_SETTLE_WINDOWS
 
     def start(t: Trial) -> float:
         a = trial_attrs(t)
-        return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) + float(a.get("warmup_s") or 0.0)
+        twice = min(float(a.get("build_s") or 0.0), float(a.get("built_ahead_s") or 0.0))
+        return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + float(a.get("warmup_s") or 0.0)
 
     return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
 

@@ -151,6 +151,21 @@ def test_the_re_measurement_is_fresh_processes_when_asked(tiny_dataset, tmp_path
     assert [c[0] for c in calls] == ["fresh", "fresh"]
 
 
+def test_a_contender_built_ahead_is_priced_with_its_build_once(tiny_dataset, tmp_path):
+    """A trial built ahead records its build in its start-up and again in the seconds it saved (the set-up and build the
+    trial before it hid): priced twice, two such DALI contenders on the H200 (2.46 s start-up with a 2.19 s build, 2.74 s
+    built ahead) came to 13.4 s, over the 12.75 s kept for their re-measurement, and were never paired."""
+    h200 = {"startup_s": 2.459, "build_s": 2.187, "built_ahead_s": 2.744, "saved_s": 2.74, "warmup_s": 0.015}
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, **h200)
+    cands = tuner.candidates(2)
+    fresh = 2.459 + (2.74 - 2.187) + 0.015  # its build, its first batch and the process set-up it saved, each once
+    assert build_cost(cands, 0.5) == pytest.approx(1.0 + 2 * (fresh + 3 * 0.5))
+    assert build_cost(cands, 0.5) < 12.75 - 2 * 2 * 0.5  # room for two rounds in the reserve that priced them
+    warm = {"startup_s": 2.459, "build_s": 2.187, "saved_s": 0.55, "warmup_s": 0.015}  # a warm process, not built ahead: its build happened in its time
+    tuner = _tuner_with(tiny_dataset, tmp_path / "warm", {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, **warm)
+    assert build_cost(tuner.candidates(2), 0.5) == pytest.approx(1.0 + 2 * (2.459 + 0.55 + 0.015 + 3 * 0.5))
+
+
 def test_no_paired_process_starts_when_its_first_round_does_not_fit(tiny_dataset, tmp_path):
     """Each candidate's start-up as a fresh trial had it (a warm one's saved seconds added back), a window each and the
     process: a paired measurement that could not end one round in the time left is not begun."""
