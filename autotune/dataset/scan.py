@@ -305,6 +305,24 @@ def _from_here(p: Path) -> str:
     return "" if p.is_absolute() else f" (looked for from {printable(os.getcwd())})"
 
 
+def _meant_a_function(path: str) -> str | None:
+    """The line for a dataset path that is no folder but ``FILE.py:FUNC`` or half of it (the file alone, the file or
+    the function missing beside the colon): the image folder's own line would not say what the form is."""
+    module, colon, func = path.rpartition(":")
+    form = "FILE.py:FUNC (FUNC: the function that returns your Dataset)"
+    if colon and (module.endswith(".py") or not module) and not func:
+        return f"dataset path {path!r} names no function after the colon; pass {form}"
+    if colon and (module.endswith(".py") or not module) and not func.isidentifier():
+        return f"dataset path {path!r}: {func!r} after the colon is not a function's name; pass {form}"
+    if colon and not module:
+        return f"dataset path {path!r} names no file before the colon; pass FILE.py:{func}, the file that defines {func}"
+    if colon and module.endswith(".py"):  # a whole target, where only a folder or a Dataset object is taken
+        return f"dataset path {path!r} names a pipeline function, not a folder of images; pass the Dataset that {func}() returns"
+    if path.endswith(".py") and os.path.isfile(path):
+        return f"dataset path {path!r} is a Python file, not a folder of images; pass {form}"
+    return None
+
+
 def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool = True) -> Dataset:
     """Scan ``path`` (one sub-folder per class) or raise a one-line :class:`DatasetError` with the fix.
 
@@ -322,6 +340,8 @@ def scan(path: str | os.PathLike[str], *, check_headers: bool = True, warn: bool
     if not str(path).strip():  # Path("") is the current folder: an unset variable must not scan wherever the process runs
         raise DatasetError("the dataset path is empty; pass the folder that holds one sub-folder per class")
     root = Path(path).expanduser()
+    if not root.is_dir() and (hint := _meant_a_function(str(path))):
+        raise DatasetError(hint)
     if not root.exists() and root.is_symlink():
         raise DatasetError(f"dataset path {str(root)!r} is a symbolic link that leads nowhere (a loop, or its target is gone); point it at the dataset folder")
     if not root.exists():

@@ -72,7 +72,12 @@ def source_file(target: str) -> str:
     """The source file a target's function lives in (a module is found without running it where it can be)."""
     module, _ = split(target)
     if module.endswith(".py"):
-        return os.path.abspath(module)
+        path = os.path.abspath(module)
+        if not os.path.isfile(path):  # check and --if-stale hash it before anything imports it
+            raise DatasetError(f"--dataset {target}: {path} {'is a folder, not a Python file' if os.path.isdir(path) else 'does not exist'}; "
+                               "pass FILE.py:FUNC with an existing file")
+        return path
+
     def find() -> Any:  # imports the packages above the module: their errors are the user's code's
         try:
             return importlib.util.find_spec(module)
@@ -368,8 +373,6 @@ def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
     """Import and call the pipeline function of ``target`` in this process: the study's dataset and the user's."""
     target = absolute(target)
     source = source_file(target)
-    if not os.path.isfile(source):
-        raise DatasetError(f"--dataset {target}: {source} {'is a folder, not a Python file' if os.path.isdir(source) else 'does not exist'}")
     fn = function(target)
     qualname = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', split(target)[1])}"
     value = fn if is_pipeline_def(fn) else _user_call(target, fn, _file_of(fn))

@@ -422,3 +422,19 @@ def test_if_stale_tunes_the_batch_size_again_when_it_was_tuned(tmp_path):
     assert retune_flags(RunRequest(dataset="p.py:make", batch_size=8, tune_batch_size=True)) == ["--batch-size", "8", "--tune-batch-size"]
     taken, args = _recorded(tmp_path, ["--batch-size", "8", "--tune-batch-size"])
     assert taken == ["--batch-size", "8", "--tune-batch-size"] and (args.batch_size, args.tune_batch_size) == (8, True)
+
+
+@pytest.mark.parametrize("missing", ["nofile.py", "dir.py"])
+def test_a_pipeline_file_that_is_not_there_is_one_line_to_check_and_if_stale(tmp_path, capsys, monkeypatch, missing):
+    """check and --if-stale hash the pipeline's file before anything imports it: a missing file, or a folder named
+    FILE.py, was a traceback (FileNotFoundError, IsADirectoryError) and exit 1, which check means as stale."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dir.py").mkdir()
+    f = _write(tmp_path / "a.yaml", fingerprint.collect())
+    before = Path(f).read_bytes()
+    said = "is a folder, not a Python file" if missing == "dir.py" else "does not exist"
+    for argv in (["check", f, "--dataset", f"{missing}:f"], ["run", "--dataset", f"{missing}:f", "--batch-size", "8", "--if-stale", f]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{tmp_path / missing} {said}; pass FILE.py:FUNC with an existing file" in err and len(err.splitlines()) == 1, err
+    assert Path(f).read_bytes() == before

@@ -223,6 +223,37 @@ def test_bad_dataset(tmp_path, workdir, capsys, kind, needle):
 
 
 @pytest.mark.parametrize(
+    "given, needle",
+    [
+        ("pipe.py:", "dataset path 'pipe.py:' names no function after the colon; pass FILE.py:FUNC (FUNC: the function that returns"),
+        (":train_set", "dataset path ':train_set' names no file before the colon; pass FILE.py:train_set, the file that defines train_set"),
+        ("pipe.py", "dataset path 'pipe.py' is a Python file, not a folder of images; pass FILE.py:FUNC"),
+        ("pipe.py:1x", "'1x' after the colon is not a function's name; pass FILE.py:FUNC"),
+    ],
+)
+def test_half_a_pipeline_function_is_told_its_form(workdir, capsys, given, needle):
+    """It was told as an image folder that does not exist (or is a file), which never names FILE.py:FUNC."""
+    (workdir / "pipe.py").write_text("def train_set():\n    pass\n")
+    assert main(["run", "--dataset", given, "--batch-size", "8", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1 and "sub-folder" not in err, err
+
+
+def test_a_space_of_another_kind_of_dataset_is_refused_before_any_trial(workdir, tiny_dataset, capsys):
+    """An image folder's space over the user's Dataset failed alike in every trial ('num_samples should be a positive
+    integer'), and the user's space over a folder failed alike too: each is one line now, and no study is made."""
+    (workdir / "pipe.py").write_text("import torch\n\n\ndef train_set():\n    return [(torch.zeros(3), 0)] * 16\n")
+    assert main(["run", "--dataset", "pipe.py:train_set", "--batch-size", "8", "--space", "torch", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--space torch tunes an image folder's loaders, not your own Dataset's; leave --space out (your Dataset takes the space "
+                        "'user'), or pass a space file whose backend is user"), err
+    assert main(["run", "--dataset", str(tiny_dataset), "--space", "user", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--space user tunes your own pipeline's loaders (user), not an image folder's; pass --dataset FILE.py:FUNC" in err, err
+    assert not list(workdir.glob("*.db")) and not (workdir / "autotune.yaml").exists()
+
+
+@pytest.mark.parametrize(
     "extra, needle",
     [
         (["--n-trials", "0"], "--n-trials: must be at least 1"),
