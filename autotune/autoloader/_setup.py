@@ -72,7 +72,7 @@ def check_arguments(*, path: Any, device: Any, config: Any, pipeline: Any, space
     from autotune.autoloader._explore import Exploration
 
     nothing = type(None)
-    expect(path, "path", (str, os.PathLike), "the dataset folder's path")
+    expect(path, "path", (str, os.PathLike), "the dataset folder's path or your own Dataset")
     expect(device, "device", (str, torch.device, nothing), "'cuda', 'cuda:N', 'cpu', a torch.device or None")
     expect(config, "config", (str, os.PathLike, nothing), "a YAML's path, or None to read and write none")
     expect(pipeline, "pipeline", str, "a preset's name such as 'imagenet-train'")

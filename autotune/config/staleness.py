@@ -143,6 +143,8 @@ def recorded_dataset(path: str | os.PathLike[str]) -> str:
     if not folder:
         raise UserError(f"--if-stale {printable(str(path))} records no dataset folder (dataset.path); {fix}")
     if not fingerprint.dataset_here(folder):
-        what = "is not here" if user.is_target(folder) else "is not a folder here"
-        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which {what}; {fix}")
+        own = user.is_target(folder) or isinstance(cfg.dataset.get("function"), dict)  # the user's pipeline: its file is gone or moved
+        if own:
+            fix = f"pass --dataset FILE.py:FUNC (run --dataset FILE.py:FUNC --batch-size B --if-stale {printable(str(path))})"
+        raise UserError(f"--if-stale {printable(str(path))} was tuned on {printable(folder)}, which {'is not here' if own else 'is not a folder here'}; {fix}")
     return folder

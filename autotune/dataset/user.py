@@ -19,6 +19,7 @@ import importlib.util
 import logging
 import os
 import re
+import reprlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -189,6 +190,10 @@ def takes_hw_decoder_load(pipeline_fn: Any) -> bool:
 def as_spec(value: Any, name: str = "the dataset") -> DatasetSpec:
     """A Dataset or a DatasetSpec as a :class:`DatasetSpec`; anything else is one line."""
     spec = value if isinstance(value, DatasetSpec) else DatasetSpec(value)
+    for field in ("collate_fn", "worker_init_fn"):  # else a TypeError with neither name, in every trial or after training began
+        fn = getattr(spec, field)
+        if fn is not None and not callable(fn):
+            raise DatasetError(f"{name}: {field} must be a function or None, but got {type(fn).__name__} {reprlib.repr(fn)}; pass the function")
     ds = spec.dataset
     if is_iterable(ds):
         return spec

@@ -109,7 +109,7 @@ def build_loader(
     own = isinstance(path, DatasetSpec) or not isinstance(path, (str, bytes, os.PathLike)) and (hasattr(path, "__getitem__") or hasattr(path, "__iter__"))
     if own or is_target(path):  # the user's own Dataset (or FILE.py:FUNC): a DataLoader over it
         return _over_own(path, cfg, own=own, device=device, seed=seed_number(seed), shard_id=shard_id, num_shards=num_shards)
-    expect(path, "path", (str, os.PathLike), "the dataset folder's path")
+    expect(path, "path", (str, os.PathLike), "the dataset folder's path or your own Dataset")
     if isinstance(cfg, (str, os.PathLike)):  # a YAML's path: what load_config reads
         from autotune.config.files import load_config
 

@@ -257,7 +257,10 @@ def no_completion_message(study: optuna.Study) -> str:
         return head + f"{len(bad)} files cannot be decoded ({shown}): remove them from the dataset, then run again " \
             "(autotune doctor --dataset DIR finds the rest)"
     if cause == "timeout":
-        return head + f"{n} of {total} ran past --trial-timeout: raise it, or tune a space with smaller batch sizes"
+        limit = "the time a trial may take (--trial-timeout; under --budget, at most half the budget)"
+        if isinstance((study.user_attrs.get("dataset") or {}).get("function"), dict):  # the batch size is the user's: none smaller to tune
+            return head + f"{n} of {total} ran past {limit}: look for a hang in your pipeline's code, or raise --trial-timeout and --budget"
+        return head + f"{n} of {total} ran past {limit}: raise it, or tune a space with smaller batch sizes"
     same = _shared_failure(study, [t for t in trials if (trial_attrs(t).get("outcome") or t.state.name.lower()) in groups["other"]], total)
     if same is not None:
         return head + same
@@ -276,7 +279,10 @@ def _shared_failure(study: optuna.Study, failed: list[optuna.trial.FrozenTrial],
     configs = {trial_attrs(t).get("config") for t in failed if trial_attrs(t).get("message") == common}
     log = next((trial_attrs(t)["log"] for t in failed if trial_attrs(t).get("message") == common and trial_attrs(t).get("log")), None)
     alike = f"{messages.count(common)} of {total} trials ({len(configs)} config{'s' if len(configs) != 1 else ''}) failed alike"
-    return f"{alike}, so the cause is no loader knob: {common}; fix that{f' (the traceback is in {log})' if log else ''}, then run again"
+    fix = "fix that"
+    if "default_collate: batch must contain" in common:  # samples torch cannot batch (a PIL image, a string): the fix is known
+        fix = "return tensors from your Dataset (torchvision.transforms.v2.ToImage turns a PIL image into one), or pass a collate_fn in autotune.DatasetSpec"
+    return f"{alike}, so the cause is no loader knob: {common}; {fix}{f' (the traceback is in {log})' if log else ''}, then run again"
 
 
 def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool = False) -> Config:

@@ -466,9 +466,9 @@ def test_api_paths_of_the_wrong_kind_are_one_line(tiny_dataset):
     import autotune
 
     cfg = LoaderConfig.from_params({"backend": "torch", "batch_size": 4, "num_workers": 0})
-    with pytest.raises(UserError, match="path must be the dataset folder's path, but got int 5"):
+    with pytest.raises(UserError, match="path must be the dataset folder's path or your own Dataset, but got int 5"):
         autotune.build_loader(5, cfg, device="cpu")
-    with pytest.raises(UserError, match="path must be the dataset folder's path"):
+    with pytest.raises(UserError, match="path must be the dataset folder's path or your own Dataset, but got NoneType None"):
         autotune.AutoLoader(None, device="cpu", config=None, storage=None)
     with pytest.raises(UserError, match="path must be the YAML's path"):
         autotune.load_config(None)

@@ -438,3 +438,14 @@ def test_a_pipeline_file_that_is_not_there_is_one_line_to_check_and_if_stale(tmp
         err = capsys.readouterr().err.strip()
         assert f"{tmp_path / missing} {said}; pass FILE.py:FUNC with an existing file" in err and len(err.splitlines()) == 1, err
     assert Path(f).read_bytes() == before
+
+
+def test_if_stale_on_a_pipeline_whose_file_is_gone_asks_for_file_py_func(tmp_path, capsys):
+    """It asked for --dataset DIR, the form of an image folder, for a YAML tuned on the user's own pipeline."""
+    gone = f"{tmp_path / 'moved.py'}:make"
+    f = _write(tmp_path / "a.yaml", fingerprint.collect(),
+               dataset={"path": gone, "signature": "0" * 64, "function": {"name": "moved:make", "sha256": "0" * 64, "samples": 96}})
+    assert main(["run", "--if-stale", f, "--batch-size", "8", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"was tuned on {gone}, which is not here; pass --dataset FILE.py:FUNC (run --dataset FILE.py:FUNC --batch-size B --if-stale" in err, err
+    assert "DIR" not in err and len(err.splitlines()) == 1

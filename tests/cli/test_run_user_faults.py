@@ -148,3 +148,11 @@ def test_a_crash_reads_the_same_in_the_loop_and_in_a_worker(workers: int) -> Non
     with pytest.raises(ValueError) as caught:
         next(iter(torch.utils.data.DataLoader(_TwoLines(), batch_size=2, num_workers=workers)))
     assert crash_line(caught.value).startswith(f"ValueError: bad sample second line of detail at {__file__}:")
+
+
+@pytest.mark.parametrize("field", ["collate_fn", "worker_init_fn"])
+def test_a_spec_function_that_is_no_function_is_one_line_before_any_trial(faults: Path, capsys: pytest.CaptureFixture[str], field: str) -> None:
+    """collate_fn=5 ended every trial in "TypeError: 'int' object is not callable", naming neither the field nor the fix."""
+    (faults / "spec.py").write_text(FAULTS + f"\n\ndef five():\n    return autotune.DatasetSpec(Squares(), {field}=5)\n")
+    assert main(["run", "--dataset", "spec.py:five", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
+    assert _one_line(capsys).endswith(f"five: {field} must be a function or None, but got int 5; pass the function")

@@ -157,6 +157,24 @@ def test_the_final_error_names_the_dominant_cause():
     assert "--shm-budget" in shm
 
 
+def test_the_final_error_fits_the_users_own_pipeline():
+    """Trials of the user's Dataset that ran out of time were told to tune smaller batch sizes (the batch size is the
+    user's), and a limit the --budget set was told as --trial-timeout alone; samples torch cannot batch got 'fix that'."""
+    study = _failed_study([("timeout", None)] * 3)
+    assert no_completion_message(study).endswith("3 of 3 ran past the time a trial may take (--trial-timeout; under --budget, at most half "
+                                                 "the budget): raise it, or tune a space with smaller batch sizes")
+    study.set_user_attr("dataset", {"path": "/p/pipe.py:make", "function": {"name": "pipe:make"}})
+    said = no_completion_message(study)
+    assert said.endswith(": look for a hang in your pipeline's code, or raise --trial-timeout and --budget") and "batch sizes" not in said
+    pil = "TypeError: default_collate: batch must contain tensors, numpy arrays, numbers, dicts or lists; found <class 'PIL.Image.Image'>"
+    study = optuna.create_study(direction="maximize")
+    for _ in range(3):
+        study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={"outcome": "crash", "message": pil}))
+    said = no_completion_message(study)
+    assert f"so the cause is no loader knob: {pil}; return tensors from your Dataset (torchvision.transforms.v2.ToImage" in said
+    assert "or pass a collate_fn in autotune.DatasetSpec, then run again" in said and "fix that" not in said
+
+
 @pytest.mark.slow
 def test_repeats_are_shown_as_not_measured(tiny_dataset, tmp_path, monkeypatch):
     from autotune.report import trial_rows

@@ -40,3 +40,19 @@ def test_tune_without_a_batch_size_names_the_dataset_not_a_module_made_for_it() 
     with pytest.raises(UserError) as caught:
         autotune.tune(Sized(8))
     assert str(caught.value) == "the Sized given is your own Dataset: pass its batch_size (the one training uses)"
+
+
+class Unsplit(torch.utils.data.IterableDataset):
+    """A stream that every worker yields whole: the bug tune() and AutoLoader catch."""
+
+    def __iter__(self):  # noqa: ANN204 - a generator, as users write it
+        yield from (torch.tensor([float(i)]) for i in range(16))
+
+
+def test_build_loader_refuses_a_stream_its_workers_would_each_deliver_whole() -> None:
+    """With 2 workers it delivered 32 items from a stream of 16, silently."""
+    cfg = LoaderConfig.from_params({"backend": "user", "batch_size": 4, "num_workers": 2})
+    with pytest.raises(UserError, match=r"the IterableDataset given \(Unsplit\) has workers that all yield the same items .*get_worker_info"):
+        autotune.build_loader(Unsplit(), cfg)
+    one = LoaderConfig.from_params({"backend": "user", "batch_size": 4, "num_workers": 1})  # one worker delivers the stream once
+    assert sum(len(b) for b in autotune.build_loader(Unsplit(), one)) == 16

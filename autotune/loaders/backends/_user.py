@@ -180,6 +180,8 @@ def dataloader_for(dataset: Any, cfg: Any, *, seed: int | None = None, shard_id:
         sampler = DistributedSampler(spec.dataset, num_replicas=num_shards, rank=shard_id, shuffle=train, seed=seed or 0, drop_last=train)
     if fit is not None:
         chosen = fit(chosen)
+    if user.is_iterable(spec.dataset) and (chosen.options.num_workers or 0) > 1:  # tune() and AutoLoader catch it too
+        user.check_split(spec, given=True)  # else each of N workers delivers the whole stream, N times the items, silently
     return dataloader(spec, chosen.options, chosen.batch_size, getattr(cfg, "device", "cpu"), shuffle=train, drop_last=False, seed=seed,
                       sampler=sampler)
 
