@@ -100,6 +100,13 @@ def sha256_of(path: str) -> str:
 _FILES_LOADED: set[str] = set()
 
 
+def _installed(name: str) -> bool:
+    """Whether ``name`` is a module of the standard library or of an installed distribution (a top-level name)."""
+    import importlib.metadata
+
+    return name in sys.stdlib_module_names or name in importlib.metadata.packages_distributions()
+
+
 def load_module(target: str) -> Any:
     """Import the module of ``target`` once per process: a file by its stem, with its folder on ``sys.path`` (so that
     spawned workers import it by the same name when they unpickle the dataset)."""
@@ -116,6 +123,9 @@ def load_module(target: str) -> Any:
     if loaded is not None and name not in _FILES_LOADED:  # it would replace a module not a pipeline file (random.py: the standard library's)
         raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} already imported here "
                            f"({getattr(loaded, '__file__', None) or 'built in'}); rename your file")
+    if loaded is None and _installed(name):  # torch.py: torch not imported yet here, but every trial's import of it would find the file
+        raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} installed here, which it would hide; "
+                           "rename your file")
     folder = os.path.dirname(path)
     if folder not in sys.path:
         sys.path.insert(0, folder)

@@ -121,6 +121,18 @@ def test_a_file_named_as_a_module_already_imported_is_one_line(faults: Path, cap
     assert __import__("sys").modules["random"] is random and hasattr(random, "Random")
 
 
+def test_a_file_named_as_an_installed_module_not_yet_imported_is_one_line(faults: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A pipeline in torch.py, run where torch was not imported yet, was imported as torch itself: "No module named
+    'torch.utils'; 'torch' is not a package"."""
+    import sys
+
+    (faults / "colorsys.py").write_text("def train_set():\n    pass\n")  # of the standard library, and imported by nothing here
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    assert main(["run", "--dataset", "colorsys.py:train_set", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
+    assert "colorsys.py has the name of the module 'colorsys' installed here, which it would hide; rename your file" in _one_line(capsys)
+
+
 def test_a_folder_named_as_a_file_is_said_to_be_one(faults: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (faults / "dir.py").mkdir()
     assert main(["run", "--dataset", "dir.py:f", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
