@@ -83,6 +83,9 @@ def build_iterator(target: str, options: DaliUserOptions, batch_size: int, devic
 
     from autotune.dataset.user import _user_call, pipeline_function
 
+    def split_target(t: str) -> str:  # the function's name, as the user's other errors name it
+        return t.rpartition(":")[2]
+
     fn = pipeline_function(target)
     names = output_names(fn)
     kwargs = pipeline_kwargs(fn, batch_size, options, _device_id(device, "cpu"), seed=seed, shard_id=shard_id, num_shards=num_shards)
@@ -90,6 +93,11 @@ def build_iterator(target: str, options: DaliUserOptions, batch_size: int, devic
     path = os.path.abspath(where.co_filename) if where is not None else None
     pipe = _user_call(target, lambda: fn(**kwargs), path)
     _user_call(target, pipe.build, path)
+    outputs = getattr(pipe, "num_outputs", None)
+    if isinstance(outputs, int) and outputs != len(names):  # DALIGenericIterator would fail on a name with no output: KeyError 'labels'
+        said = f"its output_map names {len(names)}" if getattr(fn, "output_map", None) is not None else f"{len(names)} are named by default {list(names)}"
+        raise UserError(f"{split_target(target)} returns {outputs} output{'s' if outputs != 1 else ''}, but {said}; return as many, or set "
+                        f"{split_target(target)}.output_map = [one name for each output]")
     readers = list(pipe.reader_meta())
     policy = LastBatchPolicy.DROP if train else LastBatchPolicy.PARTIAL
     if len(readers) == 1:

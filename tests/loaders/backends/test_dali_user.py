@@ -47,6 +47,12 @@ def with_hw(hw_decoder_load=0.65):
 
 def factory():
     return tiny
+
+
+@pipeline_def
+def images_only():
+    jpegs, _ = fn.readers.file(file_root=ROOT)
+    return fn.resize(fn.decoders.image(jpegs, device="cpu"), resize_x=16, resize_y=16)
 '''
 
 
@@ -132,6 +138,23 @@ def test_the_backend_builds_the_function_on_the_cpu_and_counts_each_batch(tmp_pa
         assert len(loader) == 2 and [b[-1].shape[0] for b in batches] == [4, 4]  # 10 images, the last partial batch dropped
         assert tuple(batches[0][0].shape) == (4, 16, 16, 3)
         assert len(list(loader)) == 2  # a second epoch
+    finally:
+        loader.close()
+
+
+@needs_dali
+def test_outputs_that_their_names_do_not_match_are_one_line_naming_output_map(tmp_path: Path) -> None:
+    """One output and the default two names: DALIGenericIterator's KeyError 'labels', which named neither."""
+    ds, _ = open_target(f"{write_pipeline(tmp_path)}:images_only")
+    with pytest.raises(UserError, match=r"^images_only returns 1 output, but 2 are named by default \['images', 'labels'\]; return as many, "
+                                        r"or set images_only.output_map = \[one name for each output\]$"):
+        get_backend("dali_user").build(ds, get_preset("imagenet-train"), _config(num_threads=1).loader, "cpu", seed=1)
+    from autotune.dataset.user import pipeline_function
+
+    pipeline_function(f"{tmp_path / 'my_dali.py'}:images_only").output_map = ["images"]  # type: ignore[attr-defined] - the user's attribute
+    loader = get_backend("dali_user").build(ds, get_preset("imagenet-train"), _config(num_threads=1).loader, "cpu", seed=1)
+    try:
+        assert [tuple(b[1].shape) for b in loader] == [(4, 0), (4, 0)]  # no labels: an empty tensor of the batch's length
     finally:
         loader.close()
 
