@@ -87,3 +87,24 @@ def keep_busier(study: optuna.Study, load: dict[str, Any] | None) -> None:
     if isinstance(before, dict) and cores_taken(before) > cores_taken(load):
         return
     study.set_user_attr("other_load", load)
+
+
+def workers_failed_warnings(cfg: Config, study: optuna.Study) -> list[str]:
+    """A warning when the winner loads in the main process (no workers) because every config with workers crashed
+    alike: the user's ``worker_init_fn`` raising, a Dataset that breaks once forked. The run chose what worked, and its
+    exit 0 alone would hide that workers never could."""
+    if getattr(cfg.loader.options, "num_workers", None) != 0:
+        return []
+
+    def workers(t: optuna.trial.FrozenTrial) -> int:
+        params = trial_attrs(t).get("loader")
+        return int(params.get("num_workers") or 0) if isinstance(params, dict) else 0
+
+    tried = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and workers(t) > 0]
+    if len(tried) < 2 or any(t.state == optuna.trial.TrialState.COMPLETE for t in tried):
+        return []
+    messages = [str(trial_attrs(t).get("message") or "") for t in tried if trial_attrs(t).get("outcome") == Outcome.CRASH.value]
+    if len(messages) < len(tried) or len(set(messages)) != 1 or not messages[0]:
+        return []
+    return [f"every config with workers crashed alike ({len(tried)} trials): {messages[0]}; the YAML loads in the main process "
+            "(num_workers 0): fix that and tune again to load in parallel"]

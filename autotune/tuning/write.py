@@ -22,7 +22,7 @@ from autotune.study.budget import TimeBudget
 from autotune.study.result import config_from_study, mark_written, no_completion_message
 from autotune.study.storage import absolute_url, mask_url
 from autotune.trials.runner import deferred_signals
-from autotune.tuning.caveats import busy_warnings, short_run_warnings
+from autotune.tuning.caveats import busy_warnings, short_run_warnings, workers_failed_warnings
 from autotune.tuning.prepare import Prepared
 from autotune.tuning.reporter import Reporter
 from autotune.tuning.request import RunRequest
@@ -149,6 +149,7 @@ def _warnings(request: RunRequest, prep: Prepared, opened: OpenStudy, cfg: Confi
     study, budget = opened.tuner.study, prep.budget
     stated = summary["time"]["elapsed_s"] if budget is not None else None  # the "took N s" line's figure: one number, not two
     out = ([] if interrupted else short_run_warnings(cfg, prep.space, budget, study, stated)) + busy_warnings(study.user_attrs.get("other_load"))
+    out += workers_failed_warnings(cfg, study)
     ranks = opened.tuner.settings.ranks
     unit = prep.dataset.unit
     per_rank, where = len(prep.dataset) // ranks, f"{unit} per rank" if ranks > 1 else unit
