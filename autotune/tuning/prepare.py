@@ -21,6 +21,7 @@ from autotune.dataset import user as user_target
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import scan
 from autotune.errors import DatasetError, UserError
+from autotune.loaders.backends import other_kind_of_space, own_kind
 from autotune.loaders.presets import get_preset
 from autotune.study.budget import WRITE_RESERVE_S, Plan, TimeBudget, plan
 from autotune.study.fleet import previous_best, reuse
@@ -79,9 +80,8 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
     user = user_target.is_target(request.dataset) and not request.demo
     space = load_space("user" if user and request.space == DEFAULT_SPACE else request.space, cores=settings.cores, device=device)
-    if not user and (own := sorted(set(space.backends()) & {"user", "dali_user"})):  # each trial would fail alike, naming no fix
-        raise UserError(f"--space {request.space} tunes your own pipeline's loaders ({', '.join(own)}), not an image folder's; "
-                        "pass --dataset FILE.py:FUNC with it, or leave --space out for the folder")
+    if not user and (why := other_kind_of_space(space.backends(), request.space, None)):
+        raise UserError(why)
     warm = None
     if warm_start and not user:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
@@ -302,18 +302,13 @@ def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device
     if request.batch_size is None:
         raise UserError(f"--dataset {request.dataset} is your own Dataset: pass its --batch-size (the one training uses)")
     dataset, _ = user_target.open_target(str(request.dataset))
-    if dataset.dali and request.space == DEFAULT_SPACE:
-        space = load_space("dali_user", cores=cores, device=device)
-    kind = "dali_user" if dataset.dali else "user"
-    if space.backends() != (kind,):  # the folder's loaders would look for images in it, and fail alike trial after trial
-        what = "DALI pipeline function" if dataset.dali else "Dataset"
-        named: dict[tuple[str, ...], str] = {("user",): "your own Dataset's", ("dali_user",): "your own DALI pipeline function's"}
-        tunes = named.get(space.backends(), "an image folder's")
-        raise UserError(f"--space {request.space} tunes {tunes} loaders, not your own {what}'s; "
-                        f"leave --space out (your {what} takes the space {kind!r}), or pass a space file whose backend is {kind}")
-    if dataset.dali:
-        if not dataset.hw_decoder_load and "hw_decoder_load" in space:
-            space = dataclasses.replace(space, params=tuple(p for p in space.params if p.name != "hw_decoder_load"))
+    kind = own_kind(dataset)
+    if request.space == DEFAULT_SPACE and space.backends() != (kind,):  # a DALI pipeline function's own space
+        space = load_space(kind, cores=cores, device=device)
+    if why := other_kind_of_space(space.backends(), request.space, kind):  # a folder's loaders would fail alike trial after trial
+        raise UserError(why)
+    if not dataset.hw_decoder_load and "hw_decoder_load" in space:
+        space = dataclasses.replace(space, params=tuple(p for p in space.params if p.name != "hw_decoder_load"))
     b = request.batch_size
     space = space.fix("batch_size", b)
     if request.tune_batch_size:  # the user's size, half and twice it

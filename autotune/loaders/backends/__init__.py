@@ -61,3 +61,28 @@ def get_backend(name: Any) -> LoaderBackend:
 def backend_for(params: Mapping[str, Any]) -> LoaderBackend:
     """The kind of loader of a trial's flat parameters (torch when they name none)."""
     return get_backend(backend_of(params))
+
+
+#: the kinds of loader over the user's own pipeline (``--dataset FILE.py:FUNC``), not over an image folder
+OWN_KINDS = (UserBackend.name, DaliUserBackend.name)
+
+
+def own_kind(dataset: Any) -> str:
+    """The kind of loader over the user's own pipeline: a DALI pipeline function's, or a Dataset's."""
+    return DaliUserBackend.name if getattr(dataset, "dali", False) else UserBackend.name
+
+
+def other_kind_of_space(backends: tuple[str, ...], flag: str, own: str | None) -> str | None:
+    """Why a space of ``backends`` (``--space flag``) cannot tune the dataset given, or None: the user's pipeline of the
+    kind ``own``, or an image folder (None). Each trial would fail alike, naming no fix."""
+    if own is None:
+        theirs = [b for b in backends if b in OWN_KINDS]
+        return (f"--space {flag} tunes your own pipeline's loaders ({', '.join(theirs)}), not an image folder's; pass --dataset FILE.py:FUNC "
+                "with it, or leave --space out for the folder") if theirs else None
+    if backends == (own,):
+        return None
+    what = "DALI pipeline function" if own == DaliUserBackend.name else "Dataset"
+    named: dict[tuple[str, ...], str] = {(UserBackend.name,): "your own Dataset's", (DaliUserBackend.name,): "your own DALI pipeline function's"}
+    tunes = named.get(backends, "an image folder's")
+    return (f"--space {flag} tunes {tunes} loaders, not your own {what}'s; leave --space out "
+            f"(your {what} takes the space {own!r}), or pass a space file whose backend is {own}")
