@@ -17,6 +17,7 @@ import hashlib
 import importlib
 import importlib.util
 import logging
+import operator
 import os
 import re
 import reprlib
@@ -205,6 +206,8 @@ def as_spec(value: Any, name: str = "the dataset") -> DatasetSpec:
         if fn is not None and not callable(fn):
             raise DatasetError(f"{name}: {field} must be a function or None, but got {type(fn).__name__} {reprlib.repr(fn)}; pass the function")
     ds = spec.dataset
+    if isinstance(ds, type):  # its __len__ and __getitem__ are there, unbound: len() of it failed, blamed on the function
+        raise DatasetError(f"{name} returned the class {ds.__name__}, not a Dataset; return an instance of it ({ds.__name__}(...))")
     if is_iterable(ds):
         return spec
     if not (hasattr(ds, "__getitem__") and hasattr(ds, "__len__")):
@@ -399,12 +402,26 @@ def open_target(target: str) -> tuple[UserDataset, DatasetSpec]:
     iterable = is_iterable(spec.dataset)
     if iterable:
         _user_call(target, lambda: check_split(spec, split(target)[1]), source)
-    n = _user_call(target, lambda: len(spec.dataset), source) if not iterable or hasattr(spec.dataset, "__len__") else 0
+    n = _length(target, spec.dataset, source) if not iterable or hasattr(spec.dataset, "__len__") else 0
     if n < 1 and not iterable:
         raise DatasetError(f"{split(target)[1]} returned an empty dataset (len 0); return one with samples to measure")
     ds = UserDataset(root=target, classes=(), files=(), labels=(), total_bytes=0, qualname=qualname, source=source,
                      sha256=sha256_of(source), samples=int(n), pickles=picklable(spec), iterable=iterable)
     return ds, spec
+
+
+def _length(target: str, dataset: Any, source: str) -> int:
+    """The number of samples of the dataset ``target`` returned: its ``__len__`` run as the user's code (an exception in it
+    names its line), its answer checked here (len() refused a float or a negative number, and the function was blamed)."""
+    raw = _user_call(target, lambda: type(dataset).__len__(dataset), source)
+    try:
+        n = operator.index(raw)
+    except TypeError:
+        n = -1
+    if n < 0:
+        raise DatasetError(f"{split(target)[1]} returned a {type(dataset).__name__} whose __len__ returned {reprlib.repr(raw)}; it must return "
+                           "its number of samples, a whole number")
+    return n
 
 
 def summary_of(target: str) -> dict[str, Any]:

@@ -168,3 +168,18 @@ def test_a_spec_function_that_is_no_function_is_one_line_before_any_trial(faults
     (faults / "spec.py").write_text(FAULTS + f"\n\ndef five():\n    return autotune.DatasetSpec(Squares(), {field}=5)\n")
     assert main(["run", "--dataset", "spec.py:five", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
     assert _one_line(capsys).endswith(f"five: {field} must be a function or None, but got int 5; pass the function")
+
+
+@pytest.mark.parametrize("returned, said", [
+    ("Sized(10.5)", "bad returned a Sized whose __len__ returned 10.5; it must return its number of samples, a whole number"),
+    ("Sized(-3)", "bad returned a Sized whose __len__ returned -3; it must return its number of samples, a whole number"),
+    ("Sized", "bad returned the class Sized, not a Dataset; return an instance of it (Sized(...))"),
+])
+def test_a_length_python_refuses_is_told_as_the_datasets_not_the_functions(faults: Path, capsys: pytest.CaptureFixture[str], returned: str,
+                                                                          said: str) -> None:
+    """len() refusing what __len__ returned (or a class's unbound one) was told as 'bad raised TypeError: ...'."""
+    sized = "class Sized(Dataset):\n    def __init__(self, n):\n        self.n = n\n\n    def __len__(self):\n        return self.n\n\n" \
+            "    def __getitem__(self, i):\n        return torch.zeros(2)\n"
+    (faults / "lens.py").write_text(f"{FAULTS}\n\n{sized}\n\ndef bad():\n    return {returned}\n")
+    assert main(["run", "--dataset", "lens.py:bad", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
+    assert _one_line(capsys).endswith(said)
