@@ -12,6 +12,7 @@ innermost ``file:line`` of the user's file.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -21,9 +22,11 @@ import operator
 import os
 import re
 import reprlib
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -323,6 +326,32 @@ def _user_call(target: str, call: Callable[[], Any], path: str | None) -> Any:
         raise UserCodeError(told(target, e, path)) from e
     except (Exception, SystemExit) as e:  # sys.exit() in a module imported for it ended the run without a word
         raise UserCodeError(told(target, e, path)) from e
+
+
+@contextlib.contextmanager
+def deadline(target: str, seconds: float | None, budget_s: float | None) -> Iterator[None]:
+    """Stop the user's code of ``target`` (its import and its call, in this process) when the ``budget_s`` --budget
+    has ``seconds`` left and it has not returned: a function that hangs kept the run waiting past any budget. One line
+    says where it was. Only in the main thread, where signals arrive; None: no deadline."""
+    if seconds is None or budget_s is None or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def late(signum: int, frame: Any) -> None:
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(here) or "<frozen" in frame.f_code.co_filename):
+            frame = frame.f_back
+        where = f" (it was at {frame.f_code.co_filename}:{frame.f_lineno})" if frame is not None else ""
+        raise UserError(f"{split(target)[1]} had not returned when the {budget_s:g} s --budget ran out{where}; "
+                        "a dataset that takes longer to make needs a longer --budget")
+
+    before = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, max(0.01, seconds))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def told(target: str, e: BaseException, path: str | None = None) -> str:

@@ -86,7 +86,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     if warm_start and not user:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
-        dataset, space = _user_dataset(request, space, cores=settings.cores, device=device)
+        dataset, space = _user_dataset(request, space, cores=settings.cores, device=device, budget=budget)
         if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
             warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
@@ -295,13 +295,15 @@ def fit_batch_sizes(space: SearchSpace, samples_per_rank: int, drop_last: bool, 
     return space.restrict("batch_size", fitting)
 
 
-def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device: str) -> tuple[Dataset, SearchSpace]:
+def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device: str, budget: TimeBudget | None = None) -> tuple[Dataset, SearchSpace]:
     """The user's pipeline function (``--dataset FILE.py:FUNC``) imported and called once here: its dataset for the
     study, and the space fitted to it (the batch size is the user's; spawned workers only for a dataset that pickles;
     for a DALI pipeline function the space ``dali_user``, with ``hw_decoder_load`` only where the function takes it)."""
     if request.batch_size is None:
         raise UserError(f"--dataset {request.dataset} is your own Dataset: pass its --batch-size (the one training uses)")
-    dataset, _ = user_target.open_target(str(request.dataset))
+    left = budget.remaining() if budget is not None else None
+    with user_target.deadline(str(request.dataset), left, budget.total_s if budget is not None else None):
+        dataset, _ = user_target.open_target(str(request.dataset))
     kind = own_kind(dataset)
     if request.space == DEFAULT_SPACE and space.backends() != (kind,):  # a DALI pipeline function's own space
         space = load_space(kind, cores=cores, device=device)

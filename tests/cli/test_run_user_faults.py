@@ -183,3 +183,25 @@ def test_a_length_python_refuses_is_told_as_the_datasets_not_the_functions(fault
     (faults / "lens.py").write_text(f"{FAULTS}\n\n{sized}\n\ndef bad():\n    return {returned}\n")
     assert main(["run", "--dataset", "lens.py:bad", "--batch-size", "4", "--n-trials", "1", *FAST]) == 2
     assert _one_line(capsys).endswith(said)
+
+
+def test_a_function_that_hangs_is_stopped_where_the_budget_ends() -> None:
+    """A pipeline function that never returned kept a --budget 15 run waiting until it was killed."""
+    import signal
+    import time
+
+    from autotune.dataset.user import deadline
+    from autotune.errors import UserError
+
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = time.monotonic()
+    with pytest.raises(UserError) as caught, deadline("/p/pipe.py:sleeper", 0.3, 15.0):
+        time.sleep(30)  # the user's code, stuck
+    assert time.monotonic() - t0 < 5
+    line = next(n for n, text in enumerate(Path(__file__).read_text().splitlines(), 1) if "time.sleep(30)" in text)
+    assert str(caught.value) == (f"sleeper had not returned when the 15 s --budget ran out (it was at {__file__}:{line}); "
+                                 "a dataset that takes longer to make needs a longer --budget")
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    with deadline("/p/pipe.py:quick", 5.0, 15.0):
+        pass
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # nothing left to fire after a function that returned
