@@ -48,15 +48,18 @@ _NOT_MEASURED = (*TOLD, "waiting", "predicted-oom")
 
 
 def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[str, Any]:
-    """What the search measured and what found the winner: ``configs_measured`` (distinct configs a trial ran, to
-    its end or cut), ``sampled_measured`` (of them, those the sampler drew rather than a starting point or a
-    warm start) and ``winner_from``: ``search`` for a sampled winner, else the starting point's role
-    (``dali-hw``, ``dali-heuristic``, ``heuristic``, ``defaults``, ``warm-start``)."""
+    """What the search measured and what found the winner: ``configs_measured`` (distinct configs a trial read a rate
+    of, to its end or cut: one that crashed, or went over a budget, before a window measured nothing),
+    ``sampled_measured`` (of them, those the sampler drew rather than a starting point or a warm start) and
+    ``winner_from``: ``search`` for a sampled winner, else the starting point's role (``dali-hw``, ``dali-heuristic``,
+    ``heuristic``, ``defaults``, ``warm-start``)."""
     measured: dict[str, bool] = {}
     for t in study.get_trials(deepcopy=False):
         a = trial_attrs(t)
         outcome = a.get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
         if outcome in _NOT_MEASURED or t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING):
+            continue
+        if t.value is None and not t.intermediate_values:  # a worker_init_fn that raised: every config with workers "measured"
             continue
         key = a.get("config")
         if not key:  # stopped before its config was set (a stop while the trial was being made): nothing ran

@@ -14,7 +14,8 @@ def _study(trials: list[tuple[int, str | None]]) -> optuna.Study:
     """One trial per (num_workers, crash message); None: it completed."""
     study = optuna.create_study(direction="maximize")
     for workers, crash in trials:
-        attrs = {"loader": {"backend": "user", "batch_size": 8, "num_workers": workers}, "outcome": "crash" if crash else "complete"}
+        attrs = {"loader": {"backend": "user", "batch_size": 8, "num_workers": workers}, "outcome": "crash" if crash else "complete",
+                 "config": f"user b=8 workers={workers}"}
         if crash:
             attrs["message"] = crash
         state = optuna.trial.TrialState.FAIL if crash else optuna.trial.TrialState.COMPLETE
@@ -36,3 +37,11 @@ def test_a_winner_without_workers_because_every_worker_crashed_alike_is_warned_o
     assert not workers_failed_warnings(_winner(0), _study([(0, None), (2, BOOM), (1, "MemoryError")]))  # not alike: no one cause
     assert not workers_failed_warnings(_winner(0), _study([(0, None), (2, BOOM)]))  # one crash says little
     assert not workers_failed_warnings(_winner(2), _study([(2, None), (1, BOOM), (3, BOOM)]))
+
+
+def test_a_config_that_crashed_before_a_window_is_not_counted_as_measured() -> None:
+    """The last line said 'measured 7 configs, 5 of them sampled' where 6 had crashed before their first window."""
+    from autotune.study.result import search_account
+
+    study = _study([(0, None), (2, BOOM), (1, BOOM)])
+    assert search_account(study, study.trials[0])["configs_measured"] == 1
