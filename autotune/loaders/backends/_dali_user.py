@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -81,7 +82,7 @@ def build_iterator(target: str, options: DaliUserOptions, batch_size: int, devic
     try_import("dali")  # a missing DALI is a one-line error naming the pip extra
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-    from autotune.dataset.user import _user_call, pipeline_function
+    from autotune.dataset.user import UserCodeError, _user_call, pipeline_function
 
     def split_target(t: str) -> str:  # the function's name, as the user's other errors name it
         return t.rpartition(":")[2]
@@ -92,7 +93,13 @@ def build_iterator(target: str, options: DaliUserOptions, batch_size: int, devic
     where = getattr(getattr(fn, "__wrapped__", fn), "__code__", None)
     path = os.path.abspath(where.co_filename) if where is not None else None
     pipe = _user_call(target, lambda: fn(**kwargs), path)
-    _user_call(target, pipe.build, path)
+    try:
+        _user_call(target, pipe.build, path)
+    except UserCodeError as e:
+        cause = e.__cause__
+        if isinstance(cause, NotImplementedError) and traceback.extract_tb(cause.__traceback__)[-1].name == "define_graph":  # no outputs given
+            raise UserError(f"{split_target(target)} returns no output; return the pipeline's outputs (such as images, labels)") from None
+        raise
     outputs = getattr(pipe, "num_outputs", None)
     if isinstance(outputs, int) and outputs != len(names):  # DALIGenericIterator would fail on a name with no output: KeyError 'labels'
         said = f"its output_map names {len(names)}" if getattr(fn, "output_map", None) is not None else f"{len(names)} are named by default {list(names)}"

@@ -50,6 +50,11 @@ def factory():
 
 
 @pipeline_def
+def nothing():
+    fn.readers.file(file_root=ROOT)
+
+
+@pipeline_def
 def images_only():
     jpegs, _ = fn.readers.file(file_root=ROOT)
     return fn.resize(fn.decoders.image(jpegs, device="cpu"), resize_x=16, resize_y=16)
@@ -151,6 +156,9 @@ def test_outputs_that_their_names_do_not_match_are_one_line_naming_output_map(tm
         get_backend("dali_user").build(ds, get_preset("imagenet-train"), _config(num_threads=1).loader, "cpu", seed=1)
     from autotune.dataset.user import pipeline_function
 
+    ds_none, _ = open_target(f"{tmp_path / 'my_dali.py'}:nothing")  # DALI's own line: NotImplementedError, no message, in its define_graph
+    with pytest.raises(UserError, match=r"^nothing returns no output; return the pipeline's outputs \(such as images, labels\)$"):
+        get_backend("dali_user").build(ds_none, get_preset("imagenet-train"), _config(num_threads=1).loader, "cpu", seed=1)
     pipeline_function(f"{tmp_path / 'my_dali.py'}:images_only").output_map = ["images"]  # type: ignore[attr-defined] - the user's attribute
     loader = get_backend("dali_user").build(ds, get_preset("imagenet-train"), _config(num_threads=1).loader, "cpu", seed=1)
     try:
