@@ -12,10 +12,10 @@ _DIST = {"num_workers": optuna.distributions.IntDistribution(0, 8)}
 
 
 def _add(study: optuna.Study, workers: int, value: float | None, *, role: str | None = None, outcome: str = "complete",
-         state: optuna.trial.TrialState = optuna.trial.TrialState.COMPLETE) -> None:
+         state: optuna.trial.TrialState = optuna.trial.TrialState.COMPLETE, windows: dict[int, float] | None = None) -> None:
     attrs = {"config": f"torch b=8 workers={workers}", "outcome": outcome, **({"role": role} if role else {})}
     study.add_trial(optuna.trial.create_trial(params={"num_workers": workers}, distributions=_DIST, value=value,
-                                              state=state, user_attrs=attrs))
+                                              state=state, user_attrs=attrs, intermediate_values=windows))
 
 
 @pytest.fixture
@@ -25,7 +25,8 @@ def study() -> optuna.Study:
     _add(s, 0, 100.0, role="defaults")
     _add(s, 2, 300.0, role="heuristic")
     _add(s, 3, 250.0)  # sampled
-    _add(s, 5, None, outcome="pruned", state=optuna.trial.TrialState.PRUNED)  # sampled, cut: measured still
+    _add(s, 5, None, outcome="pruned", state=optuna.trial.TrialState.PRUNED, windows={0: 240.0, 1: 200.0})  # sampled, cut: measured still
+    _add(s, 7, None, outcome="crash", state=optuna.trial.TrialState.FAIL)  # sampled, crashed before a window: nothing measured
     _add(s, 3, 250.0, outcome="repeat")  # the sampler drew trial 2's config again: not measured
     _add(s, 6, None, outcome="waiting", state=optuna.trial.TrialState.WAITING)  # queued, the budget ran out
     _add(s, 8, None, outcome="predicted-oom", state=optuna.trial.TrialState.FAIL)  # left out before it started
