@@ -201,8 +201,10 @@ def figures(study: optuna.Study) -> dict[str, Any]:
         out["confirmed"] = {"method": confirmation_method(conf), "candidates": len(conf["candidates"])}
         alike = conf.get("indistinguishable")
         if isinstance(alike, list) and len(alike) > 1:  # the winner is the cheapest of these: say which they were
-            medians = {c["trial"]: c.get("median") for c in conf["candidates"]}
-            out["indistinguishable"] = [{"trial": c["trial"], "config": c.get("config"), "samples_per_s": medians.get(c["trial"])}
+            # the median of all its scores, and of its re-measurements alone: what the noise rule judged (a lucky first
+            # reading put a loser's all-scores median 16 % above the winner's where their re-measurements were equal)
+            out["indistinguishable"] = [{"trial": c["trial"], "config": c.get("config"), "samples_per_s": c.get("median"),
+                                         "remeasured_per_s": round(statistics.median(c["scores"][1:]), 1) if len(c.get("scores") or ()) > 1 else None}
                                         for c in conf["candidates"] if c["trial"] in alike]
     return out
 
@@ -331,8 +333,9 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
     for k in ("per_rank_samples_per_s", "model_ceiling_samples_per_s", "fraction_of_ceiling", "headroom"):
         if k in trial_attrs(best):
             result[k] = trial_attrs(best)[k]
-    if "confirmed" in fig:
-        result["confirmed"] = fig["confirmed"]
+    for k in ("confirmed", "indistinguishable"):  # how the winner was chosen, and among which configs it could not tell apart
+        if k in fig:
+            result[k] = fig[k]
     for k, v in (a.get("result_extra") or {}).items():
         result[k] = v
     if too_busy(a.get("other_load")):  # the figures above moved with other jobs: said where they are read, not only once

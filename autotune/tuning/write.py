@@ -194,10 +194,15 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     if r.get("fraction_of_ceiling"):
         line += f", {r['fraction_of_ceiling']:.0%} of the model's ceiling ({r.get('model_ceiling_samples_per_s', 0):,.0f})"
     lines = [line]
-    alike = [a for a in r.get("indistinguishable") or () if a.get("trial") != r.get("trial")]
-    if alike:  # the noise rule chose among configs it could not tell apart: name the others
-        others = "; ".join(f"{a['config']} ({fmt_rate(a['samples_per_s'])})" for a in alike)
-        lines.append(f"the re-measurement could not tell {'it' if len(alike) == 1 else 'them'} apart from {others}: "
+    chosen = r.get("trial", (cfg.study or {}).get("best_trial"))  # the YAML names the winner's trial in its study section
+    alike = [a for a in r.get("indistinguishable") or () if a.get("trial") != chosen]
+    if alike:  # the noise rule chose among configs it could not tell apart: name the others, by what it judged
+        def judged(a: dict[str, Any]) -> str:
+            return f"{fmt_rate(a['remeasured_per_s'])} re-measured" if a.get("remeasured_per_s") is not None else fmt_rate(a["samples_per_s"])
+
+        mine = next((a for a in r.get("indistinguishable") or () if a.get("trial") == chosen), None)
+        others = "; ".join(f"{a['config']} ({judged(a)})" for a in alike)
+        lines.append(f"the re-measurement could not tell it{f' ({judged(mine)})' if mine else ''} apart from {others}: "
                      "the cheapest (fewest loader threads, then least memory) is taken")
     aside = (study.user_attrs.get("confirmation") or {}).get("set_aside") or []
     if aside:  # the progress lines showed it: say why the winner's figure does not count it

@@ -149,8 +149,7 @@ def test_the_cheapest_config_that_cannot_be_told_apart_from_the_fastest_wins(tin
     (two processes fewer) win, and the record, the YAML's result and the last line name both."""
     from pathlib import Path
 
-    from autotune.config.schema import Config
-    from autotune.study.result import figures
+    from autotune.study.result import config_from_study, figures
     from autotune.tuning.write import result_lines
 
     tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None), 1: (700.0, None)})
@@ -162,10 +161,14 @@ def test_the_cheapest_config_that_cannot_be_told_apart_from_the_fastest_wins(tin
     assert record["method"].endswith("winner: the cheapest of the 2 the re-measurement cannot tell apart from the fastest")
     result = figures(tuner.study)
     assert [a["trial"] for a in result["indistinguishable"]] == [by_workers[4], by_workers[2]]
-    loader = LoaderConfig.from_params(trial_attrs(tuner.study.trials[by_workers[2]])["loader"])
-    lines = result_lines(Config(loader=loader, result=result), tuner.study, Path("autotune.yaml"), None, {}, None)
-    told = [line for line in lines if line.startswith("the re-measurement could not tell it apart from ")]
-    assert len(told) == 1 and trial_attrs(tuner.study.trials[by_workers[4]])["config"] in told[0], lines
+    cfg = config_from_study(tuner.study, tuner.storage_url)  # the YAML's result: figures() had them, the YAML did not
+    assert [(a["trial"], a["config"]) for a in cfg.result["indistinguishable"]] == [
+        (n, trial_attrs(tuner.study.trials[n])["config"]) for n in (by_workers[4], by_workers[2])]
+    lines = result_lines(cfg, tuner.study, Path("autotune.yaml"), None, {}, None)
+    told = [line for line in lines if line.startswith("the re-measurement could not tell it (")]
+    # by what the noise rule judged: the re-measurements alone, without each trial's own first score
+    assert told == [f"the re-measurement could not tell it (985.0 re-measured) apart from {trial_attrs(tuner.study.trials[by_workers[4]])['config']} "
+                    "(1,000.0 re-measured): the cheapest (fewest loader threads, then least memory) is taken"], lines
 
 
 def test_a_config_told_apart_as_slower_does_not_win_for_being_cheaper(tiny_dataset, tmp_path, monkeypatch):
