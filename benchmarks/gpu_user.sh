@@ -34,7 +34,8 @@ out=${OUTDIR:-${OUT:-gpu-user-out}}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 data=${DATA:-/tmp/u4k}; rounds=${ROUNDS:-3}; window=${WINDOW:-4}; budget=${BUDGET:-60}; batch=${BATCH:-256}
-machine="1 x H200, 16 cores"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9]\{3\}' || echo GPU)
+machine="1 x ${gpu}, $(nproc) cores"  # the card this call got: a kind may be served by an H100 or an H200
 if ! python3 -c "import timm, albumentations, webdataset" 2>/dev/null && [ -n "${WHEELS:-}" ]; then
   python3 -m pip install --quiet --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl > "$out/wheels.log" 2>&1
 fi
