@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from autotune.dataset.scan import Dataset
 
 logger = logging.getLogger(__name__)
+KEEPS_LAST = "imagenet-eval"  # the preset whose loader keeps each epoch's last partial batch
 
 
 @dataclasses.dataclass
@@ -87,6 +88,11 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
     if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
         dataset, space = _user_dataset(request, space, cores=settings.cores, device=device, budget=budget)
+        if isinstance(dataset, user_target.UserDataset) and dataset.iterable and not dataset.dali and get_preset(settings.pipeline).train:
+            # a stream is measured whole, as build_loader reads it (drop_last=False): dropping each worker's last partial
+            # batch made more workers look slower, and where 16 workers each held less than a batch of a 4,000-sample
+            # stream, the trial read no batch (the 16-worker start crashed and 1 worker won at a sixth of the peers' rate)
+            settings = dataclasses.replace(settings, pipeline=KEEPS_LAST)
         if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
             warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
@@ -121,9 +127,9 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     if request.batch_size is not None and not (user and request.tune_batch_size):
         space = space.fix("batch_size", request.batch_size)
     if len(dataset):  # a stream of unknown length is not checked against its batch sizes
-        space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(request.pipeline).train, settings.ranks, dataset.unit)
+        space = fit_batch_sizes(space, len(dataset) // settings.ranks, get_preset(settings.pipeline).train, settings.ranks, dataset.unit)
     model = request.model or (f"step{request.step_ms}" if request.step_ms else None)
-    key = study_key(fp, dataset.signature(), request.pipeline, space.name, settings.ranks, model, device)
+    key = study_key(fp, dataset.signature(), settings.pipeline, space.name, settings.ranks, model, device)
     if request.reuse:
         reused = _reused(request, key, out_path, reporter)
         if reused is not None:

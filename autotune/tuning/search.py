@@ -92,7 +92,7 @@ def _attrs(request: RunRequest, prep: Prepared) -> dict[str, Any]:
     attrs = {
         "fingerprint_key": prep.key,
         "dataset": prep.dataset.summary(),
-        "pipeline": request.pipeline,
+        "pipeline": settings.pipeline,  # a stream of the user's is measured whole: imagenet-eval
         "device": prep.device,
         "hardware": prep.fp,
         "measurement": settings.measurement(),

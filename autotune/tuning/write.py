@@ -153,7 +153,7 @@ def _warnings(request: RunRequest, prep: Prepared, opened: OpenStudy, cfg: Confi
     ranks = opened.tuner.settings.ranks
     unit = prep.dataset.unit
     per_rank, where = len(prep.dataset) // ranks, f"{unit} per rank" if ranks > 1 else unit
-    dropped = drop_problem(cfg.loader.batch_size, per_rank, where) if get_preset(request.pipeline).train else None
+    dropped = drop_problem(cfg.loader.batch_size, per_rank, where) if get_preset(prep.settings.pipeline).train else None
     if dropped is not None:  # a small set at the largest batch: what training on it loses, before the script finds out
         out.append(f"the winner's {dropped}; to train on them all, pass a --batch-size that divides them more closely")
     return out

@@ -156,3 +156,19 @@ def test_a_stream_of_unknown_length_is_tuned_with_workers_that_persist(pipeline:
     study = optuna.load_study(study_name=optuna.get_all_study_names(url)[0], storage=url)
     with_workers = [t.user_attrs["loader"] for t in study.trials if (t.user_attrs.get("loader") or {}).get("num_workers", 0) > 0]
     assert len(with_workers) >= 3 and all(o["persistent_workers"] for o in with_workers), with_workers
+
+
+def test_a_stream_is_measured_whole_where_each_worker_holds_less_than_a_batch(pipeline: Path) -> None:
+    """Each worker batches its own share of a stream: a trial that dropped each worker's last partial batch read no
+    batch from 2 workers of 20 samples each at batch 32, where build_loader (which keeps them) reads all 40."""
+    import optuna
+
+    pipeline.write_text(PIPELINE + "\n\ndef small():\n    return Stream(40)\n")
+    args = ["run", "--dataset", "my_pipeline.py:small", "--batch-size", "32", "--n-trials", "6", "--sampler", "random", "--seed", "0"]
+    assert main([*args, *FAST]) == 0
+    url = "sqlite:///autotune.db"
+    study = optuna.load_study(study_name=optuna.get_all_study_names(url)[0], storage=url)
+    workers = {t.number: (t.user_attrs.get("loader") or {}).get("num_workers", 0) for t in study.trials}
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert any(workers[t.number] >= 2 for t in complete), {t.number: (t.state.name, workers[t.number], t.user_attrs.get("error")) for t in study.trials}
+    assert yaml.safe_load(Path("autotune.yaml").read_text())["pipeline"] == "imagenet-eval"  # what was measured: every batch kept
