@@ -74,7 +74,10 @@ def test_a_peer_that_crashed_in_some_rounds_is_failed_and_no_best_peer():
 
 def test_within_noise_and_a_failed_tuning_are_said():
     close = [row("workers = cores, pinned", [90.0, 100.0]), row("tuned", [95.0, 99.0])]
-    assert user_pipelines.verdict(close)[1:] == (True, False)
+    assert user_pipelines.verdict(close)[1:] == (True, False) and "; within noise;" in user_pipelines.verdict(close)[0]
+    behind = [row("workers = cores, pinned", [1463.0, 1798.0, 1828.0]), row("tuned", [254.0, 270.0, 278.0])]
+    line, meets, clear = user_pipelines.verdict(behind)  # a tuned config at a sixth of the peer is no "within noise"
+    assert "misses the 97 % goal; behind beyond noise;" in line and not meets and not clear
     failed = [row("workers = cores, pinned", [90.0]), row("tuned", [])]
     line, meets, clear = user_pipelines.verdict(failed)
     assert line.startswith("tuned config failed (exit 1: boom)") and not meets and not clear
