@@ -75,4 +75,5 @@ cpus)
   echo "STAGE must be none, shm or cpus"; exit 2
   ;;
 esac
+cp /tmp/user-bench/*-tune.log "$out"/ 2>/dev/null  # each tuning's own lines (its trials): the machine's /tmp goes with it
 tail -n 3 "$out"/*.log; ls -la "$out"
