@@ -59,7 +59,9 @@ def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[
         outcome = a.get("outcome") or ("complete" if t.state == optuna.trial.TrialState.COMPLETE else t.state.name.lower())
         if outcome in _NOT_MEASURED or t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING):
             continue
-        if t.value is None and not t.intermediate_values:  # a worker_init_fn that raised: every config with workers "measured"
+        # a worker_init_fn that raised: every config with workers "measured"; one over a budget before its first window
+        # reads only the 0.0 that steers the sampler away
+        if t.value is None and not a.get("windows") and not any(v > 0 for v in t.intermediate_values.values()):
             continue
         key = a.get("config")
         if not key:  # stopped before its config was set (a stop while the trial was being made): nothing ran

@@ -27,6 +27,8 @@ def study() -> optuna.Study:
     _add(s, 3, 250.0)  # sampled
     _add(s, 5, None, outcome="pruned", state=optuna.trial.TrialState.PRUNED, windows={0: 240.0, 1: 200.0})  # sampled, cut: measured still
     _add(s, 7, None, outcome="crash", state=optuna.trial.TrialState.FAIL)  # sampled, crashed before a window: nothing measured
+    # sampled, over a budget before a window: only the 0.0 that steers the sampler away
+    _add(s, 4, None, outcome="timeout", state=optuna.trial.TrialState.FAIL, windows={0: 0.0})
     _add(s, 3, 250.0, outcome="repeat")  # the sampler drew trial 2's config again: not measured
     _add(s, 6, None, outcome="waiting", state=optuna.trial.TrialState.WAITING)  # queued, the budget ran out
     _add(s, 8, None, outcome="predicted-oom", state=optuna.trial.TrialState.FAIL)  # left out before it started
