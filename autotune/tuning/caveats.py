@@ -8,7 +8,7 @@ from typing import Any
 import optuna
 
 from autotune.config.schema import Config
-from autotune.outcomes import Outcome
+from autotune.outcomes import TOLD, Outcome
 from autotune.study.budget import TimeBudget
 from autotune.study.evidence import trial_attrs
 from autotune.study.space import SearchSpace
@@ -100,7 +100,9 @@ def workers_failed_warnings(cfg: Config, study: optuna.Study) -> list[str]:
         params = trial_attrs(t).get("loader")
         return int(params.get("num_workers") or 0) if isinstance(params, dict) else 0
 
-    tried = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and workers(t) > 0]
+    # configs with workers that ran: one the budget stopped, a repeat or one told without a measurement says nothing
+    skipped = (*TOLD, Outcome.INTERRUPTED.value, Outcome.PREDICTED_OOM.value)
+    tried = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished() and workers(t) > 0 and trial_attrs(t).get("outcome") not in skipped]
     if len(tried) < 2 or any(t.state == optuna.trial.TrialState.COMPLETE for t in tried):
         return []
     messages = [str(trial_attrs(t).get("message") or "") for t in tried if trial_attrs(t).get("outcome") == Outcome.CRASH.value]

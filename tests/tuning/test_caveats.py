@@ -37,6 +37,10 @@ def test_a_winner_without_workers_because_every_worker_crashed_alike_is_warned_o
     assert not workers_failed_warnings(_winner(0), _study([(0, None), (2, BOOM), (1, "MemoryError")]))  # not alike: no one cause
     assert not workers_failed_warnings(_winner(0), _study([(0, None), (2, BOOM)]))  # one crash says little
     assert not workers_failed_warnings(_winner(2), _study([(2, None), (1, BOOM), (3, BOOM)]))
+    stopped = _study([(0, None), (2, BOOM), (1, BOOM)])  # and the budget stopped a third config with workers
+    stopped.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL, user_attrs={
+        "loader": {"backend": "user", "batch_size": 8, "num_workers": 3}, "outcome": "interrupted", "config": "user b=8 workers=3"}))
+    assert len(workers_failed_warnings(_winner(0), stopped)) == 1  # it says nothing of workers: still warned
 
 
 def test_a_config_that_crashed_before_a_window_is_not_counted_as_measured() -> None:
