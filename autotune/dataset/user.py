@@ -25,6 +25,7 @@ import reprlib
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,6 +112,16 @@ def _installed(name: str) -> bool:
     return name in sys.stdlib_module_names or name in importlib.metadata.packages_distributions()
 
 
+def _is_installed_file(name: str, path: str) -> bool:
+    """Whether the installed module ``name`` is the file at ``path`` itself (a single-file module installed in place)."""
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = getattr(found, "origin", None)
+    return bool(origin) and os.path.realpath(str(origin)) == os.path.realpath(path)
+
+
 def load_module(target: str) -> Any:
     """Import the module of ``target`` once per process: a file by its stem, with its folder on ``sys.path`` (so that
     spawned workers import it by the same name when they unpickle the dataset)."""
@@ -127,7 +138,8 @@ def load_module(target: str) -> Any:
     if loaded is not None and name not in _FILES_LOADED:  # it would replace a module not a pipeline file (random.py: the standard library's)
         raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} already imported here "
                            f"({getattr(loaded, '__file__', None) or 'built in'}); rename your file")
-    if loaded is None and _installed(name):  # torch.py: torch not imported yet here, but every trial's import of it would find the file
+    if loaded is None and _installed(name) and not _is_installed_file(name, path):  # torch.py: torch not imported yet here, but
+        # every trial's import of it would find the file
         raise DatasetError(f"--dataset {target}: {module} has the name of the module {name!r} installed here, which it would hide; "
                            "rename your file")
     folder = os.path.dirname(path)
@@ -337,21 +349,33 @@ def deadline(target: str, seconds: float | None, budget_s: float | None) -> Iter
         yield
         return
 
+    module = split(target)[0]
+    mine = os.path.abspath(module) if module.endswith(".py") else None
+
     def late(signum: int, frame: Any) -> None:
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        while frame is not None and (os.path.abspath(frame.f_code.co_filename).startswith(here) or "<frozen" in frame.f_code.co_filename):
-            frame = frame.f_back
-        where = f" (it was at {frame.f_code.co_filename}:{frame.f_lineno})" if frame is not None else ""
+        inner, frames = frame, []
+        while inner is not None:
+            frames.append(inner)
+            inner = inner.f_back
+        # the innermost line of the user's file (a hang inside a library is reached from there), else the innermost
+        # frame outside autotune
+        ours = [f for f in frames if mine is not None and os.path.abspath(f.f_code.co_filename) == mine] or \
+            [f for f in frames if not os.path.abspath(f.f_code.co_filename).startswith(here) and "<frozen" not in f.f_code.co_filename]
+        where = f" (it was at {ours[0].f_code.co_filename}:{ours[0].f_lineno})" if ours else ""
         raise UserError(f"{split(target)[1]} had not returned when the {budget_s:g} s --budget ran out{where}; "
                         "a dataset that takes longer to make needs a longer --budget")
 
     before = signal.signal(signal.SIGALRM, late)
-    signal.setitimer(signal.ITIMER_REAL, max(0.01, seconds))
+    # a budget that set-up used up still gives the function a little time: the run goes on with one trial then
+    began, (earlier, _) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.1 * budget_s, 1.0))
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, before)
+        if earlier > 0:  # an alarm the caller had set goes on, less the time spent here
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, earlier - (time.monotonic() - began)))
 
 
 def told(target: str, e: BaseException, path: str | None = None) -> str:

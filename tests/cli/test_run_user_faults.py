@@ -205,3 +205,50 @@ def test_a_function_that_hangs_is_stopped_where_the_budget_ends() -> None:
     with deadline("/p/pipe.py:quick", 5.0, 15.0):
         pass
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)  # nothing left to fire after a function that returned
+
+
+def test_a_hang_inside_a_library_is_told_at_the_users_line_and_an_earlier_alarm_goes_on(tmp_path: Path) -> None:
+    """The line named was the library's (threading.py, where queue.get waits), not the line of the user's file; and
+    leaving the deadline cancelled an alarm its caller had set."""
+    import importlib.util
+    import signal
+
+    from autotune.dataset.user import deadline
+    from autotune.errors import UserError
+
+    path = tmp_path / "pipe.py"
+    path.write_text("import queue\n\n\ndef stuck():\n    return queue.Queue().get()\n")
+    spec = importlib.util.spec_from_file_location("pipe_for_deadline", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(UserError) as caught, deadline(f"{path}:stuck", 0.2, 5.0):
+        module.stuck()
+    assert f"(it was at {path}:5)" in str(caught.value)
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 30.0)  # the caller's own alarm, e.g. a test timeout
+    try:
+        with deadline(f"{path}:stuck", 5.0, 60.0):
+            pass
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 25.0 < left <= 30.0, left
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+
+
+def test_a_pipeline_file_installed_as_itself_is_not_told_it_hides_an_installed_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A single-file module installed in place (``pip install -e``) is the installed module: no other file is hidden."""
+    import sys
+
+    from autotune.dataset import user
+
+    path = tmp_path / "pipe_installed_here.py"
+    path.write_text("def make():\n    return list(range(4))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # where the installed module is found
+    monkeypatch.setattr(user, "_installed", lambda name: name == "pipe_installed_here")
+    monkeypatch.delitem(sys.modules, "pipe_installed_here", raising=False)
+    try:
+        assert user.load_module(f"{path}:make").make() == [0, 1, 2, 3]
+    finally:
+        sys.modules.pop("pipe_installed_here", None)
