@@ -93,6 +93,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
             # batch made more workers look slower, and where 16 workers each held less than a batch of a 4,000-sample
             # stream, the trial read no batch (the 16-worker start crashed and 1 worker won at a sixth of the peers' rate)
             settings = dataclasses.replace(settings, pipeline=KEEPS_LAST)
+            logger.info("%s is a stream: measured whole, each worker's last partial batch kept (%s)", dataset.qualname, KEEPS_LAST)
         if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
             warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
