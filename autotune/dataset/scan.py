@@ -317,9 +317,10 @@ def _meant_a_function(path: str) -> str | None:
     if colon and not module:
         return f"dataset path {path!r} names no file before the colon; pass FILE.py:{func}, the file that defines {func}"
     if colon and module.endswith(".py"):  # a whole target, where only a folder or a Dataset object is taken
-        return f"dataset path {path!r} names a pipeline function, not a folder of images; pass the Dataset that {func}() returns"
+        return (f"dataset path {path!r} names a pipeline function, not a folder of images, which only `autotune run --dataset` "
+                f"takes; here pass a folder, or in Python the Dataset that {func}() returns")
     if path.endswith(".py") and os.path.isfile(path):
-        return f"dataset path {path!r} is a Python file, not a folder of images; pass {form}"
+        return f"dataset path {path!r} is a Python file, not a folder of images; pass {form} to `autotune run`, or in Python the Dataset"
     return None
 
 

@@ -239,6 +239,21 @@ def test_half_a_pipeline_function_is_told_its_form(workdir, capsys, given, needl
     assert needle in err and len(err.splitlines()) == 1 and "sub-folder" not in err, err
 
 
+def test_a_pipeline_function_where_only_a_folder_is_taken_says_where_it_is_taken(workdir):
+    """doctor and AutoLoader read a folder: a FILE.py:FUNC there was told to pass FILE.py:FUNC, which they do not take."""
+    from autotune.dataset.scan import scan
+    from autotune.errors import DatasetError
+
+    (workdir / "pipe.py").write_text("def train_set():\n    pass\n")
+    with pytest.raises(DatasetError) as told:
+        scan("pipe.py:train_set")
+    assert str(told.value) == ("dataset path 'pipe.py:train_set' names a pipeline function, not a folder of images, which only "
+                               "`autotune run --dataset` takes; here pass a folder, or in Python the Dataset that train_set() returns")
+    with pytest.raises(DatasetError) as told:
+        scan("pipe.py")
+    assert "pass FILE.py:FUNC (FUNC: the function that returns your Dataset) to `autotune run`, or in Python the Dataset" in str(told.value)
+
+
 def test_a_space_of_another_kind_of_dataset_is_refused_before_any_trial(workdir, tiny_dataset, capsys):
     """An image folder's space over the user's Dataset failed alike in every trial ('num_samples should be a positive
     integer'), and the user's space over a folder failed alike too: each is one line now, and no study is made."""
