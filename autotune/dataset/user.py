@@ -350,19 +350,11 @@ def deadline(target: str, seconds: float | None, budget_s: float | None) -> Iter
         return
 
     module = split(target)[0]
-    mine = os.path.abspath(module) if module.endswith(".py") else None
+    path = os.path.abspath(module) if module.endswith(".py") else None
 
     def late(signum: int, frame: Any) -> None:
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        inner, frames = frame, []
-        while inner is not None:
-            frames.append(inner)
-            inner = inner.f_back
-        # the innermost line of the user's file (a hang inside a library is reached from there), else the innermost
-        # frame outside autotune
-        ours = [f for f in frames if mine is not None and os.path.abspath(f.f_code.co_filename) == mine] or \
-            [f for f in frames if not os.path.abspath(f.f_code.co_filename).startswith(here) and "<frozen" not in f.f_code.co_filename]
-        where = f" (it was at {ours[0].f_code.co_filename}:{ours[0].f_lineno})" if ours else ""
+        at = users_line([(f.f_code.co_filename, lineno) for f, lineno in reversed(list(traceback.walk_stack(frame)))], path)
+        where = f" (it was at {at})" if at else ""
         raise UserError(f"{split(target)[1]} had not returned when the {budget_s:g} s --budget ran out{where}; "
                         "a dataset that takes longer to make needs a longer --budget")
 
@@ -378,14 +370,20 @@ def deadline(target: str, seconds: float | None, budget_s: float | None) -> Iter
             signal.setitimer(signal.ITIMER_REAL, max(0.001, earlier - (time.monotonic() - began)))
 
 
+def users_line(frames: list[tuple[str, int]], path: str | None) -> str | None:
+    """``file:line`` of the innermost of ``frames`` (outermost first) in the user's file ``path`` (a call into a library
+    is reached from there), else of the innermost outside autotune; None when every frame is autotune's."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    mine = [f for f in frames if path is not None and os.path.abspath(f[0]) == path] or \
+        [f for f in frames if not os.path.abspath(f[0]).startswith(here) and "<frozen" not in f[0]]
+    return f"{mine[-1][0]}:{mine[-1][1]}" if mine else None
+
+
 def told(target: str, e: BaseException, path: str | None = None) -> str:
     """The one line for an exception ``e`` raised by the user's code of ``target``."""
     _, func = split(target)
-    frames = traceback.extract_tb(e.__traceback__)
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    mine = [f for f in frames if path is not None and os.path.abspath(f.filename) == path] or \
-        [f for f in frames if not os.path.abspath(f.filename).startswith(here) and "<frozen" not in f.filename]
-    where = f" at {mine[-1].filename}:{mine[-1].lineno}" if mine else ""
+    at = users_line([(f.filename, f.lineno or 0) for f in traceback.extract_tb(e.__traceback__)], path)
+    where = f" at {at}" if at else ""
     if isinstance(e, SyntaxError) and e.filename:
         where = f" at {e.filename}:{e.lineno}"
     text = " ".join(str(e).split()) or "(no message)"
