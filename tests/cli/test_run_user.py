@@ -158,6 +158,7 @@ def test_a_stream_of_unknown_length_is_tuned_with_workers_that_persist(pipeline:
     assert len(with_workers) >= 3 and all(o["persistent_workers"] for o in with_workers), with_workers
 
 
+@pytest.mark.slow
 def test_a_stream_is_measured_whole_where_each_worker_holds_less_than_a_batch(pipeline: Path) -> None:
     """Each worker batches its own share of a stream: a trial that dropped each worker's last partial batch read no
     batch from 2 workers of 20 samples each at batch 32, where build_loader (which keeps them) reads all 40."""
