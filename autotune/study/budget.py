@@ -152,7 +152,9 @@ class TimeBudget:
         fresh process takes it.
 
         Contenders are often the slow starters (a DALI GPU pipeline takes seconds to start), so the median
-        of all trials, fast pruned ones included, would under-count the re-measurement.
+        of all trials, fast pruned ones included, would under-count the re-measurement; and where they are the quick
+        ones (a user's fork workers, beside spawn configs importing the user's libraries in every worker), it would
+        over-count it, and keep back time that no trial then uses.
         """
         import optuna
 
@@ -171,7 +173,7 @@ class TimeBudget:
         if not best:
             return self.trial_cost()
         # a trial measured in a warm process (autotune.trials.warm) saved its start-up; the re-measurement's is fresh
-        return max(statistics.fmean(fresh_duration(trial_attrs(t)) for t in best), self.trial_cost() or 0.0)
+        return statistics.fmean(fresh_duration(trial_attrs(t)) for t in best)
 
     def fits(self, seconds: float) -> bool:
         """Whether ``seconds`` more work and writing the YAML still end inside the budget."""

@@ -85,6 +85,22 @@ def test_re_measurement_is_planned_at_the_contenders_own_trial_time(tiny_dataset
     assert b.contender_cost(study, 2) == 11.0  # the two best: the slow starters
 
 
+def test_quick_contenders_are_priced_at_their_own_trial_time_not_at_slower_others():
+    """A user's Dataset whose module takes 4 s to import: its fork configs lead and take 3 s a trial, its spawn and
+    forkserver configs (the import in every worker) 11-13 s. Priced at the median trial, a 60 s run on 2 cores stopped
+    sampling with 18 s left for a re-measurement that took 5 s, and ended after 46 s."""
+    import optuna
+
+    study = optuna.create_study(direction="maximize")
+    for value, seconds in ((620.0, 3.0), (610.0, 3.0), (300.0, 11.0), (280.0, 13.0), (250.0, 12.0)):
+        study.add_trial(optuna.trial.create_trial(value=value, user_attrs={"duration_s": seconds}))
+    b = TimeBudget(60, clock=FakeClock())
+    for seconds in (3.0, 3.0, 11.0, 13.0, 12.0):
+        b.record_trial(seconds)
+    assert b.trial_cost() == 11.0
+    assert b.contender_cost(study, 2) == 3.0
+
+
 def _stopping_study():
     """A 60 s budget on a fake clock, its stop callback (top 2, once), and a study whose stop() is recorded."""
     clock = FakeClock()
