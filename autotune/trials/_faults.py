@@ -27,8 +27,7 @@ def inject(fault: str | None) -> None:
     its first sample, after making its ``pymp-*`` temporary folder (the trial process stays well); ``rank<R>-<fault>``:
     rank R's process does ``<fault>`` (:mod:`autotune.trials.rank_group`), the trial process and the other ranks stay well;
     ``sample-sleep:<ms>``: loading each sample (torch backend) takes that much longer, in the trial process
-    and in its workers, without using the CPU; ``slow-close:<ms>``: closing a DALI loader takes that much longer;
-    ``output``: a line written straight to file descriptors 1 and 2
+    and in its workers, without using the CPU; ``output``: a line written straight to file descriptors 1 and 2
     (as native libraries write theirs) and a Python warning, then the trial goes on as usual.
     """
     if not fault or fault.startswith("rank"):
@@ -73,17 +72,6 @@ def inject(fault: str | None) -> None:
             return getitem(self, index)
 
         FileListDataset.__getitem__ = slow  # type: ignore[method-assign]  # the fault patches the class in this process
-    elif fault.startswith("slow-close:"):
-        from autotune.loaders.backends._dali import DaliLoader
-
-        pause = float(fault.split(":", 1)[1]) / 1000.0
-        close = DaliLoader.close
-
-        def slow_close(self: DaliLoader) -> None:
-            time.sleep(pause)  # a teardown that takes its time (a GPU pipeline's decoders)
-            close(self)
-
-        DaliLoader.close = slow_close  # type: ignore[method-assign]  # the fault patches the class in this process
     elif fault in ("worker-segfault", "worker-hang"):
         from torch.utils.data import get_worker_info
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -45,10 +44,9 @@ def find_bad_file(dataset: Any, budget_s: float = 30.0) -> str | None:
     return None
 
 
-def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | None = None,
-            closing: list[Callable[[], None]] | None = None) -> dict[str, Any]:
-    """Build ``spec``'s loader on its device, measure it and return the result payload; ``hold`` and ``closing``: see
-    :func:`~autotune.trials.one_rank.measure_rank` (one rank only; ``closing`` is left empty otherwise).
+def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Build ``spec``'s loader on its device, measure it and return the result payload; ``hold``: see
+    :func:`~autotune.trials.one_rank.measure_rank` (one rank only).
 
     Several ranks are forked from here, one process each, before anything touches CUDA
     (:mod:`autotune.trials.rank_group`); one rank is measured in this process, and so are paired loaders
@@ -70,7 +68,7 @@ def execute(spec: TrialSpec, on_window: OnWindow, hold: Callable[[], None] | Non
         from autotune.trials.paired import measure_paired_spec
 
         return measure_paired_spec(spec, on_window)
-    return measure_rank(spec, spec.device, on_window, hold=hold, closing=closing)
+    return measure_rank(spec, spec.device, on_window, hold=hold)
 
 
 def _fault_injection(spec: TrialSpec) -> Callable[[str | None], None] | None:
@@ -173,8 +171,6 @@ def child_main(fd: int, parent: int | None = None) -> None:
         while spec is not None:
             if not first:
                 _next_log(spec)
-                with contextlib.suppress(OSError):
-                    conn.send(("begun",))  # the trial before it has wound up: the tuner's memory readings start here
             use_tmpdir(spec.tmpdir)
             if spec.log:  # stdout and stderr are the trial's log file: say what runs, and keep the details there
                 logs.log_to_stderr()
@@ -271,19 +267,20 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
             return False
 
         set_up_s = process_set_up(spec) if spec.keep else None
-        closing: list[Callable[[], None]] = []
-        payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None, closing if spec.keep else None)
+        payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None)
         payload.update(ahead)
         if set_up_s is not None:  # what a warm process pays once: its later trials find it done (autotune.trials.warm)
             payload["process_setup_s"] = round(set_up_s, 3)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
-        # a warm process sends the result first, then closes the loader and gives its memory back: the tuner goes on to
-        # the next trial (one built ahead measures at once) instead of waiting for a teardown (0.2-0.9 s a DALI trial
-        # on the H200); this process reads its next spec only once both are done, so that trial starts from what this
-        # one gave back
+        if spec.keep:  # before the result: the next trial's memory readings start from what this one gave back
+            try:
+                t0 = time.perf_counter()
+                release_memory()
+                payload["release_s"] = round(time.perf_counter() - t0, 3)
+            except Exception:  # noqa: BLE001 - memory not given back is this process's last trial
+                logger.exception("giving back the loader's memory failed: this process measures no more trials")
+                spec.keep = False
         conn.send(("result", Outcome.COMPLETE.value, payload))
-        if spec.keep and not _wind_up(closing):
-            spec.keep = False
         return True
     except Dropped:
         logger.info("trial dropped before it was measured")
@@ -309,21 +306,6 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
         except Exception:  # noqa: BLE001 - the tuner has gone: nobody is left to tell
             pass
         return False
-
-
-def _wind_up(closing: list[Callable[[], None]]) -> bool:
-    """Close a measured trial's loader and give its memory back (:func:`release_memory`), after its result was sent;
-    whether the process may measure another trial (not when either failed: memory may have stayed)."""
-    t0 = time.perf_counter()
-    try:
-        for close in closing:
-            close()
-        release_memory()
-    except Exception:  # noqa: BLE001 - memory not given back is this process's last trial
-        logger.exception("closing the loader or giving back its memory failed: this process measures no more trials")
-        return False
-    logger.info("closed the loader and gave its memory back in %.2f s, after the result", time.perf_counter() - t0)
-    return True
 
 
 _WORKER_CAUGHT = re.compile(r"^Caught (\w+) in DataLoader worker process (\d+)\.")

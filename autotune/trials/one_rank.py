@@ -25,7 +25,6 @@ def measure_rank(
     after_warmup: Callable[[], None] | None = None,
     keep_loading: Callable[[dict[str, Any]], bool] | None = None,
     hold: Callable[[], None] | None = None,
-    closing: list[Callable[[], None]] | None = None,
 ) -> dict[str, Any]:
     """Build ``spec``'s loader on ``device`` (and this shard), measure it and return the result payload.
 
@@ -40,9 +39,6 @@ def measure_rank(
             while it returns True.
         hold: called once the loader is built, before it is measured; it returns when the measurement may begin
             (a trial built ahead waits there for its turn), or raises to drop the trial.
-        closing: where a measured loader's close is left, for the caller to run once the result is sent (a warm
-            process: the tuner's next trial need not wait for a teardown it has no use for); None closes it here.
-            A measurement that raised closes its loader here either way.
     """
     import torch
 
@@ -100,16 +96,11 @@ def measure_rank(
             loader, device, warmup_batches=spec.warmup_batches, window_s=spec.window_s, windows=spec.windows, on_window=on_window,
             consume=consume, after_warmup=after_warmup, keep_loading=tail, drain_batches=buffered_batches(spec.loader),
         )
-    except BaseException:
+    finally:
+        t_close = time.perf_counter()
         loader.close()
-        raise
     out = payload(m)
     out["build_s"] = round(build_s, 3)  # of startup_s: the loader's construction, before its first batch was asked for
-    if closing is not None:
-        closing.append(loader.close)
-        return out
-    t_close = time.perf_counter()
-    loader.close()
     out["close_s"] = round(time.perf_counter() - t_close, 3)  # the loader's teardown, inside the trial's time
     return out
 

@@ -348,9 +348,6 @@ def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Moni
                 ended = _after_window(step, value, spread, on_intermediate)
                 if ended is not None:
                     return ended, last_value
-            elif msg[0] == "begun":  # a warm process took the spec once the trial before it had closed its loader
-                monitor.restart()
-                next_sample = 0.0  # sampled at once: its own readings, from its first moment
             elif msg[0] == "result":
                 _, outcome, payload = msg
                 marks["from_child"] = 1.0

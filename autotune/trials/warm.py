@@ -36,19 +36,13 @@ if TYPE_CHECKING:
     from autotune.trials.zygote import ForkedTrial
 
 
-#: the test suite's injected faults (:mod:`autotune.trials._faults`) after which a process may measure another trial
-FAULTS_KEPT = ("slow-close:",)
-
-
 def reuse_key(spec: TrialSpec) -> tuple[str, str] | None:
     """Which warm process may measure ``spec`` (its kind and device), or None when it needs a fresh one: a kind that
-    does not reuse its process, several ranks, a model's training step, paired loaders, or a fault the test suite injects
-    (but one that leaves the process fit for another trial, :data:`FAULTS_KEPT`)."""
+    does not reuse its process, several ranks, a model's training step, paired loaders, or a fault the test suite injects."""
     from autotune.loaders.backends import BACKENDS
 
     kind = BACKENDS.get(getattr(spec.loader.backend, "value", str(spec.loader.backend)))
-    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.paired or \
-            (spec.inject and not spec.inject.startswith(FAULTS_KEPT)):
+    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject or spec.paired:
         return None
     return kind.name, spec.device
 

@@ -72,10 +72,9 @@ def test_a_trial_built_ahead_waits_for_its_turn_and_is_measured_in_that_process(
     assert first.outcome is Outcome.COMPLETE and second.outcome is Outcome.COMPLETE
     assert _pid(tmp_path / "0.log") != held and _pid(tmp_path / "1.log") == held
     assert second.extra["built_ahead_s"] > 0
-    # where a trial's time goes, for the time budget's account: the build (inside the start-up); a kept process closes
-    # its loader and gives its memory back after the result, outside the trial's time (its log says so)
-    assert 0 <= second.extra["build_s"] <= second.startup_s and "close_s" not in second.extra
-    assert "gave its memory back" in (tmp_path / "0.log").read_text()
+    # where a trial's time goes, for the time budget's account: the build (inside the start-up), the teardown, and a
+    # kept process's giving back of the loader's memory
+    assert 0 <= second.extra["build_s"] <= second.startup_s and second.extra["close_s"] >= 0 and second.extra["release_s"] >= 0
     assert second.extra["saved_s"] >= round(second.extra["built_ahead_s"], 2)  # a fresh re-measurement pays what was hidden
     assert pool.summary()["built_ahead"]["trials"] == 1
     assert pool.holds() is None
@@ -218,24 +217,3 @@ def test_the_config_being_measured_is_not_built_again_and_a_failed_build_fails_n
         tuner.close()
     states = [t.state for t in tuner.study.trials]
     assert len(states) >= 3 and set(states) == {optuna.trial.TrialState.COMPLETE}, states
-
-
-def test_a_warm_process_sends_its_result_before_closing_its_loader_and_its_next_trial_starts_after(tiny_dataset, tmp_path) -> None:
-    """A loader's teardown is not the tuner's wait: the result comes first, the close after it. The process's next
-    trial begins once the close is done, and its memory readings start there."""
-    ds = scan(tiny_dataset)
-    pool = WarmPool()
-    slow = TrialSpec(dataset=ds, loader=_dali(1), pipeline="imagenet-eval", device="cpu", warmup_batches=1, window_s=0.2, windows=2,
-                     log=str(tmp_path / "0.log"), inject="slow-close:3000")
-    try:
-        first = run_trial(slow, timeout_s=60, warm=pool)
-        t0 = time.monotonic()
-        assert first.outcome is Outcome.COMPLETE
-        assert first.duration_s is not None and first.duration_s < 3.0 + first.startup_s, "the trial waited for its loader's close"
-        second = run_trial(_spec(ds, _dali(2), tmp_path / "1.log"), timeout_s=60, warm=pool)  # the same kind: the same process
-        waited = time.monotonic() - t0
-    finally:
-        pool.close()
-    assert second.outcome is Outcome.COMPLETE and second.extra.get("warm_process") == 2
-    assert waited >= 2.5, "the next trial began before the process had closed the last one's loader"
-    assert "gave its memory back" in (tmp_path / "0.log").read_text()

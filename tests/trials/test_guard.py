@@ -390,36 +390,3 @@ def test_a_confirmation_reads_again_a_process_that_grew_since_its_read(monkeypat
         p.rss += 100.0  # shared pages mapped at once
     assert tm.total_mib(procs, exact=True) == 400.0 and len(reads) == 8  # every grown process read again
     assert tm.total_mib(procs) == 400.0
-
-
-def test_a_warm_trials_memory_readings_start_when_its_process_begins_it(monkeypatch):
-    """A warm process closes the last trial's loader after sending its result: what the tuner sampled of the process
-    until the process says it has begun the next trial is not that trial's peak."""
-    from multiprocessing import Pipe
-
-    from autotune.trials import runner
-
-    used = {"gpu": 5000.0}
-
-    class FakeNvml:
-        def __init__(self, index: int) -> None:
-            pass
-
-        def used_mib(self, pids):
-            return used["gpu"]
-
-        def close(self) -> None:
-            pass
-
-    monkeypatch.setattr(_monitor, "_Nvml", FakeNvml)
-    monitor = Monitor(Budgets(), "cuda")
-    assert monitor.sample(os.getpid()) is None and monitor.peak_gpu_mib == 5000.0  # the last trial's loader, not yet closed
-    ours, theirs = Pipe()
-    used["gpu"] = 800.0  # closed: this trial's own
-    theirs.send(("begun",))
-    theirs.send(("window", 0, 100.0, (100.0, 100.0)))
-    theirs.send(("result", Outcome.COMPLETE.value, {"samples_per_s": 100.0}))
-    proc = types.SimpleNamespace(pid=os.getpid(), poll=lambda: None)
-    result, _ = runner._watch(proc, ours, monitor, time.monotonic(), 30.0, None)
-    assert result.outcome is Outcome.COMPLETE
-    assert monitor.peak_gpu_mib == 800.0

@@ -195,13 +195,6 @@ class Monitor:
         self._nvml = [_Nvml(_gpu_index(d)) for d in gpus] if device.startswith("cuda") else []
         self._shm0 = shm_used_mib() if budgets.shm_mib is not None else None
 
-    def restart(self) -> None:
-        """Forget the peaks so far: the process of a warm trial has begun it, after giving back what the trial before
-        it held (sampled until then, that trial's loader would count as this one's)."""
-        self.peak_host_mib = 0.0
-        self.peak_gpu_mib = None
-        self._prev.clear()
-
     def _projected(self, kind: str, value: float) -> float:
         """``value`` plus its growth since the last sample: where the next sample would be."""
         prev = self._prev.get(kind, value)
