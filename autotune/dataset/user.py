@@ -360,7 +360,8 @@ def deadline(target: str, seconds: float | None, budget_s: float | None) -> Iter
 
     before = signal.signal(signal.SIGALRM, late)
     # a budget that set-up used up still gives the function a little time: the run goes on with one trial then
-    began, (earlier, _) = time.monotonic(), signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.1 * budget_s, 1.0))
+    began = time.monotonic()
+    earlier, _ = signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.1 * budget_s, 1.0))  # the caller's alarm, if any
     try:
         yield
     finally:
