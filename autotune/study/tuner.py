@@ -262,7 +262,7 @@ class Tuner:
         return left if left < s.trial_timeout else None
 
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
-                timeout_s: float | None = None, after_begin: Callable[[], None] | None = None, **spec: Any) -> TrialResult:
+                timeout_s: float | None = None, after_begin: Callable[[str], bool] | None = None, **spec: Any) -> TrialResult:
         """Measure ``loader`` in its own trial process, or (during :meth:`optimize`) in the warm process of its kind where
         the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh. ``spec``: more of the trial's
         :class:`TrialSpec` fields (the paired loaders of the re-measurement, :mod:`autotune.study.paired`)."""
@@ -393,9 +393,10 @@ class Tuner:
         except Exception:  # noqa: BLE001 - a queued config that does not parse is its own trial's to tell
             return False
 
-    def _build_next(self, current: LoaderConfig) -> None:
-        """While the trial of ``current`` measures, ask for the next one and have its loader built, to be measured as
-        soon as this one ends (:mod:`autotune.trials.ahead`).
+    def _build_next(self, current: LoaderConfig, signal: str | None = None) -> bool:
+        """While the trial of ``current`` builds, ask for the next one and have its loader built, to be measured as
+        soon as this one ends (:mod:`autotune.trials.ahead`); whether it is. It creates ``signal`` once its build ends,
+        and the trial of ``current`` times no window before that.
 
         Only a sampled trial, or a queued starting point of a kind built ahead that the queue allows
         (:meth:`_queue_allows_ask`), is asked for ahead; and only while the time budget has room for it after this
@@ -404,25 +405,24 @@ class Tuner:
         trial's own to tell, never this one's.
         """
         s, warm = self.settings, self._warm
-        if warm is None or self._asked is not None or not self._queue_allows_ask():
-            return
-        if self._counter is not None and self._counter.left <= 1:
-            return
-        if s.ahead_fits is not None and not s.ahead_fits():
-            return
+        if warm is None or self._asked is not None or not self._queue_allows_ask() or (self._counter is not None and self._counter.left <= 1) \
+                or (s.ahead_fits is not None and not s.ahead_fits()):
+            return False
         try:
             # the trial asked for is kept at once (a stop fails it); one of a dominated kind is told, and another asked for
             trial, loader, still = ask_worth_measuring(self.study, self._loader_of, keep=lambda t: setattr(self, "_asked", t), cores=s.cores)
             if still is not None:
-                return  # still of a dominated kind after the asks: its own objective tells it, nothing is built
+                return False  # still of a dominated kind after the asks: its own objective tells it, nothing is built
             if loader == current or measured_before(self.study, loader, trial.number) is not None or \
                     being_measured(self.study, loader, trial.number, self._owner) or not self._two_at_once(loader):
-                return
-            if build_ahead(self.spec(loader, trial.number), warm=warm, zygote=self._zygote or None):
+                return False
+            if build_ahead(dataclasses.replace(self.spec(loader, trial.number), signal=signal), warm=warm, zygote=self._zygote or None):
                 self._built_for = trial.number
-                logger.info("trial %d %s: built while the trial before it measures", trial.number, loader.describe())
+                logger.info("trial %d %s: built while the trial before it builds", trial.number, loader.describe())
+                return True
         except Exception as e:  # noqa: BLE001 - the next trial's own objective meets it again, and tells it
             logger.info("the next trial was not built ahead: %s: %s", type(e).__name__, e)
+        return False
 
     def _objective(self, trial: optuna.Trial) -> float:
         loader = self._loader_of(trial)
@@ -462,8 +462,8 @@ class Tuner:
             trial.set_user_attr("log", log)  # the trial process's output: tracebacks, native libraries' lines
         cut = self._budget_cut()
         limit: dict[str, Any] = {"timeout_s": cut} if cut is not None else {}  # none: the measure's own (a stand-in may take none)
-        if self._may_build_ahead(loader):
-            limit["after_begin"] = lambda: self._build_next(loader)
+        if self._may_build_ahead(loader) and self._built_for != trial.number:  # none beside one built ahead (trials.ahead)
+            limit["after_begin"] = lambda flag: self._build_next(loader, flag)
         result = self.measure(loader, trial.number, intermediate, **limit)
         if cut is not None and result.outcome is Outcome.TIMEOUT:  # the budget's end, not the config's speed: nothing to learn
             result.outcome, result.message = Outcome.INTERRUPTED, f"the time budget ran out {cut:.0f} s into the trial, before a window ended it"

@@ -1,20 +1,27 @@
-"""The next trial built while this one measures.
+"""The next trial built beside this one.
 
 On an H200 a DALI trial in a warm process still spent about 2.2-2.6 s building its pipeline (the decoders' set-up) and
 then 1.5 s measuring it (benchmarks/gpu-logs/h200-2026-12-03-search-2/dali-padding-probe.log): the build, not the
-measurement, decided how many configs a minute could see. So while trial k measures, the search asks the sampler
-for trial k+1 and sends it to a second process with ``hold``: that process sets itself up, builds the loader (the
-pipeline and its decoders; the first batch is decoded after ``"go"``) and waits. When trial k ends, k+1 gets
-``"go"`` and its first window comes a warm-up later.
+measurement, decided how many configs a minute could see. So as trial k begins, the search asks the sampler for trial
+k+1 and sends it to a second process with ``hold``: that process sets itself up, builds the loader (the pipeline and
+its decoders; the first batch is decoded after ``"go"``) and waits. When trial k ends, k+1 gets ``"go"`` and its first
+window comes a warm-up later.
 
 What keeps this honest:
 
+- Builds overlap builds, never a timed window. Trial k's windows wait for k+1's build to end (``TrialSpec.wait_for``,
+  the file k+1 creates as its build ends or fails, ``TrialSpec.signal``; ``beside_wait_s``: the wait), and nothing is
+  built beside k+1, which has no build of its own left to overlap. When a build beside a trial's windows was allowed,
+  the first trial of a default run (the hardware-decoder start, with DALI's usual start built beside it) read under
+  23k images/s in 6 of 11 runs on an H100 and an H200, and in 1 of 5 without; the same config re-measured in three
+  interleaved rounds read 27.8-29.6k (benchmarks/gpu-logs/h100-2026-12-06-search).
 - Only a kind that reuses its process (:func:`~autotune.trials.warm.reuse_key`: DALI's two) is built ahead: a torch
   DataLoader starts its workers as it is built, and they would load batches beside the trial being measured.
-- The build overlaps the measurement of the trial before; nothing else does. A built trial waits without loading.
-  The re-measurement of the contenders is never built ahead: each is a fresh process, measured alone.
-- A trial built ahead says so (``built_ahead_s``: the seconds its set-up and build overlapped), and its ``saved_s``
-  includes them, so the time budget prices a fresh re-measurement of it at what a fresh process takes.
+  A built trial waits without loading. The re-measurement of the contenders is never built ahead: each is a fresh
+  process, measured alone.
+- A trial built ahead says so (``built_ahead_s``: the seconds of its set-up and build, from its start), and its
+  ``saved_s`` includes them, so the time budget prices a fresh re-measurement of it at what a fresh process takes.
+  What the run says it hid is that, less what the trial beside it waited.
 - It is built only when the search enables it (``TuneSettings.build_ahead``: on a CUDA device, where a build costs
   seconds and the cores are many), beside a trial of a kind built ahead itself (never beside a torch trial), for a
   sampled trial or a queued DALI start the queue allows (``Tuner._queue_allows_ask``), when the time budget has room

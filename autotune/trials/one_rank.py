@@ -61,7 +61,10 @@ def measure_rank(
 
         loader = resident_loader(spec)
     else:
-        loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
+        try:
+            loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
+        finally:  # built or failed, the trial measured beside this one may time its windows now
+            signal_built(spec.signal)
     build_s = time.perf_counter() - t0
     if hold is not None:
         try:
@@ -69,6 +72,9 @@ def measure_rank(
         except BaseException:
             loader.close()
             raise
+    if spec.wait_for is not None:  # a build beside this trial: its windows wait for it, so that it slows none of them
+        waited = wait_for_file(spec.wait_for, BESIDE_WAIT_S)
+        extra.update(beside_wait_s=round(waited, 3), beside_ready_at=time.time())
 
     restarts = backend.restarts_each_epoch(spec.loader) and not getattr(spec.model, "resident", False)
     epoch_samples = _epoch_samples(loader, spec.loader.batch_size) if restarts else None
@@ -103,6 +109,32 @@ def measure_rank(
     out["build_s"] = round(build_s, 3)  # of startup_s: the loader's construction, before its first batch was asked for
     out["close_s"] = round(time.perf_counter() - t_close, 3)  # the loader's teardown, inside the trial's time
     return out
+
+
+#: the longest a trial's windows wait for the build beside them (a build that hangs is not waited out: the trial is
+#: measured then, beside it)
+BESIDE_WAIT_S = 10.0
+
+
+def signal_built(path: str | None) -> None:
+    """Create ``path`` (a trial's ``signal``: its build has ended); nothing for None, or where it cannot be written."""
+    if path is None:
+        return
+    try:
+        with open(path, "a"):
+            pass
+    except OSError:  # the trial it was for has ended and taken its folder: nobody waits
+        pass
+
+
+def wait_for_file(path: str, limit_s: float) -> float:
+    """Wait until ``path`` exists, at most ``limit_s``; the seconds waited."""
+    import os
+
+    t0 = time.perf_counter()
+    while not os.path.exists(path) and time.perf_counter() - t0 < limit_s:
+        time.sleep(0.005)
+    return time.perf_counter() - t0
 
 
 def buffered_batches(loader: Any) -> int:

@@ -27,6 +27,7 @@ from autotune.errors import STOP_SIGNALS
 from autotune.outcomes import Outcome, died_of
 from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor
+from autotune.trials.one_rank import signal_built
 from autotune.trials.owner import owner_gone, this_owner
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.tree import kill_tree
@@ -107,7 +108,7 @@ def run_trial(
     zygote: Zygote | None = None,
     warm: WarmPool | None = None,
     spent_s: float = 0.0,
-    after_begin: Callable[[], None] | None = None,
+    after_begin: Callable[[str], bool] | None = None,
 ) -> TrialResult:
     """Run ``spec`` in a fresh child process (or a warm one of its kind, from ``warm``) and return how it went.
 
@@ -121,9 +122,11 @@ def run_trial(
         warm: keep a kind's process after a complete trial, and measure the next trial of that kind in it
             (:mod:`autotune.trials.warm`); None: every trial in a fresh process.
         spent_s: seconds already spent on this trial (a warm process that failed it first), added to its duration.
-        after_begin: called once the trial's process has its spec (the tuner builds the next trial ahead then,
-            :mod:`autotune.trials.ahead`). A trial that ``warm`` holds built ahead is measured at once: its process
-            gets ``"go"``, and its duration counts from then.
+        after_begin: called with a file's path once the trial's process has its spec (the tuner builds the next
+            trial ahead then, :mod:`autotune.trials.ahead`, with that file as its ``signal``); it returns whether it
+            did. This trial's windows begin once the file exists: the build beside it overlaps this trial's set-up and
+            build, never a timed window. A trial that ``warm`` holds built ahead is measured at once (its process gets
+            ``"go"``, and its duration counts from then), and nothing is built beside it.
 
     Returns:
         A :class:`TrialResult`; never raises for a failing config. ``KeyboardInterrupt`` is re-raised after
@@ -138,6 +141,7 @@ def run_trial(
     result: TrialResult | None = None
     last_value: float | None = None
     marks: dict[str, float] = {}
+    flag: str | None = None
     try:
         built = warm.claim(spec) if warm is not None and key is not None else None
         if built is not None:
@@ -147,11 +151,13 @@ def run_trial(
             sent = True  # a build that failed left its result on the connection; a process that died, its exit
         else:
             wp = warm.take(key) if warm is not None and key is not None else None
-            sent = child.begin(spec, wp, zygote)
+            # a trial built beside this one builds while this one builds, and its end lets this one's windows begin
+            flag = beside_flag() if after_begin is not None else None
+            sent = child.begin(spec if flag is None else dataclasses.replace(spec, wait_for=flag), wp, zygote)
         # before the next trial's build begins beside it: the GPU's and /dev/shm's baselines are this trial's own
         monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
-        if after_begin is not None and sent:
-            after_begin()
+        if flag is not None and not (sent and after_begin is not None and after_begin(flag)):
+            signal_built(flag)  # nothing is built beside it: its windows begin at once
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
         if sent:
@@ -169,15 +175,25 @@ def run_trial(
         # that arrives meanwhile is delivered once they are
         with deferred_signals():
             child.end(result, monitor, warm)
+        if flag is not None:  # its folder with it: a build beside that ends later signals nobody, and leaves nothing
+            shutil.rmtree(os.path.dirname(flag), ignore_errors=True)
     if result is None:  # only a warm process that could not measure leaves none here; an exception is raised instead
         return run_trial(spec, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm,
                          spent_s=spent_s + time.monotonic() - start)
     assert monitor is not None
+    if flag is not None and warm is not None:
+        warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
     ahead_s = float(result.extra.get("built_ahead_s") or 0.0) if built is not None else 0.0
     if ahead_s and warm is not None:  # its set-up and build overlapped the trial before: a fresh process pays them
         result.extra["saved_s"] = round(float(result.extra.get("saved_s") or 0.0) + ahead_s, 2)
         warm.note_ahead(ahead_s)
     return _with_peaks(result, monitor, time.monotonic() - start + spent_s, last_value)
+
+
+def beside_flag() -> str:
+    """A path, in a folder of its own, that a trial's windows wait for (``TrialSpec.wait_for``) and the trial built
+    beside it creates (``TrialSpec.signal``)."""
+    return os.path.join(tempfile.mkdtemp(prefix="autotune-beside-"), "built")
 
 
 class _Child:

@@ -31,6 +31,11 @@ class TrialSpec:
     #: build the loader, then wait for ``"go"`` before measuring (a config built while an earlier trial measures: the
     #: search's next trial, :mod:`autotune.trials.ahead`); any other message, or the connection's end, drops it
     hold: bool = False
+    #: a file that lets this trial's warm-up and windows begin once it exists: the trial built beside it
+    #: (:mod:`autotune.trials.ahead`) creates it as its build ends, so no build overlaps a timed window; None: no wait
+    wait_for: str | None = None
+    #: the file this trial creates once its build ends or fails: the ``wait_for`` of the trial measured beside it
+    signal: str | None = None
     #: more loaders measured beside ``loader`` in one process, in alternating windows (:mod:`autotune.trials.paired`)
     paired: tuple[Any, ...] = ()
     #: a paired measurement's rounds: at most this many, and none begun that would end past ``paired_s`` seconds

@@ -158,6 +158,10 @@ class WarmPool:
         self.built_ahead += 1
         self.ahead_s += ahead_s
 
+    def note_waited(self, waited_s: float) -> None:
+        """A trial's windows waited ``waited_s`` for the build beside it: that much of the build was not hidden."""
+        self.ahead_s = max(0.0, self.ahead_s - waited_s)
+
     def close(self) -> None:
         self.drop_ahead()
         idle, self._idle = list(self._idle.values()), {}

@@ -230,7 +230,7 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
             freed.append(f"{warm['trials']} {'trial' if warm['trials'] == 1 else 'trials'} in a warm process saved {warm['saved_s']:.0f} s of start-up")
         ahead = warm.get("built_ahead") or {}
         if ahead.get("trials"):
-            freed.append(f"{ahead['trials']} built while the trial before measured hid {ahead['hidden_s']:.0f} s of set-up and build")
+            freed.append(f"{ahead['trials']} built while the trial before built hid {ahead['hidden_s']:.0f} s of set-up and build")
         if freed:
             took += f" ({'; '.join(freed)})"
         lines.append(took)

@@ -19,6 +19,7 @@ from autotune.study.space import parse_space
 from autotune.study.tuner import Tuner
 from autotune.trials.ahead import build_ahead, halved
 from autotune.trials.guard import Budgets
+from autotune.trials.one_rank import BESIDE_WAIT_S
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
 from autotune.trials.warm import WarmPool
@@ -149,6 +150,41 @@ def test_the_search_measures_trials_built_ahead_and_leaves_none_running(tiny_dat
     ahead = [t for t in measured if _result(t).get("built_ahead_s")]
     assert ahead, [_result(t) for t in trials]
     assert tuner.study.user_attrs["warm_processes"]["built_ahead"]["trials"] == len(ahead)
+    for before, built in zip(measured, measured[1:], strict=False):
+        if _result(built).get("built_ahead_s"):
+            # built while the trial before it built, whose windows waited for that build; nothing was built beside it
+            assert "beside_wait_s" in _result(before) and not _result(before).get("built_ahead_s")
+            assert _result(before)["beside_wait_s"] < BESIDE_WAIT_S, "the build beside it signalled its end"
+
+
+def test_a_trial_times_no_window_before_the_build_beside_it_ends(tiny_dataset, tmp_path) -> None:
+    import threading
+
+    ds = scan(tiny_dataset)
+    flags: list[str] = []
+    signalled: list[float] = []
+
+    def beside(flag: str) -> bool:  # a build beside the trial that ends a second after it began
+        flags.append(flag)
+
+        def end() -> None:
+            time.sleep(1.0)
+            signalled.append(time.time())
+            Path(flag).touch()
+
+        threading.Thread(target=end, daemon=True).start()
+        return True
+
+    pool = WarmPool()
+    try:
+        waited = run_trial(_spec(ds, _dali(1), tmp_path / "0.log"), timeout_s=60, warm=pool, after_begin=beside)
+        alone = run_trial(_spec(ds, _dali(2), tmp_path / "1.log"), timeout_s=60, warm=pool, after_begin=lambda flag: False)
+    finally:
+        pool.close()
+    assert waited.outcome is Outcome.COMPLETE and alone.outcome is Outcome.COMPLETE
+    assert waited.extra["beside_ready_at"] >= signalled[0], "its warm-up and windows began after the build beside it ended"
+    assert "beside_wait_s" in alone.extra  # nothing built beside it: the runner lets its windows begin
+    assert not Path(flags[0]).parent.exists(), "the flag's folder goes with the trial"
 
 
 def test_a_trial_asked_for_ahead_when_the_search_stops_is_failed_not_left_running(tiny_dataset, tmp_path, monkeypatch) -> None:
