@@ -49,8 +49,9 @@ def trial_attrs(t: optuna.trial.FrozenTrial | optuna.Trial) -> dict[str, Any]:
 
 
 def fresh_duration(attrs: dict[str, Any]) -> float:
-    """A trial's seconds as a fresh process takes them: its duration, plus the start-up a warm process saved it."""
-    return float(attrs["duration_s"]) + float(attrs.get("saved_s") or 0.0)
+    """A trial's seconds as a fresh process takes them: its duration, plus the start-up a warm process saved it, less
+    the wait for a build beside it (a re-measurement has none)."""
+    return float(attrs["duration_s"]) + float(attrs.get("saved_s") or 0.0) - float(attrs.get("beside_wait_s") or 0.0)
 
 
 def record_result(trial: optuna.Trial, result: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.outcomes import Outcome
 from autotune.trials import logs
+from autotune.trials.one_rank import signal_built
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -287,6 +288,8 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
         return False
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         from autotune.trials.rank_group import RankFailed
+
+        signal_built(spec.signal)  # failed before its build too (its set-up): the trial beside it waits no longer
 
         outcome, bad = classify_exception(e)
         msg = [" ".join(str(e).split())] if isinstance(e, RankFailed) else [crash_line(e)]

@@ -56,15 +56,15 @@ def measure_rank(
     backend = get_backend(spec.loader.backend.value)
     t0 = time.perf_counter()
     loader: Any  # the backend's loader, or the model's one resident batch
-    if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
-        from autotune.trials.model import resident_loader
+    try:
+        if getattr(spec.model, "resident", False):  # the model's ceiling: one batch already on the device
+            from autotune.trials.model import resident_loader
 
-        loader = resident_loader(spec)
-    else:
-        try:
+            loader = resident_loader(spec)
+        else:
             loader = backend.build(spec.dataset, get_preset(spec.pipeline), spec.loader, device, seed=spec.seed, shard_id=shard_id, num_shards=num_shards)
-        finally:  # built or failed, the trial measured beside this one may time its windows now
-            signal_built(spec.signal)
+    finally:  # built or failed, the trial measured beside this one may time its windows now
+        signal_built(spec.signal)
     build_s = time.perf_counter() - t0
     if hold is not None:
         try:

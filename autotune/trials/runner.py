@@ -142,6 +142,7 @@ def run_trial(
     last_value: float | None = None
     marks: dict[str, float] = {}
     flag: str | None = None
+    beside = False  # a trial is built beside this one, and signals ``flag`` when its build ends
     try:
         built = warm.claim(spec) if warm is not None and key is not None else None
         if built is not None:
@@ -156,7 +157,8 @@ def run_trial(
             sent = child.begin(spec if flag is None else dataclasses.replace(spec, wait_for=flag), wp, zygote)
         # before the next trial's build begins beside it: the GPU's and /dev/shm's baselines are this trial's own
         monitor = Monitor(budgets, spec.device, ranks=spec.ranks)
-        if flag is not None and not (sent and after_begin is not None and after_begin(flag)):
+        beside = flag is not None and sent and after_begin is not None and after_begin(flag)
+        if flag is not None and not beside:
             signal_built(flag)  # nothing is built beside it: its windows begin at once
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
@@ -175,11 +177,19 @@ def run_trial(
         # that arrives meanwhile is delivered once they are
         with deferred_signals():
             child.end(result, monitor, warm)
-        if flag is not None:  # its folder with it: a build beside that ends later signals nobody, and leaves nothing
+        if flag is not None and (result is not None or sys.exc_info()[0] is not None):
+            # its folder with it: a build beside that ends later signals nobody, and leaves nothing
             shutil.rmtree(os.path.dirname(flag), ignore_errors=True)
     if result is None:  # only a warm process that could not measure leaves none here; an exception is raised instead
-        return run_trial(spec, timeout_s=timeout_s, budgets=budgets, on_intermediate=on_intermediate, zygote=zygote, warm=warm,
-                         spent_s=spent_s + time.monotonic() - start)
+        try:  # the fresh process's windows wait for the build begun beside the warm one, as its would have
+            result = run_trial(dataclasses.replace(spec, wait_for=flag) if beside else spec, timeout_s=timeout_s, budgets=budgets,
+                               on_intermediate=on_intermediate, zygote=zygote, warm=warm, spent_s=spent_s + time.monotonic() - start)
+        finally:
+            if flag is not None:
+                shutil.rmtree(os.path.dirname(flag), ignore_errors=True)
+        if beside and warm is not None:
+            warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
+        return result
     assert monitor is not None
     if flag is not None and warm is not None:
         warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))

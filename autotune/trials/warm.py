@@ -109,6 +109,7 @@ class WarmPool:
         self.saved_s = 0.0
         self.built_ahead = 0
         self.ahead_s = 0.0
+        self.waited_s = 0.0  # what the trials beside them waited for their builds: not hidden
 
     def take(self, key: tuple[str, str]) -> WarmProcess | None:
         """The idle process for ``key``, alive (one that died waiting is cleaned up), or None."""
@@ -160,7 +161,7 @@ class WarmPool:
 
     def note_waited(self, waited_s: float) -> None:
         """A trial's windows waited ``waited_s`` for the build beside it: that much of the build was not hidden."""
-        self.ahead_s = max(0.0, self.ahead_s - waited_s)
+        self.waited_s += waited_s
 
     def close(self) -> None:
         self.drop_ahead()
@@ -173,5 +174,5 @@ class WarmPool:
         built ahead, and the seconds of set-up and build that the trial before each overlapped."""
         out: dict[str, Any] = {"trials": self.reused, "saved_s": round(self.saved_s, 1)}
         if self.built_ahead:
-            out["built_ahead"] = {"trials": self.built_ahead, "hidden_s": round(self.ahead_s, 1)}
+            out["built_ahead"] = {"trials": self.built_ahead, "hidden_s": round(max(0.0, self.ahead_s - self.waited_s), 1)}
         return out
