@@ -338,13 +338,44 @@ def tell_dominated(trial: optuna.Trial, why: str) -> None:
     logger.info("trial %d %s: %s", trial.number, trial_attrs(trial).get("config"), why)
 
 
+#: how the message of a sampled config told for :func:`later_start` begins (the run's last lines count them apart)
+LATER_START = "only starts later"
+
+
+def told_later_start(t: optuna.trial.FrozenTrial) -> bool:
+    """Whether ``t`` was told, not measured, for :func:`later_start`."""
+    a = trial_attrs(t)
+    return a.get("outcome") == Outcome.DOMINATED.value and LATER_START in str(a.get("message") or "")
+
+
+def later_start(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:
+    """Why ``loader`` is not worth a measurement, or None: it sets a knob that changes only how its loading starts
+    (the backend's ``start_up_only``: a Dataset's workers started by spawn or forkserver) otherwise than the value
+    that starts soonest, and the study completed a config of its backend with every such knob at that value, so that
+    value works for this data and the other can only start later."""
+    params = loader.to_params()
+    soonest = backend_for(params).start_up_only(params)
+    off = {k: params[k] for k, v in soonest.items() if params.get(k) is not None and params.get(k) != v}
+    if not off:
+        return None
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        a = trial_attrs(t)
+        done = a.get("loader")
+        if t.number == number or is_told(t) or a.get("outcome") != Outcome.COMPLETE.value or not isinstance(done, dict):
+            continue
+        if done.get("backend") == params["backend"] and all(done.get(k) == v for k, v in soonest.items()):
+            said, soon = (", ".join(f"{k}={v}" for k, v in d.items()) for d in (off, soonest))
+            return f"{said} {LATER_START} than {soon} (trial {t.number} completed with it) and loads alike once started"
+    return None
+
+
 def sampled_dominated(study: optuna.Study, trial: optuna.Trial, loader: LoaderConfig, cores: int | None = None) -> str | None:
-    """Why the sampled ``trial`` is not measured, its kind :func:`dominated`, or None: a queued one (a starting point,
-    a warm start) is always measured."""
+    """Why the sampled ``trial`` is not measured, its kind :func:`dominated` or its start :func:`later_start`, or None:
+    a queued one (a starting point, a warm start) is always measured."""
     a = trial_attrs(trial)
     if a.get("role") is not None or "loader_params" in a:
         return None
-    return dominated(study, loader, trial.number, cores)
+    return later_start(study, loader, trial.number) or dominated(study, loader, trial.number, cores)
 
 
 #: sampled trials of a dominated kind told in a row while the next trial is asked for ahead, before one is kept as it

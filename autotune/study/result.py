@@ -18,6 +18,7 @@ from autotune.study.evidence import (
     is_repeat,
     is_told,
     measured_complete,
+    told_later_start,
     trial_attrs,
     trial_value,
 )
@@ -352,6 +353,7 @@ def config_from_study(study: optuna.Study, storage_url: str, *, as_written: bool
         "failed": {k: v for k, v in counts.items() if k not in ("complete", *TOLD, "waiting")},
         **({"repeats": counts[Outcome.REPEAT.value]} if counts.get(Outcome.REPEAT.value) else {}),
         **({"dominated": counts[Outcome.DOMINATED.value]} if counts.get(Outcome.DOMINATED.value) else {}),
+        **({"later_start": later} if (later := sum(1 for t in study.get_trials(deepcopy=False) if told_later_start(t))) else {}),  # of them
         **({"queued_not_run": counts["waiting"]} if counts.get("waiting") else {}),  # queued, then the budget ran out
         "best_trial": best.number,
         **search_account(study, best),

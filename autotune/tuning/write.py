@@ -213,7 +213,11 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     if repeats:  # the progress lines count measured trials: say where the missing trial numbers went
         lines.append(f"{repeats} sampled {'config' if repeats == 1 else 'configs'} repeated one already measured and "
                      f"{'was' if repeats == 1 else 'were'} not measured again")
-    dominated = (cfg.study or {}).get("dominated") or 0
+    later = (cfg.study or {}).get("later_start") or 0
+    if later:
+        lines.append(f"{later} sampled {'config' if later == 1 else 'configs'} starting workers otherwise than the start that completed "
+                     f"{'was' if later == 1 else 'were'} not measured: that start only comes later, and the workers load alike")
+    dominated = ((cfg.study or {}).get("dominated") or 0) - later
     if dominated:
         lines.append(f"{dominated} sampled {'config' if dominated == 1 else 'configs'} of a kind measured at a third or less of another's "
                      f"best {'was' if dominated == 1 else 'were'} not measured")

@@ -163,23 +163,26 @@ def test_a_repeat_asked_for_ahead_is_told_and_the_next_config_built(tiny_dataset
     pytest.importorskip("nvidia.dali")
     monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
     space = {"backend": {"choices": ["dali"]}, "batch_size": {"choices": [8]}, "dali_device": {"choices": ["cpu"]},
-             "num_threads": {"int": [1, 2]}, "prefetch_queue_depth": {"choices": [1, 2]}}  # 4 configs: the sampler repeats them
+             "num_threads": {"int": [1, 2]}, "prefetch_queue_depth": {"choices": [1, 2]}}
     settings = TuneSettings(cache="none", cores=2, window_s=0.2, windows=2, warmup_batches=1, pruner="none", baselines=False, confirm_top=0,
                             sampler="random", seed=4, pipeline="imagenet-eval", fork_trials=False, build_ahead=True, n_trials=4,
                             log_dir=str(tmp_path / "logs"))
     tuner = Tuner(scan(tiny_dataset), parse_space({"params": space}, cores=2), settings, storage="memory", study_name="repeats")
+    cpu = {**CPU, "num_threads": 1, "prefetch_queue_depth": 1}
+    measured, current, new = (_loader(cpu, num_threads=t, prefetch_queue_depth=q) for t, q in ((1, 1), (2, 1), (2, 2)))
+    tuner.study.add_trial(_trial(measured.to_params(), 900))  # trial 0: measured
+    asked = iter([measured, new])  # asked for ahead while `current` builds: a repeat of trial 0, then a new config
+    monkeypatch.setattr(tuner, "_loader_of", lambda trial: next(asked))
+    tuner._searching = True
     try:
-        tuner.optimize()
+        assert tuner._build_next(current, str(tmp_path / "built"))
+        assert tuner._warm is not None and (held := tuner._warm.holds()) is not None and held.loader == new
     finally:
+        tuner._searching = False
+        tuner._unasked()
         tuner.close()
-    trials = tuner.study.trials
-    outcomes = [trial_attrs(t).get("outcome") for t in trials]
-    measured = [t for t in trials if trial_attrs(t).get("outcome") == "complete"]
-    assert len({trial_attrs(t)["config"] for t in measured}) == len(measured), outcomes  # each config once
-    repeats = {t.number for t in trials if trial_attrs(t).get("outcome") == Outcome.REPEAT.value}
-    built = [t.number for t in measured if trial_attrs(t).get("built_ahead_s")]
-    assert repeats and any(n - 1 in repeats for n in built), (outcomes, built)  # told as it was asked for, the next one built
-    assert not [t for t in trials if t.state in (optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.FAIL)]
+    outcomes = [trial_attrs(t).get("outcome") for t in tuner.study.trials]
+    assert outcomes[:2] == ["complete", Outcome.REPEAT.value], outcomes  # told as it was asked for, the next one built
 
 
 def _crashed(config: dict[str, Any], message: str = "IndexError: corrupt sample 7 at ds.py:3", outcome: str = "crash") -> optuna.trial.FrozenTrial:
@@ -208,3 +211,24 @@ def test_trials_failing_alike_over_several_configs_end_the_search_once_no_start_
     study2.stop = lambda: stopped.append(True)  # type: ignore[method-assign]  # a stop outside optimize, counted
     stop_failing_alike(study2, study2.trials[-1])
     assert stopped == [True]
+
+
+def test_a_start_method_that_only_starts_workers_later_is_not_measured_once_the_default_completed() -> None:
+    """On 16 cores, a user's Dataset's spawn and forkserver trials took 13-30 s each (every worker imports the user's
+    module) and most were cut by the time budget; fork's workers load alike once started."""
+    from autotune.loaders.backends._user import default_start_method
+    from autotune.study.evidence import LATER_START, later_start
+
+    soon = default_start_method()
+    late = next(m for m in ("spawn", "forkserver", "fork") if m != soon)
+    user = {"backend": "user", "batch_size": 8, "num_workers": 2, "pin_memory": False, "persistent_workers": True, "multiprocessing_context": soon}
+    none = {"backend": "user", "batch_size": 8, "num_workers": 0, "pin_memory": False}
+    study = _study(_trial(user, 600, "heuristic"), _trial(none, 300, "defaults"))
+    why = later_start(study, _loader(user, num_workers=1, multiprocessing_context=late), number=99)
+    assert why is not None and LATER_START in why and f"multiprocessing_context={late}" in why and "trial 0" in why
+    assert later_start(study, _loader(user, num_workers=1), number=99) is None  # the start that completed: measured
+    assert later_start(study, _loader(none), number=99) is None  # no workers, no start method
+    # before a worker config of the default start completed (only the defaults, no workers), every start is measured
+    assert later_start(_study(_trial(none, 300, "defaults")), _loader(user, multiprocessing_context=late), number=99) is None
+    # nor is a DALI or torch config touched: their backends start nothing that way
+    assert later_start(study, _loader(GPU), number=99) is None and later_start(study, _loader(TORCH), number=99) is None

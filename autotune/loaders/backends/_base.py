@@ -138,6 +138,11 @@ class LoaderBackend(abc.ABC):
         work (its rate then grows at most in proportion to them); None where a GPU decodes, or the kind cannot say."""
         return None
 
+    def start_up_only(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The knobs of a config (flat parameters) that change only how its loading starts, not its rate once started,
+        each with the value that starts it soonest (:func:`autotune.study.evidence.later_start`); none by default."""
+        return {}
+
     def unfit(self, params: Mapping[str, Any], device: str) -> str | None:
         """Why a config (flat parameters) cannot deliver to ``device``, as ``decodes on ..., but the batches go to
         ...; use ...``; None when it can."""
