@@ -194,14 +194,15 @@ def _is_local_study(name: str) -> bool:
 def _trial_count(study: dict) -> str:
     """``N trials`` run, and those queued that the budget left unrun, apart."""
     total, queued, repeats = study.get("trials"), study.get("queued_not_run") or 0, study.get("repeats") or 0
-    dominated = study.get("dominated") or 0
+    dominated, later = study.get("dominated") or 0, study.get("later_start") or 0
     if not isinstance(total, int) or not all(isinstance(v, int) for v in (queued, repeats, dominated)):
         return f"{total} trials"
     run = total - queued
     return (
         f"{run} {'trial' if run == 1 else 'trials'} run"
         + (f", {repeats} of them repeats, not measured again" if repeats else "")
-        + (f", {dominated} of a dominated kind, not measured" if dominated else "")
+        + (f", {dominated - later} of a dominated kind, not measured" if dominated - later else "")
+        + (f", {later} starting workers later than a start that completed, not measured" if later else "")
         + (f", {queued} queued and not run" if queued else "")
     )
 

@@ -253,7 +253,7 @@ class MeasuredTrials:
             self.in_a_row = 0
         if self.left <= 0 or self.repeats_left <= 0 or self.in_a_row >= REPEATS_IN_A_ROW:
             if self.left > 0:
-                logger.info("stopping: the sampler keeps proposing configs that were measured already")
+                logger.info("stopping: the sampler keeps proposing configs that were measured already, or are not worth measuring")
             study.stop()
 
 
@@ -348,6 +348,18 @@ def told_later_start(t: optuna.trial.FrozenTrial) -> bool:
     return a.get("outcome") == Outcome.DOMINATED.value and LATER_START in str(a.get("message") or "")
 
 
+def tell_not_measured(trial: optuna.Trial, why: str) -> optuna.trial.TrialState:
+    """Record a sampled config that is not measured (``why``: :func:`sampled_dominated`'s), and the state to end its
+    trial in: pruned at the worst score for a dominated kind (the sampler leaves that kind); failed for a later start,
+    which the sampler then ignores (the worst score would also mark the knobs it shares with configs worth measuring)."""
+    if LATER_START in why:
+        record_result(trial, {"outcome": Outcome.DOMINATED.value, "message": why})
+        logger.info("trial %d %s: %s", trial.number, trial_attrs(trial).get("config"), why)
+        return optuna.trial.TrialState.FAIL
+    tell_dominated(trial, why)
+    return optuna.trial.TrialState.PRUNED
+
+
 def later_start(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:
     """Why ``loader`` is not worth a measurement, or None: it sets a knob that changes only how its loading starts
     (the backend's ``start_up_only``: a Dataset's workers started by spawn or forkserver) otherwise than the value
@@ -361,8 +373,9 @@ def later_start(study: optuna.Study, loader: LoaderConfig, number: int) -> str |
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         a = trial_attrs(t)
         done = a.get("loader")
-        if t.number == number or is_told(t) or a.get("outcome") != Outcome.COMPLETE.value or not isinstance(done, dict):
-            continue
+        if t.number == number or is_told(t) or a.get("outcome") != Outcome.COMPLETE.value or not isinstance(done, dict) \
+                or a.get("reference") or a.get("outside_space"):
+            continue  # a config the search cannot pick (a warm start outside a narrowed space) is no proof that the start works
         if done.get("backend") == params["backend"] and all(done.get(k) == v for k, v in soonest.items()):
             said, soon = (", ".join(f"{k}={v}" for k, v in d.items()) for d in (off, soonest))
             return f"{said} {LATER_START} than {soon} (trial {t.number} completed with it) and loads alike once started"
@@ -407,8 +420,7 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
         if why is None and earlier is None:
             return trial, loader, None
         if why is not None:
-            tell_dominated(trial, why)
-            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            study.tell(trial, state=tell_not_measured(trial, why))
         elif earlier is not None:  # a sampled config measured before: told its result as its objective would
             trial.set_user_attr("loader", loader.to_params())
             try:

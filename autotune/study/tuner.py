@@ -38,7 +38,7 @@ from autotune.study.evidence import (
     record_result,
     sampled_dominated,
     stop_failing_alike,
-    tell_dominated,
+    tell_not_measured,
     tell_repeat,
     tell_taken,
     trial_attrs,
@@ -439,10 +439,8 @@ class Tuner:
         if running is not None:
             raise TrialFailure(tell_taken(trial, running))
         # a sampled config of a kind measured far below another kind: its time goes to the kind that leads
-        why = sampled_dominated(self.study, trial, loader, self.settings.cores)
-        if why is not None:
-            tell_dominated(trial, why)
-            raise optuna.TrialPruned(why)
+        if (why := sampled_dominated(self.study, trial, loader, self.settings.cores)) is not None:
+            raise (TrialFailure if tell_not_measured(trial, why) == optuna.trial.TrialState.FAIL else optuna.TrialPruned)(why)
 
         reported: list[float] = []
         stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate

@@ -118,6 +118,8 @@ def test_dominated_trials_are_counted_apart_not_as_failures():
     ov = {"winner": None, "speedups": {}, "trials": 9, "outcomes": {"complete": 6, "dominated": 2, "pruned": 1}}
     assert dict(headline(ov))["trials"] == "9 (6 completed, 2 of a dominated kind, not measured, 1 not complete)"
     assert _trial_count({"trials": 9, "dominated": 2}) == "9 trials run, 2 of a dominated kind, not measured"
+    assert _trial_count({"trials": 9, "dominated": 3, "later_start": 2}) == \
+        "9 trials run, 1 of a dominated kind, not measured, 2 starting workers later than a start that completed, not measured"
 
 
 def test_gpu_text():

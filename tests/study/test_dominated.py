@@ -219,8 +219,9 @@ def test_a_start_method_that_only_starts_workers_later_is_not_measured_once_the_
     from autotune.loaders.backends._user import default_start_method
     from autotune.study.evidence import LATER_START, later_start
 
-    soon = default_start_method()
-    late = next(m for m in ("spawn", "forkserver", "fork") if m != soon)
+    if default_start_method() != "fork":
+        pytest.skip("workers start by fork here only where it is the interpreter's default")
+    soon, late = "fork", "spawn"
     user = {"backend": "user", "batch_size": 8, "num_workers": 2, "pin_memory": False, "persistent_workers": True, "multiprocessing_context": soon}
     none = {"backend": "user", "batch_size": 8, "num_workers": 0, "pin_memory": False}
     study = _study(_trial(user, 600, "heuristic"), _trial(none, 300, "defaults"))
@@ -232,3 +233,23 @@ def test_a_start_method_that_only_starts_workers_later_is_not_measured_once_the_
     assert later_start(_study(_trial(none, 300, "defaults")), _loader(user, multiprocessing_context=late), number=99) is None
     # nor is a DALI or torch config touched: their backends start nothing that way
     assert later_start(study, _loader(GPU), number=99) is None and later_start(study, _loader(TORCH), number=99) is None
+    # a fork config the search cannot pick (a warm start outside a space narrowed to spawn and forkserver) is no proof
+    outside = _trial(user, 600, "warm-start")
+    outside.user_attrs["outside_space"] = True
+    assert later_start(_study(outside), _loader(user, multiprocessing_context=late), number=99) is None
+
+
+def test_a_later_start_is_failed_so_the_sampler_ignores_it_and_a_dominated_kind_is_pruned_at_the_worst() -> None:
+    """Told the worst score, a spawn config with prefetch 4 would also mark prefetch 4 down for the fork configs."""
+    from autotune.study.evidence import LATER_START, tell_not_measured
+
+    study = optuna.create_study(direction="maximize")
+    later, kind = study.ask(), study.ask()
+    states = [tell_not_measured(later, f"multiprocessing_context=spawn {LATER_START} than multiprocessing_context=fork"),
+              tell_not_measured(kind, "torch is dominated")]
+    assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED]
+    for t, state in zip((later, kind), states, strict=True):
+        study.tell(t, state=state)
+    failed, pruned = study.trials
+    assert trial_attrs(failed)["outcome"] == trial_attrs(pruned)["outcome"] == Outcome.DOMINATED.value
+    assert failed.intermediate_values == {} and pruned.intermediate_values == {0: 0.0}

@@ -258,10 +258,12 @@ class UserBackend(LoaderBackend):
         }
 
     def start_up_only(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The workers' start method: fork (the interpreter's default on Linux) copies a started process, where spawn
+        """The workers' start method, where fork is the interpreter's default (Linux before Python 3.14): fork copies a started process, where spawn
         and forkserver start each worker anew and import the user's module in it (of six such trials in 60 s runs on an
         H100, four gave no window in 13-30 s); the workers then load alike (a restart each epoch is priced in the rate)."""
-        return {"multiprocessing_context": default_start_method()} if int(params.get("num_workers") or 0) > 0 else {}
+        if int(params.get("num_workers") or 0) == 0 or default_start_method() != "fork":  # forkserver's is no soonest start
+            return {}
+        return {"multiprocessing_context": "fork"}
 
     def starts_once(self, loader: LoaderConfig) -> bool:
         return bool(loader.options.persistent_workers)
