@@ -440,7 +440,8 @@ class Tuner:
             raise TrialFailure(tell_taken(trial, running))
         # a sampled config of a kind measured far below another kind: its time goes to the kind that leads
         if (why := sampled_dominated(self.study, trial, loader, self.settings.cores)) is not None:
-            raise (TrialFailure if tell_not_measured(trial, why) == optuna.trial.TrialState.FAIL else optuna.TrialPruned)(why)
+            tell_not_measured(trial, why)
+            raise optuna.TrialPruned(why)
 
         reported: list[float] = []
         stopped: list[bool] = []  # the budget ended it after a window: its process was stopped before it logged its rate

@@ -239,17 +239,18 @@ def test_a_start_method_that_only_starts_workers_later_is_not_measured_once_the_
     assert later_start(_study(outside), _loader(user, multiprocessing_context=late), number=99) is None
 
 
-def test_a_later_start_is_failed_so_the_sampler_ignores_it_and_a_dominated_kind_is_pruned_at_the_worst() -> None:
-    """Told the worst score, a spawn config with prefetch 4 would also mark prefetch 4 down for the fork configs."""
+def test_a_later_start_and_a_dominated_kind_are_pruned_at_the_worst_so_the_sampler_leaves_them() -> None:
+    """Failed instead (the sampler ignores failed trials), later starts were proposed again and again: the search
+    stopped after 20 in a row with 3-5 configs measured, where the worst score let a 60 s run measure 12-14."""
     from autotune.study.evidence import LATER_START, tell_not_measured
 
     study = optuna.create_study(direction="maximize")
     later, kind = study.ask(), study.ask()
     states = [tell_not_measured(later, f"multiprocessing_context=spawn {LATER_START} than multiprocessing_context=fork"),
               tell_not_measured(kind, "torch is dominated")]
-    assert states == [optuna.trial.TrialState.FAIL, optuna.trial.TrialState.PRUNED]
+    assert states == [optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.PRUNED]
     for t, state in zip((later, kind), states, strict=True):
         study.tell(t, state=state)
-    failed, pruned = study.trials
-    assert trial_attrs(failed)["outcome"] == trial_attrs(pruned)["outcome"] == Outcome.DOMINATED.value
-    assert failed.intermediate_values == {} and pruned.intermediate_values == {0: 0.0}
+    told = study.trials
+    assert [trial_attrs(t)["outcome"] for t in told] == [Outcome.DOMINATED.value] * 2
+    assert [t.intermediate_values for t in told] == [{0: 0.0}] * 2

@@ -1,6 +1,7 @@
 # On the 2-core CPU machine: a user's Dataset whose module takes 4 s to import (heavy.py: spawn and forkserver
 # workers pay it each), 60 s default runs with seeds 1-3, before (f8e0234: sampled spawn and forkserver configs
-# measured) and after (6df4f64: told, not measured, once a fork config completed), interleaved.
+# measured) and after (3c8de97: told, not measured, once a fork config completed; the trial failed, so that
+# the sampler learns nothing from it), interleaved.
 # Output: compare.txt (each run's last lines, and its spawn and forkserver trials). One run each.
 git worktree add /tmp/wt-old f8e0234
 cd benchmarks/cpu-logs/2026-12-06-later-start
