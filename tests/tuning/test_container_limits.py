@@ -94,6 +94,6 @@ def test_a_users_dataset_keeps_its_workers_in_a_64_mib_shm(workdir: Path, docker
     study = optuna.load_study(study_name=None, storage="sqlite:///autotune.db")
     with_workers = [trial_attrs(t) for t in study.trials if (trial_attrs(t).get("loader") or {}).get("num_workers", 0) > 0 and not is_told(t)]
     assert with_workers, [trial_attrs(t).get("config") for t in study.trials]
-    assert all(a["outcome"] == "complete" for a in with_workers), with_workers  # none measured was left out for /dev/shm
+    assert all(a["outcome"] in ("complete", "pruned") for a in with_workers), with_workers  # none measured was left out for /dev/shm
     heuristic = next(a for a in with_workers if a.get("role") == "heuristic")  # 2 workers x 2 batches of 32 and the loop's: 92 MiB predicted
     assert 1 <= heuristic["loader"]["worker_batch"] < 32 and "worker-batch=" in heuristic["config"], heuristic
