@@ -348,23 +348,16 @@ def told_later_start(t: optuna.trial.FrozenTrial) -> bool:
     return a.get("outcome") == Outcome.DOMINATED.value and LATER_START in str(a.get("message") or "")
 
 
-def tell_not_measured(trial: optuna.Trial, why: str) -> optuna.trial.TrialState:
-    """Record a sampled config that is not measured (``why``: :func:`sampled_dominated`'s), and the state to end its
-    trial in: pruned at the worst score, a dominated kind and a later start alike, so that the sampler leaves them.
-
-    A later start failed instead (which the sampler ignores, where the worst score also marks the prefetch and order
-    it shares with fork configs) was proposed again and again: on the 2-core CPU the search stopped after 20 such in a
-    row, with 3-5 configs measured where the worst score let it measure 12-14
-    (benchmarks/cpu-logs/2026-12-06-later-start/compare-failed.txt)."""
-    tell_dominated(trial, why)
-    return optuna.trial.TrialState.PRUNED
-
-
 def later_start(study: optuna.Study, loader: LoaderConfig, number: int) -> str | None:
     """Why ``loader`` is not worth a measurement, or None: it sets a knob that changes only how its loading starts
     (the backend's ``start_up_only``: a Dataset's workers started by spawn or forkserver) otherwise than the value
     that starts soonest, and the study completed a config of its backend with every such knob at that value, so that
-    value works for this data and the other can only start later."""
+    value works for this data and the other can only start later.
+
+    Told as a dominated kind is (:func:`tell_dominated`: the worst score). Failed instead (which the sampler ignores,
+    where the worst score also marks the prefetch and order it shares with fork configs), a later start was proposed
+    again and again: on the 2-core CPU the search stopped after 20 such in a row, with 3-5 configs measured where the
+    worst score let it measure 12-14 (benchmarks/cpu-logs/2026-12-06-later-start/compare-failed.txt)."""
     params = loader.to_params()
     soonest = backend_for(params).start_up_only(params)
     off = {k: params[k] for k, v in soonest.items() if params.get(k) is not None and params.get(k) != v}
@@ -420,7 +413,8 @@ def ask_worth_measuring(study: optuna.Study, loader_of: Callable[[optuna.Trial],
         if why is None and earlier is None:
             return trial, loader, None
         if why is not None:
-            study.tell(trial, state=tell_not_measured(trial, why))
+            tell_dominated(trial, why)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         elif earlier is not None:  # a sampled config measured before: told its result as its objective would
             trial.set_user_attr("loader", loader.to_params())
             try:

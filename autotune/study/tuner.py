@@ -38,7 +38,7 @@ from autotune.study.evidence import (
     record_result,
     sampled_dominated,
     stop_failing_alike,
-    tell_not_measured,
+    tell_dominated,
     tell_repeat,
     tell_taken,
     trial_attrs,
@@ -440,7 +440,7 @@ class Tuner:
             raise TrialFailure(tell_taken(trial, running))
         # a sampled config of a kind measured far below another kind: its time goes to the kind that leads
         if (why := sampled_dominated(self.study, trial, loader, self.settings.cores)) is not None:
-            tell_not_measured(trial, why)
+            tell_dominated(trial, why)
             raise optuna.TrialPruned(why)
 
         reported: list[float] = []

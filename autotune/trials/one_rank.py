@@ -6,6 +6,7 @@ process of :mod:`autotune.trials.rank_group` runs it on its own shard and device
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -118,13 +119,9 @@ BESIDE_WAIT_S = 10.0
 
 def signal_built(path: str | None) -> None:
     """Create ``path`` (a trial's ``signal``: its build has ended); nothing for None, or where it cannot be written."""
-    if path is None:
-        return
-    try:
-        with open(path, "a"):
-            pass
-    except OSError:  # the trial it was for has ended and taken its folder: nobody waits
-        pass
+    if path is not None:
+        with contextlib.suppress(OSError):  # the trial it was for has ended and taken its folder: nobody waits
+            open(path, "a").close()
 
 
 def wait_for_file(path: str, limit_s: float) -> float:

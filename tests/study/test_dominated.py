@@ -242,15 +242,14 @@ def test_a_start_method_that_only_starts_workers_later_is_not_measured_once_the_
 def test_a_later_start_and_a_dominated_kind_are_pruned_at_the_worst_so_the_sampler_leaves_them() -> None:
     """Failed instead (the sampler ignores failed trials), later starts were proposed again and again: the search
     stopped after 20 in a row with 3-5 configs measured, where the worst score let a 60 s run measure 12-14."""
-    from autotune.study.evidence import LATER_START, tell_not_measured
+    from autotune.study.evidence import LATER_START, tell_dominated
 
     study = optuna.create_study(direction="maximize")
     later, kind = study.ask(), study.ask()
-    states = [tell_not_measured(later, f"multiprocessing_context=spawn {LATER_START} than multiprocessing_context=fork"),
-              tell_not_measured(kind, "torch is dominated")]
-    assert states == [optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.PRUNED]
-    for t, state in zip((later, kind), states, strict=True):
-        study.tell(t, state=state)
+    tell_dominated(later, f"multiprocessing_context=spawn {LATER_START} than multiprocessing_context=fork")
+    tell_dominated(kind, "torch is dominated")
+    for t in (later, kind):
+        study.tell(t, state=optuna.trial.TrialState.PRUNED)
     told = study.trials
     assert [trial_attrs(t)["outcome"] for t in told] == [Outcome.DOMINATED.value] * 2
     assert [t.intermediate_values for t in told] == [{0: 0.0}] * 2
