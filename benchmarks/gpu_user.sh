@@ -76,4 +76,5 @@ cpus)
   ;;
 esac
 cp /tmp/user-bench/*-tune.log "$out"/ 2>/dev/null  # each tuning's own lines (its trials): the machine's /tmp goes with it
+cp /tmp/user-bench/studies.db "$out"/ 2>/dev/null   # every tuning's trials, with where their seconds went (autotune show)
 tail -n 3 "$out"/*.log; ls -la "$out"

@@ -16,7 +16,7 @@ import optuna
 from autotune.config.schema import LoaderConfig
 from autotune.errors import UserError
 from autotune.outcomes import TOLD
-from autotune.study.evidence import trial_attrs
+from autotune.study.evidence import told_later_start, trial_attrs
 from autotune.study.selection import ceiling_attrs, study_ceiling
 from autotune.study.storage import absolute_url, mask_url, not_ours, open_storage
 
@@ -215,6 +215,7 @@ def overview(study: optuna.Study, storage_url: str) -> dict[str, Any]:
         "other_load": a.get("other_load") if isinstance(a.get("other_load"), dict) else None,
         "trials": len(rows),
         "outcomes": outcome_counts(study),
+        "later_start": sum(1 for t in study.get_trials(deepcopy=False) if told_later_start(t)),  # of the dominated ones
         "winner": win,
         "baselines": baselines,
         "speedups": speedups,

@@ -119,12 +119,21 @@ def headline(ov: dict[str, Any]) -> list[tuple[str, str]]:
         *([("vs DALI's usual", fmt_speedup(ov["speedups"].get("dali-heuristic")))] if "dali-heuristic" in (ov.get("baselines") or {}) else []),
         ("trials", f"{ov['trials']} ({ov['outcomes'].get('complete', 0)} completed"
                    + (f", {ov['outcomes']['repeat']} repeating an earlier config" if ov["outcomes"].get("repeat") else "")
-                   + (f", {ov['outcomes']['dominated']} of a dominated kind, not measured" if ov["outcomes"].get("dominated") else "")
+                   + _told_apart(ov)
                    + f", {failed} not complete" + (f", {queued} queued and not run" if queued else "") + ")"),
     ]
     if w and w.get("fraction_of_ceiling") is not None:
         out.append(("of model ceiling", f"{float(w['fraction_of_ceiling']):.0%}"))
     return out
+
+
+def _told_apart(ov: dict[str, Any]) -> str:
+    """The trials told without a measurement, by why: a dominated kind, or a start that only comes later (its workers
+    start otherwise than one that completed, and load alike)."""
+    later = ov.get("later_start") or 0
+    dominated = (ov["outcomes"].get("dominated") or 0) - later
+    apart = ((dominated, "of a dominated kind"), (later, "starting workers later than a start that completed"))
+    return "".join(f", {n} {what}, not measured" for n, what in apart if n)
 
 
 def facts(ov: dict[str, Any]) -> list[tuple[str, str]]:

@@ -66,6 +66,12 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     ``early`` closes the measuring process at the run's end unless a tuner has taken it over."""
     budget = TimeBudget(request.budget, start=request.started) if request.budget is not None else None
     out_path = checked_outputs(request)
+    user = user_target.is_target(request.dataset) and not request.demo
+    # the measuring process starts first, so that it imports torch (and the user's module) while this one reads the
+    # machine, the flags and the dataset: started after them, it kept the first trial of a default run on an H100
+    # waiting 5.2 s. Not for a run that may end before it tunes (--reuse, --if-stale) or on a missing --batch-size
+    zygote, zygote_log = (None, "") if request.reuse or request.if_stale or (user and request.batch_size is None) else (
+        launch_zygote(early, preload=user_target.absolute(str(request.dataset)) if user else None))
     fp = fingerprint.collect()
     _mark(budget, "fingerprint")
     others = OtherLoad(usable=fp.get("cpus"))
@@ -79,7 +85,6 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     device = _device(request, fp)
     settings = settings_for(request, fp, device)  # bad flags are a lone error line, before the scan
     # 'cores' in a space: each rank's share; a bad --space is a lone error line, before the scan and its set-up line
-    user = user_target.is_target(request.dataset) and not request.demo
     space = load_space("user" if user and request.space == DEFAULT_SPACE else request.space, cores=settings.cores, device=device)
     if not user and (why := other_kind_of_space(space.backends(), request.space, None)):
         raise UserError(why)
@@ -97,16 +102,18 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
             warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
-        zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early, preload=dataset.root)
+        if zygote is None and not request.reuse:
+            zygote, zygote_log = launch_zygote(early, preload=dataset.root)
     else:
         # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
         dataset_path, budget = _dataset_path(request, device, space, budget, reporter)
         from autotune import doctor
 
-        # the set-up overlaps: the torch probe of the preflight and the trials' zygote import while the dataset is scanned
+        # the set-up overlaps: the torch probe of the preflight and the trials' zygote (started first) import while the dataset is scanned
         doctor.start_probe(remember=fp)  # a probe passed on this installation before is read, not run again
         # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
-        zygote, zygote_log = (None, "") if request.reuse else launch_zygote(early)
+        if zygote is None and not request.reuse:
+            zygote, zygote_log = launch_zygote(early)
         try:
             dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
         except DatasetError as e:
@@ -336,7 +343,7 @@ def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device
 
 
 def launch_zygote(early: contextlib.ExitStack, preload: str | None = None) -> tuple[Zygote | None, str]:
-    """The process trials are forked from, started now so that it imports torch while the dataset is scanned; its
+    """The process trials are forked from, started now so that it imports torch while the rest is set up; its
     output goes to a temporary log until the study's log folder is known. ``early`` closes it at the end unless
     a tuner has taken it over (closing twice is harmless). ``preload``: a user's pipeline function (``FILE.py:FUNC``),
     whose module it imports once for every trial."""

@@ -120,6 +120,9 @@ def test_dominated_trials_are_counted_apart_not_as_failures():
     assert _trial_count({"trials": 9, "dominated": 2}) == "9 trials run, 2 of a dominated kind, not measured"
     assert _trial_count({"trials": 9, "dominated": 3, "later_start": 2}) == \
         "9 trials run, 1 of a dominated kind, not measured, 2 starting workers later than a start that completed, not measured"
+    ov = {**ov, "outcomes": {"complete": 6, "dominated": 3}, "later_start": 2}  # the report's count says the same
+    assert dict(headline(ov))["trials"] == ("9 (6 completed, 1 of a dominated kind, not measured, 2 starting workers later than a start "
+                                            "that completed, not measured, 0 not complete)")
 
 
 def test_gpu_text():

@@ -547,7 +547,7 @@ def stop_after_the_checks(monkeypatch):
         raise _Checked
 
     monkeypatch.setattr(prepare, "fit_batch_sizes", fit)
-    monkeypatch.setattr(prepare, "launch_zygote", lambda early: (None, ""))  # noqa: ARG005 - nothing is measured
+    monkeypatch.setattr(prepare, "launch_zygote", lambda early, preload=None: (None, ""))  # noqa: ARG005 - nothing is measured
 
 
 def test_a_yaml_for_another_dataset_is_not_replaced_unless_out_names_it(tiny_dataset, workdir, capsys, stop_after_the_checks):
@@ -595,3 +595,43 @@ def test_if_stale_re_tunes_its_file_whatever_dataset_it_records(tiny_dataset, wo
     _config_for(workdir / "own.yaml", str(tiny_dataset))
     with pytest.raises(_Checked):
         main(["run", "--if-stale", "own.yaml", "--max-age", "1", "--n-trials", "1"])
+
+
+def test_the_measuring_process_starts_before_the_machine_and_the_dataset_are_read(tiny_dataset, workdir, monkeypatch):
+    """Started after the fingerprint and the dataset (a user's module imported and called), the process the trials fork
+    from kept the first trial of a default 60 s run on an H100 waiting 5.2 s for its imports."""
+    from autotune.tuning import prepare
+
+    order = []
+    real_collect = prepare.fingerprint.collect
+
+    def fit(*a, **k):  # noqa: ANN002, ANN003, ARG001 - fit_batch_sizes' signature
+        raise _Checked
+
+    def collect():  # noqa: ANN202
+        order.append("fingerprint")
+        return real_collect()
+
+    def launch(early, preload=None):  # noqa: ANN001, ANN202, ARG001
+        order.append(("measuring process", preload))
+        return None, ""
+
+    monkeypatch.setattr(prepare, "fit_batch_sizes", fit)
+    monkeypatch.setattr(prepare.fingerprint, "collect", collect)
+    monkeypatch.setattr(prepare, "launch_zygote", launch)
+    (workdir / "pipe.py").write_text("import torch\n\n\ndef make():\n    return torch.utils.data.TensorDataset(torch.zeros(8, 2), torch.arange(8))\n")
+    target = f"{workdir / 'pipe.py'}:make"
+    for dataset, flags, preload in ((str(tiny_dataset), [], None), ("pipe.py:make", ["--batch-size", "4"], target)):
+        order.clear()
+        with pytest.raises(_Checked):
+            main(["run", "--dataset", dataset, "--n-trials", "1", "--device", "cpu", *flags])
+        assert order[0] == ("measuring process", preload), order
+        assert order.index("fingerprint") == 1, order
+    # a run that may end before it tunes starts it only once it tunes; a missing --batch-size starts nothing
+    order.clear()
+    assert main(["run", "--dataset", "pipe.py:make", "--n-trials", "1", "--device", "cpu"]) == 2
+    assert order == ["fingerprint"]
+    order.clear()
+    with pytest.raises(_Checked):
+        main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--device", "cpu", "--reuse"])
+    assert order == ["fingerprint"], order  # --reuse: none before a stored study is looked for
