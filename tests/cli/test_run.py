@@ -608,11 +608,11 @@ def test_the_measuring_process_starts_before_the_machine_and_the_dataset_are_rea
     def fit(*a, **k):  # noqa: ANN002, ANN003, ARG001 - fit_batch_sizes' signature
         raise _Checked
 
-    def collect():  # noqa: ANN202
+    def collect() -> dict:
         order.append("fingerprint")
         return real_collect()
 
-    def launch(early, preload=None):  # noqa: ANN001, ANN202, ARG001
+    def launch(early: object, preload: str | None = None) -> tuple[None, str]:  # noqa: ARG001 - launch_zygote's signature
         order.append(("measuring process", preload))
         return None, ""
 
