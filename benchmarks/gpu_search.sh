@@ -17,6 +17,8 @@
 #            2026-12-03 (b=256 threads=12 hw_load=0.75), 5 repetitions of paired (6 rounds), fresh (one process each) and
 #            null (the start against itself), interleaved: OUT/noise.json and OUT/noise.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
+#  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
+#            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)
 #  ahead:    default 60 s runs with --build-ahead off and on, interleaved (off, on, off, on; seeds 1 and 2): each run's
 #            last lines (configs measured, sampled, what the overlap hid) and its time attr, in OUT/ahead.log
 # STAGE may name several, comma-separated, run in order (STAGE=methods,cuda). After each stage the work folder comes
@@ -76,11 +78,22 @@ noise)
   python3 benchmarks/paired_noise.py --dataset "$data" --device cuda --a "$usual" --b "$best" --processes 5 --rounds 6 --null \
     --out "$out/noise.json" > "$out/noise.log" 2>&1; echo "exit $?" >> "$out/noise.log"
   ;;
+imports)  # where the first trial's wait for the trials' pre-imported process goes: three fresh processes, each import timed
+  for r in 1 2 3; do
+    python3 -c 'import time; t = [time.perf_counter()]
+import numpy, torch; t.append(time.perf_counter())
+import torchvision, torchvision.transforms; t.append(time.perf_counter())
+import autotune.trials.child, autotune.trials.measure, autotune.trials.rank_group; t.append(time.perf_counter())
+import nvidia.dali.fn, nvidia.dali.plugin.pytorch; t.append(time.perf_counter())
+print(" ".join(f"{n} {b - a:.2f} s" for n, a, b in zip(("torch", "torchvision", "autotune", "dali"), t, t[1:])))' >> "$out/imports.log" 2>&1
+  done
+  cat "$work"/reports/*/trials/zygote.log 2>/dev/null | grep "^ready in" >> "$out/imports.log"
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare, noise, cuda or ahead"; exit 2
+  echo "STAGE must name default, grid, methods, compare, noise, cuda, ahead or imports"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }

@@ -196,15 +196,22 @@ def serve(fd: int, tuner: int, preload: str | None = None) -> None:
     set_parent_death_signal()
     if os.getppid() != tuner:
         os._exit(1)
+    took = []  # what each import took: the first trial of a run waits for them all (zygote.log says where the time went)
     for name in PRELOAD:
+        t = time.perf_counter()
         importlib.import_module(name)
+        took.append((name, time.perf_counter() - t))
     if preload:  # the user's module, once for every trial; a failure is the trial's to tell (it imports it again, and fails)
         from autotune.dataset.user import load_module
 
+        t = time.perf_counter()
         try:
             load_module(preload)
         except Exception:  # noqa: BLE001 - told by each trial, in its log and its line
             logger.exception("importing %s failed", preload)
+        took.append((preload, time.perf_counter() - t))
+    sys.stderr.write(f"ready in {sum(s for _, s in took):.2f} s: " + ", ".join(f"{n} {s:.2f} s" for n, s in took if s >= 0.01) + "\n")
+    sys.stderr.flush()
     sock = socket.socket(fileno=fd)
     sock.sendall(b"R")
     children: set[int] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import optuna
 import psutil
@@ -91,3 +92,17 @@ def test_the_re_measurement_forks_from_the_trials_process(workdir, tiny_dataset,
     study = optuna.load_study(study_name=optuna.get_all_study_summaries("sqlite:///autotune.db")[0].study_name, storage="sqlite:///autotune.db")
     assert study.user_attrs["confirmation"]["attempted"] == 2  # re-measured, from the same process as the trials
     assert launched == [1]
+
+
+def test_its_log_says_what_each_import_took(tmp_path):
+    """The first trial of a default run on an H100 waited 5-7 s for this process's imports; its log says which."""
+    (tmp_path / "pipe.py").write_text("import time\n\ntime.sleep(0.3)\n\n\ndef make():\n    return [0]\n")
+    log = tmp_path / "zygote.log"
+    z = Zygote.start(log=str(log), preload=f"{tmp_path / 'pipe.py'}:make")
+    try:
+        assert z is not None
+        line = next(x for x in log.read_text().splitlines() if x.startswith("ready in "))
+        took = re.search(r"pipe\.py:make (\d+\.\d+) s", line)
+        assert " torch " in line and took is not None and float(took[1]) >= 0.3, line
+    finally:
+        z.close()
