@@ -27,17 +27,20 @@ from autotune.trials import logs
 logger = logging.getLogger(__name__)
 
 _FRAME = struct.Struct("=cii")
+#: imported before the zygote says it is ready: what every trial process needs
 PRELOAD = (
     "numpy",
-    "PIL.Image",
     "torch",
-    "torchvision",
-    "torchvision.transforms",
     "autotune.trials.child",
     "autotune.trials.measure",
     "autotune.trials.rank_group",
-    "autotune.loaders.backends._torch",
 )
+#: imported once the tuner asks (:meth:`Zygote.later_after`), by default before the first fork: what a torch
+#: DataLoader's trial needs, and a DALI trial does not (torchvision's import, torch._dynamo's with it, was about half of
+#: the zygote's on 2 cores)
+LATER = ("PIL.Image", "torchvision", "torchvision.transforms", "autotune.loaders.backends._torch")
+#: seconds a fork may wait beyond its own timeout while the zygote imports :data:`LATER`
+LATER_WAIT_S = 120.0
 
 
 class ForkedTrial:
@@ -77,6 +80,9 @@ class Zygote:
         self._pids: list[int] = []
         self._exits: dict[int, int] = {}
         self._ready = False
+        self._forks = 0
+        self._later_after = 0  # forks before LATER is asked for
+        self._later_asked: float | None = None  # when it was (time.monotonic)
 
     @classmethod
     def start(cls, timeout: float = 120.0, log: str | None = None, preload: str | None = None) -> Zygote | None:
@@ -156,6 +162,17 @@ class Zygote:
             elif kind == b"P":
                 self._pids.append(pid)
 
+    def later_after(self, forks: int) -> None:
+        """Have the zygote import :data:`LATER` only after ``forks`` trial processes were forked (0, the default:
+        before the first). A search that builds its second trial beside the first, both DALI's, sets 2: the first
+        trial starts without waiting for torchvision, which is imported while the two build."""
+        self._later_after = forks
+
+    def _ask_later(self) -> None:
+        if self._later_asked is None and self._forks >= self._later_after and self.sock is not None:
+            self.sock.sendall(b"I")
+            self._later_asked = time.monotonic()
+
     def fork(self, fd: int, output: int | None = None, timeout: float = 30.0) -> ForkedTrial:
         """Fork a trial process that serves the connection ``fd`` (``autotune.trials.child.child_main``).
 
@@ -163,8 +180,12 @@ class Zygote:
         """
         if self.sock is None or not self.alive():
             raise RuntimeError("the zygote is gone")
+        self._ask_later()
         socket.send_fds(self.sock, [b"F"], [fd] if output is None else [fd, output])
-        deadline = time.monotonic() + timeout
+        self._forks += 1
+        self._ask_later()
+        importing = self._later_asked is not None and time.monotonic() - self._later_asked < LATER_WAIT_S
+        deadline = time.monotonic() + timeout + (LATER_WAIT_S if importing else 0.0)
         while not self._pids:
             if time.monotonic() > deadline or not self.alive():
                 raise RuntimeError("the zygote did not fork")
@@ -188,19 +209,13 @@ class Zygote:
 
 def serve(fd: int, tuner: int, preload: str | None = None) -> None:
     """The zygote's main loop (``python -m autotune.trials --zygote FD TUNER_PID [FILE.py:FUNC]``)."""
-    import importlib
-
     from autotune.trials.child import child_main, set_parent_death_signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     set_parent_death_signal()
     if os.getppid() != tuner:
         os._exit(1)
-    took = []  # what each import took: the first trial of a run waits for them all (zygote.log says where the time went)
-    for name in PRELOAD:
-        t = time.perf_counter()
-        importlib.import_module(name)
-        took.append((name, time.perf_counter() - t))
+    took = _import(PRELOAD)
     if preload:  # the user's module, once for every trial; a failure is the trial's to tell (it imports it again, and fails)
         from autotune.dataset.user import load_module
 
@@ -210,8 +225,7 @@ def serve(fd: int, tuner: int, preload: str | None = None) -> None:
         except Exception:  # noqa: BLE001 - told by each trial, in its log and its line
             logger.exception("importing %s failed", preload)
         took.append((preload, time.perf_counter() - t))
-    sys.stderr.write(f"ready in {sum(s for _, s in took):.2f} s: " + ", ".join(f"{n} {s:.2f} s" for n, s in took if s >= 0.01) + "\n")
-    sys.stderr.flush()
+    _say("ready", took)
     sock = socket.socket(fileno=fd)
     sock.sendall(b"R")
     children: set[int] = set()
@@ -230,6 +244,9 @@ def serve(fd: int, tuner: int, preload: str | None = None) -> None:
         if not ready:
             continue
         msg, fds, _, _ = socket.recv_fds(sock, 1, 2)
+        if msg == b"I":
+            _import(LATER, "later")
+            continue
         if not msg:  # the tuner closed its end
             for pid in children:
                 try:
@@ -256,3 +273,23 @@ def serve(fd: int, tuner: int, preload: str | None = None) -> None:
             os.close(f)
         children.add(pid)
         sock.sendall(_FRAME.pack(b"P", pid, 0))
+
+
+def _import(names: tuple[str, ...], what: str | None = None) -> list[tuple[str, float]]:
+    """Import ``names`` in turn: each with the seconds it took (``what``: said in the zygote's log)."""
+    import importlib
+
+    took = []
+    for name in names:
+        t = time.perf_counter()
+        importlib.import_module(name)
+        took.append((name, time.perf_counter() - t))
+    if what:
+        _say(what, took)
+    return took
+
+
+def _say(what: str, took: list[tuple[str, float]]) -> None:
+    """One line of the zygote's log (its stderr): what its imports took, in all and each (zygote.log)."""
+    sys.stderr.write(f"{what} in {sum(s for _, s in took):.2f} s: " + ", ".join(f"{n} {s:.2f} s" for n, s in took if s >= 0.01) + "\n")
+    sys.stderr.flush()

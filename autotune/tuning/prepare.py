@@ -143,6 +143,8 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         if reused is not None:
             return reused
         zygote, zygote_log = launch_zygote(early, preload=dataset_path if user else None)  # nothing to reuse: this run tunes
+    if zygote is not None and settings.build_ahead and any(b.startswith("dali") for b in space.backends()):
+        zygote.later_after(2)  # the first trial and the one built beside it (DALI's) start before torchvision is imported
     _mark(budget, "prepared")
     return Prepared(out_path=out_path, fp=fp, others=others, device=device, settings=settings, space=space, warm=warm, dataset=dataset,
                     budget=budget, key=key, zygote=zygote, zygote_log=zygote_log)

@@ -635,3 +635,28 @@ def test_the_measuring_process_starts_before_the_machine_and_the_dataset_are_rea
     with pytest.raises(_Checked):
         main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--device", "cpu", "--reuse"])
     assert order == ["fingerprint"], order  # --reuse: none before a stored study is looked for
+
+
+def test_a_search_that_builds_ahead_has_torchvision_imported_after_its_first_two_trials(tiny_dataset, workdir, monkeypatch):
+    from autotune.tuning import prepare
+
+    asked = []
+
+    class Fake:
+        def later_after(self, forks: int) -> None:
+            asked.append(forks)
+
+        def close(self) -> None:
+            pass
+
+    def mark(budget: object, step: str) -> None:  # noqa: ARG001 - _mark's signature
+        if step == "prepared":
+            raise _Checked
+
+    monkeypatch.setattr(prepare, "launch_zygote", lambda early, preload=None: (Fake(), ""))  # noqa: ARG005 - launch_zygote's signature
+    monkeypatch.setattr(prepare, "_mark", mark)
+    for flags, want in ((["--build-ahead", "on"], [2]), (["--build-ahead", "on", "--space", "torch"], []), ([], [])):
+        asked.clear()
+        with pytest.raises(_Checked):
+            main(["run", "--dataset", str(tiny_dataset), "--n-trials", "1", "--device", "cpu", "--batch-size", "8", *flags])
+        assert asked == want, flags
