@@ -325,7 +325,8 @@ def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zyg
     """The trial's child: forked from ``zygote`` when it is alive, else a fresh interpreter; it reads its spec
     from the socket ``theirs`` and writes its output to ``log_fd`` (None: the tuner's own)."""
     if zygote is not None and zygote.alive():
-        return zygote.fork(theirs.fileno(), log_fd)  # a fresh process forked from one that has imported torch already
+        # a fresh process forked from one that has imported torch already (and torchvision, for a torch DataLoader or a model)
+        return zygote.fork(theirs.fileno(), log_fd, later=reuse_key(spec) is None or spec.model is not None)
     # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
     return subprocess.Popen(
         [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],

@@ -163,24 +163,25 @@ class Zygote:
                 self._pids.append(pid)
 
     def later_after(self, forks: int) -> None:
-        """Have the zygote import :data:`LATER` only after ``forks`` trial processes were forked (0, the default:
-        before the first). A search that builds its second trial beside the first, both DALI's, sets 2: the first
-        trial starts without waiting for torchvision, which is imported while the two build."""
+        """Have the zygote import :data:`LATER` only after ``forks`` trial processes were forked, or before the first
+        that needs them (0, the default: before the first fork). A search that builds its second trial beside the
+        first, both DALI's, sets 2: they start without waiting for torchvision, which is imported while they build."""
         self._later_after = forks
 
-    def _ask_later(self) -> None:
-        if self._later_asked is None and self._forks >= self._later_after and self.sock is not None:
+    def _ask_later(self, now: bool = False) -> None:
+        if self._later_asked is None and (now or self._forks >= self._later_after) and self.sock is not None:
             self.sock.sendall(b"I")
             self._later_asked = time.monotonic()
 
-    def fork(self, fd: int, output: int | None = None, timeout: float = 30.0) -> ForkedTrial:
+    def fork(self, fd: int, output: int | None = None, timeout: float = 30.0, later: bool = True) -> ForkedTrial:
         """Fork a trial process that serves the connection ``fd`` (``autotune.trials.child.child_main``).
 
         ``output``: a descriptor that becomes the trial's stdout and stderr (its log); None keeps the zygote's.
+        ``later``: whether the process needs :data:`LATER` (a torch DataLoader's trial does; DALI's does not).
         """
         if self.sock is None or not self.alive():
             raise RuntimeError("the zygote is gone")
-        self._ask_later()
+        self._ask_later(now=later)
         socket.send_fds(self.sock, [b"F"], [fd] if output is None else [fd, output])
         self._forks += 1
         self._ask_later()
