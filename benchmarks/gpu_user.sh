@@ -11,7 +11,8 @@
 #        (default a,c; one pipeline a call keeps it well under nine minutes), rows with --limit shm64m
 #  cpus: four cores: a cgroup v2 child of /sys/fs/cgroup with cpu.max "400000 100000" holding this shell, or, where
 #        cgroups cannot be written, `taskset -c 0-3`; PIPES (default a,c), rows with --limit cpus4 and limit_how saying
-#        which
+#        which, and how many threads OpenCV starts there. CGNS=1 runs the pipelines in a cgroup namespace of their own,
+#        /sys/fs/cgroup remounted, as a container sees its quota
 # Env: DATA (default /tmp/u4k, 4,000 synthetic images, written when missing: about 30 s), ROUNDS (3), WINDOW (4),
 # BUDGET (60), BATCH (256), WHEELS (a folder of the wheels below: installed into /tmp/site when timm is missing).
 #
@@ -67,8 +68,16 @@ cpus)
   else
     how="taskset -c 0-3 (cgroups not writable here)"; run=(taskset -c 0-3 "${bench[@]}")
   fi
-  seen=$("${run[@]:0:$(( ${#run[@]} - ${#bench[@]} ))}" python3 -c "from autotune.config.fingerprint import usable_cpus; print(usable_cpus())")
-  pipes=${PIPES:-a,c}; how="$how; autotune's usable cores: $seen"; echo "$how"; estimate "$pipes"
+  if [ "${CGNS:-0}" = 1 ] && [ "${how#cgroup}" != "$how" ]; then
+    # as a container sees its quota: its own cgroup namespace, /sys/fs/cgroup remounted, cpu.max at its root (without
+    # this, a library that reads /sys/fs/cgroup/cpu.max, OpenCV's thread count among them, sees the machine's cores)
+    run=(unshare --cgroup --mount --propagation private sh -c 'mount -t cgroup2 cgroup2 /sys/fs/cgroup && exec "$@"' sh "${bench[@]}")
+    how="$how, in a cgroup namespace of its own (/sys/fs/cgroup remounted, as in a container)"
+  fi
+  prefix=("${run[@]:0:$(( ${#run[@]} - ${#bench[@]} ))}")
+  seen=$("${prefix[@]}" python3 -c "from autotune.config.fingerprint import usable_cpus; print(usable_cpus())")
+  cv=$("${prefix[@]}" python3 -c "import cv2; print(cv2.getNumberOfCPUs())" 2>/dev/null || echo "none")
+  pipes=${PIPES:-a,c}; how="$how; autotune's usable cores: $seen; OpenCV's threads: $cv"; echo "$how"; estimate "$pipes"
   "${run[@]}" --pipelines "$pipes" --limit cpus4 --limit-how "$how" > "$out/cpus.log" 2>&1
   ;;
 *)
