@@ -112,9 +112,11 @@ def plot_throughput(rows: list[dict[str, Any]], ov: dict[str, Any], path: Path) 
     _save(fig, path)
     n_ok = sum(1 for r in rows if r["outcome"] == "complete")
     n_rep = sum(1 for r in rows if r["outcome"] == "repeat")
-    n_dom = sum(1 for r in rows if r["outcome"] == "dominated")
+    n_later = ov.get("later_start") or 0  # of the dominated ones: a start that only comes later
+    n_dom = sum(1 for r in rows if r["outcome"] == "dominated") - n_later
     repeats = f" ({n_rep} more repeating an earlier config, not measured again)" if n_rep else ""
     repeats += f" ({n_dom} more of a dominated kind, not measured)" if n_dom else ""
+    repeats += f" ({n_later} more starting workers later than a start that completed, not measured)" if n_later else ""
     not_run = f" {queued} more queued, not run (the budget ended first)." if queued else ""
     return (
         f"{n_ok} of {len(rows)} {'trial' if len(rows) == 1 else 'trials'} completed{repeats}; "

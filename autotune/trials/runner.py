@@ -321,12 +321,20 @@ def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wai
     return None
 
 
+def needs_torchvision(spec: TrialSpec) -> bool:
+    """Whether the trial of ``spec`` uses torchvision: a kind of loader that does (its own or a paired one's), or a model."""
+    from autotune.loaders.backends import BACKENDS
+
+    kinds = [BACKENDS.get(getattr(c.backend, "value", str(c.backend))) for c in (spec.loader, *spec.paired)]
+    return spec.model is not None or any(k is None or k.needs_torchvision for k in kinds)
+
+
 def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zygote: Zygote | None) -> subprocess.Popen | ForkedTrial:
     """The trial's child: forked from ``zygote`` when it is alive, else a fresh interpreter; it reads its spec
     from the socket ``theirs`` and writes its output to ``log_fd`` (None: the tuner's own)."""
     if zygote is not None and zygote.alive():
-        # a fresh process forked from one that has imported torch already (and torchvision, for a torch DataLoader or a model)
-        return zygote.fork(theirs.fileno(), log_fd, later=reuse_key(spec) is None or spec.model is not None)
+        # a fresh process forked from one that has imported torch already (and torchvision, where the trial uses it)
+        return zygote.fork(theirs.fileno(), log_fd, later=needs_torchvision(spec))
     # a fresh interpreter (not multiprocessing's spawn, which re-imports the caller's __main__)
     return subprocess.Popen(
         [sys.executable, "-m", "autotune.trials", str(theirs.fileno()), str(os.getpid())],

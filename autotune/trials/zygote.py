@@ -1,13 +1,15 @@
-"""A process that has imported torch and torchvision once and forks each trial process from itself.
+"""A process that has imported torch (and torchvision, once asked) and forks each trial process from itself.
 
 Every trial is still a fresh process: it creates its own CUDA context (the zygote never touches the GPU),
 and all its memory goes back when it ends. What it no longer pays is the interpreter start and the import of
 torch and torchvision, several seconds a trial. Trial processes get the same treatment as spawned ones: their
 own session (process group), death with their parent, their exit status reported back to the tuner.
 
-Protocol on a Unix socket: the tuner sends ``b"F"`` with one or two file descriptors (the trial's connection,
-and the log file that becomes its stdout and stderr, see :mod:`autotune.trials.logs`); the zygote answers ``P pid``,
-and later ``X pid exitcode`` when that process ends. Closing the socket ends it.
+Protocol on a Unix socket: the zygote sends ``R`` once :data:`PRELOAD` (and a user's module) is imported. The tuner
+sends ``b"I"`` to have it import :data:`LATER` (it answers ``L 0 0`` when done), and ``b"F"`` with one or two file
+descriptors (the trial's connection, and the log file that becomes its stdout and stderr, see
+:mod:`autotune.trials.logs`); the zygote answers ``P pid``, and later ``X pid exitcode`` when that process ends.
+Messages are served in order: a fork asked for after ``I`` waits for that import. Closing the socket ends it.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ PRELOAD = (
     "autotune.trials.measure",
     "autotune.trials.rank_group",
 )
-#: imported once the tuner asks (:meth:`Zygote.later_after`), by default before the first fork: what a torch
-#: DataLoader's trial needs, and a DALI trial does not (torchvision's import, torch._dynamo's with it, was about half of
-#: the zygote's on 2 cores)
+#: imported once the tuner asks (:meth:`Zygote.later_after`; :meth:`Zygote.start`: at once): what a torch DataLoader's
+#: trial needs, and a DALI trial does not (torchvision's import, torch._dynamo's with it, was about half of the
+#: zygote's on 2 cores)
 LATER = ("PIL.Image", "torchvision", "torchvision.transforms", "autotune.loaders.backends._torch")
 #: seconds a fork may wait beyond its own timeout while the zygote imports :data:`LATER`
 LATER_WAIT_S = 120.0
@@ -62,6 +64,9 @@ class ForkedTrial:
         while (code := self.poll()) is None:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
+                if self.zygote.importing():  # it reports no process's end while it imports: wait for its answer
+                    deadline = time.monotonic() + 0.05
+                    continue
                 raise subprocess.TimeoutExpired(f"trial {self.pid}", timeout or 0)
             if not self.zygote.alive():
                 self.returncode = code = -signal.SIGKILL  # its children die with it
@@ -81,18 +86,21 @@ class Zygote:
         self._exits: dict[int, int] = {}
         self._ready = False
         self._forks = 0
-        self._later_after = 0  # forks before LATER is asked for
+        self._later_after: int | None = 0  # forks before LATER is asked for (None: only for a trial that needs it)
         self._later_asked: float | None = None  # when it was (time.monotonic)
+        self._later_done = False  # the zygote said it has imported LATER (or failed to: its trials import it then)
 
     @classmethod
     def start(cls, timeout: float = 120.0, log: str | None = None, preload: str | None = None) -> Zygote | None:
         """A ready zygote, or None (then trials are spawned the plain way).
 
         Args:
-            timeout: seconds to wait for it to import torch and torchvision.
+            timeout: seconds to wait for it to import torch (it imports :data:`LATER` next, before the first fork).
             log: the file that takes its own output (import warnings); None: the tuner's stdout and stderr.
         """
         z = cls.launch(log, preload)
+        if z is not None:
+            z.later_after(0)
         return z.ready(timeout) if z is not None else None
 
     @classmethod
@@ -161,23 +169,38 @@ class Zygote:
                 self._exits[pid] = code
             elif kind == b"P":
                 self._pids.append(pid)
+            elif kind == b"L":
+                self._later_done = True
 
-    def later_after(self, forks: int) -> None:
-        """Have the zygote import :data:`LATER` only after ``forks`` trial processes were forked, or before the first
-        that needs them (0, the default: before the first fork). A search that builds its second trial beside the
-        first, both DALI's, sets 2: they start without waiting for torchvision, which is imported while they build."""
+    def later_after(self, forks: int | None) -> None:
+        """When the zygote imports :data:`LATER`: now (0; it does so once :data:`PRELOAD` is in), once ``forks`` trial
+        processes were forked, or (None) only for a trial that needs it. Whatever this says, a fork whose trial
+        needs it asks for it first. A search that builds its second trial beside the first, both DALI's, sets 2: they
+        start without waiting for torchvision, which is imported while they build. Until asked, nothing is imported."""
         self._later_after = forks
+        self._ask_later()
 
     def _ask_later(self, now: bool = False) -> None:
-        if self._later_asked is None and (now or self._forks >= self._later_after) and self.sock is not None:
-            self.sock.sendall(b"I")
+        due = now or (self._later_after is not None and self._forks >= self._later_after)
+        if self._later_asked is None and due and self.sock is not None:
+            try:
+                self.sock.sendall(b"I")
+            except OSError:  # a zygote that is gone: the next fork says so
+                return
             self._later_asked = time.monotonic()
+
+    def importing(self) -> bool:
+        """Whether the zygote may be importing :data:`LATER` now (asked, not yet done, for at most LATER_WAIT_S): it
+        reports no process's end meanwhile."""
+        self._pump(0.0)
+        return self._later_asked is not None and not self._later_done and time.monotonic() - self._later_asked < LATER_WAIT_S
 
     def fork(self, fd: int, output: int | None = None, timeout: float = 30.0, later: bool = True) -> ForkedTrial:
         """Fork a trial process that serves the connection ``fd`` (``autotune.trials.child.child_main``).
 
         ``output``: a descriptor that becomes the trial's stdout and stderr (its log); None keeps the zygote's.
-        ``later``: whether the process needs :data:`LATER` (a torch DataLoader's trial does; DALI's does not).
+        ``later``: whether the process needs :data:`LATER` (a torch DataLoader's trial does, and one with a model;
+        DALI's does not): asked for first, if it was not.
         """
         if self.sock is None or not self.alive():
             raise RuntimeError("the zygote is gone")
@@ -185,8 +208,7 @@ class Zygote:
         socket.send_fds(self.sock, [b"F"], [fd] if output is None else [fd, output])
         self._forks += 1
         self._ask_later()
-        importing = self._later_asked is not None and time.monotonic() - self._later_asked < LATER_WAIT_S
-        deadline = time.monotonic() + timeout + (LATER_WAIT_S if importing else 0.0)
+        deadline = time.monotonic() + timeout + (LATER_WAIT_S if self.importing() else 0.0)
         while not self._pids:
             if time.monotonic() > deadline or not self.alive():
                 raise RuntimeError("the zygote did not fork")
@@ -246,7 +268,11 @@ def serve(fd: int, tuner: int, preload: str | None = None) -> None:
             continue
         msg, fds, _, _ = socket.recv_fds(sock, 1, 2)
         if msg == b"I":
-            _import(LATER, "later")
+            try:
+                _import(LATER, "later")
+            except Exception:  # noqa: BLE001 - a torchvision that does not import: each trial that uses it imports it, and fails, as a spawned one
+                logger.exception("importing %s failed", ", ".join(LATER))
+            sock.sendall(_FRAME.pack(b"L", 0, 0))
             continue
         if not msg:  # the tuner closed its end
             for pid in children:

@@ -67,11 +67,10 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     budget = TimeBudget(request.budget, start=request.started) if request.budget is not None else None
     out_path = checked_outputs(request)
     user = user_target.is_target(request.dataset) and not request.demo
-    # the measuring process starts first, so that it imports torch (and the user's module) while this one reads the
-    # machine, the flags and the dataset: started after them, it kept the first trial of a default run on an H100
-    # waiting 5.2 s. Not for a run that may end before it tunes (--reuse, --if-stale) or on a missing --batch-size
-    zygote, zygote_log = (None, "") if request.reuse or request.if_stale or (user and request.batch_size is None) else (
-        launch_zygote(early, preload=user_target.absolute(str(request.dataset)) if user else None))
+    # the measuring process starts first, so that it imports torch while this one reads the machine, the flags and the
+    # dataset: started after them, it kept the first trial of a default run on an H100 waiting 5.2 s. Not for a run
+    # that may end before it tunes (--reuse, --if-stale); a user's module is imported once every flag is checked (below)
+    zygote, zygote_log = (None, "") if request.reuse or request.if_stale or user else launch_zygote(early)
     fp = fingerprint.collect()
     _mark(budget, "fingerprint")
     others = OtherLoad(usable=fp.get("cpus"))
@@ -91,8 +90,13 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
     warm = None
     if warm_start and not user:  # read before the scan and the study: a bad --warm-start is a lone line and leaves no empty study
         warm = previous_best(warm_start, request.storage, backends=space.backends())  # a DALI winner into --space torch: its fallback
+    if not user:
+        _later_imports(zygote, settings, space)
     if user:  # the user's own Dataset: imported and called here first, so that its errors are one line before any trial
+        if not request.reuse and request.batch_size is not None:  # its import in the measuring process overlaps this one's
+            zygote, zygote_log = launch_zygote(early, preload=user_target.absolute(str(request.dataset)))
         dataset, space = _user_dataset(request, space, cores=settings.cores, device=device, budget=budget)
+        _later_imports(zygote, settings, space)
         if isinstance(dataset, user_target.UserDataset) and dataset.iterable and not dataset.dali and get_preset(settings.pipeline).train:
             # a stream is measured whole, as build_loader reads it (drop_last=False): dropping each worker's last partial
             # batch made more workers look slower, and where 16 workers each held less than a batch of a 4,000-sample
@@ -102,8 +106,6 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         if warm_start:  # read once the kind is known (a DALI pipeline function's space is dali_user), before the study
             warm = previous_best(warm_start, request.storage, backends=space.backends())
         dataset_path = dataset.root
-        if zygote is None and not request.reuse:
-            zygote, zygote_log = launch_zygote(early, preload=dataset.root)
     else:
         # the dataset after every check of the flags: a bad flag does not wait for the demo set to be made
         dataset_path, budget = _dataset_path(request, device, space, budget, reporter)
@@ -112,8 +114,9 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         # the set-up overlaps: the torch probe of the preflight and the trials' zygote (started first) import while the dataset is scanned
         doctor.start_probe(remember=fp)  # a probe passed on this installation before is read, not run again
         # --reuse: a stored study usually answers, and then nothing is measured; the measuring process waits for a miss
-        if zygote is None and not request.reuse:
+        if zygote is None and not request.reuse:  # --if-stale, found stale: it tunes
             zygote, zygote_log = launch_zygote(early)
+            _later_imports(zygote, settings, space)
         try:
             dataset = scan(dataset_path)  # each unusable file is named once, as a warning; a bad folder is a lone error line
         except DatasetError as e:
@@ -143,8 +146,7 @@ def prepare(request: RunRequest, reporter: Reporter, early: contextlib.ExitStack
         if reused is not None:
             return reused
         zygote, zygote_log = launch_zygote(early, preload=dataset_path if user else None)  # nothing to reuse: this run tunes
-    if zygote is not None and settings.build_ahead and any(b.startswith("dali") for b in space.backends()):
-        zygote.later_after(2)  # the first trial and the one built beside it (DALI's) start before torchvision is imported
+        _later_imports(zygote, settings, space)
     _mark(budget, "prepared")
     return Prepared(out_path=out_path, fp=fp, others=others, device=device, settings=settings, space=space, warm=warm, dataset=dataset,
                     budget=budget, key=key, zygote=zygote, zygote_log=zygote_log)
@@ -342,6 +344,21 @@ def _user_dataset(request: RunRequest, space: SearchSpace, *, cores: int, device
         logger.info("%s is a stream of unknown length: its workers persist", dataset.qualname)
         space = space.restrict("persistent_workers", (True,))
     return dataset, space
+
+
+def _later_imports(zygote: Zygote | None, settings: TuneSettings, space: SearchSpace) -> None:
+    """When the measuring process imports torchvision (:data:`~autotune.trials.zygote.LATER`): at once, unless the
+    search builds its second trial beside the first, both of a kind that needs none (DALI's): then once those two are
+    forked, while they build, or never where no kind of the space (nor a model) needs it."""
+    from autotune.loaders.backends import get_backend
+
+    if zygote is None:
+        return
+    kinds = [get_backend(b) for b in space.backends()]
+    if not (settings.build_ahead and any(k.reuses_process and not k.needs_torchvision for k in kinds)):
+        zygote.later_after(0)
+    else:
+        zygote.later_after(2 if settings.model is not None or any(k.needs_torchvision for k in kinds) else None)
 
 
 def launch_zygote(early: contextlib.ExitStack, preload: str | None = None) -> tuple[Zygote | None, str]:

@@ -301,3 +301,26 @@ def test_a_bad_torch_fallback_is_a_one_line_error(tmp_path, section, needle):
     path.write_text("schema: 1\nloader: {backend: dali, batch_size: 8, dali: {device: cpu}}\n" + section + "\n")
     with pytest.raises(autotune.ConfigError, match=re.escape(needle)):
         autotune.load_config(path)
+
+
+def test_later_starts_are_counted_apart_from_dominated_kinds(tmp_path):
+    """The report counted a sampled config told for its later start as 'of a dominated kind', unlike the last line."""
+    from autotune.report._render import headline as trials_headline
+    from autotune.study.evidence import LATER_START
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    study = optuna.create_study(study_name="s", storage=url, direction="maximize")
+    dist = {"num_workers": optuna.distributions.IntDistribution(0, 4)}
+    base = {"backend": "user", "batch_size": 8}
+    for i, (value, attrs) in enumerate([
+        (500.0, {"outcome": "complete", "samples_per_s": 500.0, "spread": [490.0, 510.0], "role": "heuristic"}),
+        (0.0, {"outcome": "dominated", "message": f"multiprocessing_context=spawn {LATER_START} than multiprocessing_context=fork"}),
+        (0.0, {"outcome": "dominated", "message": "a kind measured at a third or less of another's best"}),
+    ]):
+        loader = {**base, "num_workers": i + 1}
+        study.add_trial(optuna.trial.create_trial(params={"num_workers": i + 1}, distributions=dist, value=value,
+                                                  user_attrs={"loader": loader, "config": f"user w={i + 1}", **attrs}))
+    ov = overview(study, url)
+    assert ov["later_start"] == 1
+    assert dict(trials_headline(ov))["trials"] == ("3 (1 completed, 1 of a dominated kind, not measured, 1 starting workers later than a "
+                                                  "start that completed, not measured, 0 not complete)")

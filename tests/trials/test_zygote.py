@@ -114,47 +114,81 @@ def _said(log, what):
     return [x for x in log.read_text().splitlines() if x.startswith(f"{what} in ")]
 
 
-def _fork_one(z):
-    """A fork that needs no torchvision (as DALI's trials): its process finds its connection closed, and ends."""
+def _fork_one(z, later=False):
+    """A fork (by default one that needs no torchvision, as DALI's trials): its process finds its connection closed, and ends."""
     ours, theirs = socket.socketpair()
-    trial = z.fork(theirs.fileno(), later=False)
+    trial = z.fork(theirs.fileno(), later=later)
     theirs.close()
     ours.close()
     trial.wait(30)
 
 
 def _waited_for(log, what):
-    for _ in range(100):
+    for _ in range(600):
         if _said(log, what):
             return _said(log, what)[0]
         time.sleep(0.1)
     return ""
 
 
+def _has_torchvision(z) -> bool:
+    """Whether the zygote's process has loaded torchvision's native library (read from its memory map)."""
+    with open(f"/proc/{z.proc.pid}/maps") as f:
+        return "torchvision" in f.read()
+
+
 def test_torchvision_is_imported_after_the_forks_the_tuner_names(tiny_dataset, tmp_path):
     """Before its first trial, the zygote imported torchvision too (about half of its imports on 2 cores), which a
     DALI trial does not use: a search that builds its second trial beside the first starts both first."""
     log = tmp_path / "zygote.log"
-    z = Zygote.start(log=str(log))
+    z = Zygote.launch(log=str(log)).ready()
     try:
-        assert z is not None and _said(log, "ready") and not _said(log, "later")
-        ready = _said(log, "ready")[0]
-        assert " torch " in ready and "torchvision" not in ready, ready
+        assert z is not None and _said(log, "ready") and not _has_torchvision(z)
         z.later_after(2)
         _fork_one(z)
         time.sleep(0.5)
-        assert not _said(log, "later")
+        assert not _said(log, "later") and not _has_torchvision(z)
         _fork_one(z)
-        assert "torchvision" in _waited_for(log, "later")  # asked for after the second fork
+        assert "torchvision" in _waited_for(log, "later") and _has_torchvision(z)  # asked for after the second fork
         assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE
     finally:
         z.close()
-    for after in (5, 0):  # before the first fork that needs it (a torch DataLoader's), or the first fork of all (the default)
-        log.write_text("")
-        z = Zygote.start(log=str(log))
-        try:
-            z.later_after(after)
-            assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE
-            assert _said(log, "later"), after
-        finally:
-            z.close()
+    log.write_text("")
+    z = Zygote.launch(log=str(log)).ready()  # None: only a fork that needs it asks
+    try:
+        z.later_after(None)
+        _fork_one(z)
+        time.sleep(0.5)
+        assert not _said(log, "later")
+        assert run_trial(_spec(tiny_dataset), zygote=z).outcome is Outcome.COMPLETE  # a torch DataLoader's trial asks first
+        assert _said(log, "later") and _has_torchvision(z)
+    finally:
+        z.close()
+    log.write_text("")
+    z = Zygote.start(log=str(log))  # start: at once, before any fork
+    try:
+        assert "torchvision" in _waited_for(log, "later")
+    finally:
+        z.close()
+
+
+def test_a_torchvision_that_does_not_import_leaves_the_zygote_forking(tmp_path, monkeypatch):
+    """Imported after the zygote said it was ready, a torchvision that fails to import (a mismatched pair) ended the
+    zygote mid-run; now its trials that use it fail on their own, as spawned ones do, and the others run."""
+    fake = tmp_path / "site" / "torchvision"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.setenv("PYTHONPATH", f"{fake.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    log = tmp_path / "zygote.log"
+    z = Zygote.start(log=str(log))
+    try:
+        assert z is not None
+        for _ in range(300):
+            if "importing" in log.read_text():
+                break
+            time.sleep(0.1)
+        assert "torchvision::nms does not exist" in log.read_text()
+        _fork_one(z)
+        assert z.alive() and not z.importing()
+    finally:
+        z.close()

@@ -98,6 +98,9 @@ class LoaderBackend(abc.ABC):
     #: whether one trial process may measure its configs one after another (:mod:`autotune.trials.warm`): its import
     #: and device set-up, seconds a trial, are then paid once; the re-measurement is always in fresh processes
     reuses_process: ClassVar[bool] = False
+    #: whether its trial process uses torchvision (and PIL): the trials' pre-imported process imports them before
+    #: forking such a trial (:data:`autotune.trials.zygote.LATER`)
+    needs_torchvision: ClassVar[bool] = True
 
     # -- the YAML section ------------------------------------------------------------------------------
     def describe(self, loader: LoaderConfig) -> str:

@@ -296,6 +296,7 @@ class DaliBackend(LoaderBackend):
     smoke_checks = {"dali-cpu": ({"dali_device": "cpu", "num_threads": 1}, "cpu"), "dali-gpu": ({"dali_device": "gpu", "num_threads": 1}, "cuda")}
     decode_errors_unnamed = True  # DALI's decoder may fail without naming the file
     reuses_process = True  # its import, CUDA context and decoder set-up took most of a 4.6 s trial on an H200
+    needs_torchvision = False  # its decoding and augmentation are DALI's
     # preload_before_fork stays False: DALI's import sets up its allocators, and nothing CUDA may come before a fork
 
     def describe(self, loader: LoaderConfig) -> str:

@@ -196,6 +196,7 @@ class DaliUserBackend(LoaderBackend):
     label = "your DALI pipeline"
     install = DaliBackend.install
     reuses_process = True  # as DALI's own kind: the user's module, DALI and the device are set up once
+    needs_torchvision = False  # its decoding and augmentation are DALI's
 
     def describe(self, loader: LoaderConfig) -> str:
         o = loader.options
