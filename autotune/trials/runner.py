@@ -323,10 +323,9 @@ def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wai
 
 def needs_torchvision(spec: TrialSpec) -> bool:
     """Whether the trial of ``spec`` uses torchvision: a kind of loader that does (its own or a paired one's), or a model."""
-    from autotune.loaders.backends import BACKENDS
+    from autotune.loaders.backends import get_backend
 
-    kinds = [BACKENDS.get(getattr(c.backend, "value", str(c.backend))) for c in (spec.loader, *spec.paired)]
-    return spec.model is not None or any(k is None or k.needs_torchvision for k in kinds)
+    return spec.model is not None or any(get_backend(c.backend).needs_torchvision for c in (spec.loader, *spec.paired))
 
 
 def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zygote: Zygote | None) -> subprocess.Popen | ForkedTrial:
