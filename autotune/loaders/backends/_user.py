@@ -17,6 +17,7 @@ from autotune.config.sections import KNOB_BOUNDS, START_METHODS, TorchOptions, U
 from autotune.errors import UserError
 from autotune.loaders.backends._base import BatchLoader, LoaderBackend, MemoryParts, MemorySizes
 from autotune.loaders.backends._torch import TorchBackend, _seed_worker, worker_batch_word
+from autotune.loaders.threads import capped_worker_init
 
 if TYPE_CHECKING:
     from torch.utils.data import DataLoader
@@ -144,6 +145,7 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
                 kwargs["in_order"] = options.in_order
         if seed is not None and spec.worker_init_fn is None:
             kwargs["worker_init_fn"] = functools.partial(_seed_worker, seed)
+        kwargs["worker_init_fn"] = capped_worker_init(options.num_workers, kwargs["worker_init_fn"])  # OpenCV's threads: autotune.loaders.threads
         wb = options.joined_from(batch_size)
         if wb:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
             from autotune.loaders.joined import JoinedLoader
