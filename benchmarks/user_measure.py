@@ -2,7 +2,7 @@
 peer's settings, as a training script reads it.
 
 A Dataset (``--kind torch``) is read by ``torch.utils.data.DataLoader(dataset, batch_size=B, shuffle=True, **kwargs)``
-(no shuffle for an ``IterableDataset``); a DALI pipeline function (``--kind dali``) is built with
+(no shuffle for an ``IterableDataset``), or with ``--config`` by ``autotune.build_loader(dataset, cfg)``; a DALI pipeline function (``--kind dali``) is built with
 ``batch_size=B, device_id=..., **kwargs`` and read by ``DALIGenericIterator``. Every tensor of each batch is moved to
 ``--device``. After ``--warmup`` batches, the samples delivered in a window of ``--window`` seconds are counted (epochs
 start again as training's would). The result is one JSON line on stdout: ``{"samples_per_s", "samples", "seconds"}``.
@@ -28,6 +28,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--target", required=True, help="FILE.py:FUNC, the pipeline's function")
     p.add_argument("--kind", choices=("torch", "dali"), required=True)
     p.add_argument("--kwargs", default="{}", help="the peer's keywords (JSON): the DataLoader's, or the pipeline function's")
+    p.add_argument("--config", default=None, help="a tuned YAML: the Dataset read by autotune.build_loader(dataset, cfg) instead (--kind torch)")
     p.add_argument("--batch-size", type=int, required=True)
     p.add_argument("--device", default="cpu")
     p.add_argument("--warmup", type=int, default=2, help="batches before the window")
@@ -35,13 +36,19 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def torch_batches(target: str, kwargs: dict[str, Any], batch_size: int) -> Callable[[], Iterator[Any]]:
-    """An epoch's batches of the user's Dataset through a DataLoader with ``kwargs``, each call a new epoch."""
+def torch_batches(target: str, kwargs: dict[str, Any], batch_size: int, config: str | None = None) -> Callable[[], Iterator[Any]]:
+    """An epoch's batches of the user's Dataset through a DataLoader with ``kwargs``, each call a new epoch; with
+    ``config`` (a tuned YAML), through ``autotune.build_loader(dataset, cfg)``, as the docs tell a user to train with it."""
     from torch.utils.data import DataLoader, IterableDataset
 
     from autotune.dataset.user import dataset_spec
 
     spec = dataset_spec(target)
+    if config is not None:
+        import autotune
+
+        built = autotune.build_loader(spec, autotune.load_config(config))
+        return lambda: iter(built)
     stream = isinstance(spec.dataset, IterableDataset)
     extra = {"collate_fn": spec.collate_fn, "worker_init_fn": spec.worker_init_fn}
     kwargs = {**{k: v for k, v in extra.items() if v is not None}, **kwargs}
@@ -109,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     kwargs = json.loads(a.kwargs)
     if a.kind == "torch":
-        epoch = torch_batches(a.target, kwargs, a.batch_size)
+        epoch = torch_batches(a.target, kwargs, a.batch_size, a.config)
     else:
         epoch = dali_batches(a.target, kwargs, a.batch_size, a.device)
     batches = forever(epoch)

@@ -12,7 +12,8 @@ over its ``ImageDataset``, (c) Albumentations over OpenCV reads, (d) WebDataset 
    measurement a fresh process (``python -m user_measure``): warm-up batches, then a fixed window, the batches moved
    to the device. The peers, for a Dataset: the DataLoader's defaults (``num_workers=0``); 75 % of the cores, pinned,
    persistent workers; workers = the usable cores (affinity and CPU quota, autotune's ``usable_cpus``), pinned;
-   workers = ``os.cpu_count()``, pinned (more than the usable cores under a CPU quota); the tuned config. For the
+   workers = ``os.cpu_count()``, pinned (more than the usable cores under a CPU quota); the tuned config, read through
+   ``autotune.build_loader(dataset, cfg)`` as a user trains with it, and its keywords in a plain DataLoader. For the
    DALI function: DALI's usual start (``num_threads`` = min(cores, 8), ``prefetch_queue_depth`` 2,
    ``hw_decoder_load`` 0.65 on a GPU), threads = cores, = 75 % of the cores, = ``os.cpu_count()``; the tuned config.
    A peer equal to an earlier one here is measured once and its row says ``same_as``.
@@ -58,6 +59,10 @@ PIPELINES = {
 }
 LIMITS = ("none", "shm64m", "cpus4")
 GOAL = 0.97
+#: how the tuned config of a Dataset is read (what a user trains with: it caps OpenCV's threads in each worker,
+#: autotune.loaders.threads), and the peer that reads the same keywords through a plain DataLoader
+THROUGH = "autotune.build_loader(dataset, cfg)"
+PLAIN = "tuned keywords, plain DataLoader"
 START_S = 6.0  # a measurement's start-up and warm-up, for the estimate
 
 
@@ -171,10 +176,12 @@ def tune_account(log: Path) -> str:
     return next((ln.strip() for ln in reversed(lines) if ln.startswith("took ")), "")
 
 
-def measure_once(a: argparse.Namespace, target: str, kind: str, kwargs: dict[str, Any], device: str) -> tuple[float | None, str]:
-    """One measurement in a fresh process: (samples/s, "") or (None, its one-line error)."""
+def measure_once(a: argparse.Namespace, target: str, kind: str, kwargs: dict[str, Any], device: str, config: str | None = None) -> tuple[float | None, str]:
+    """One measurement in a fresh process: (samples/s, "") or (None, its one-line error); with ``config`` (a tuned YAML),
+    the Dataset read through ``autotune.build_loader``."""
     cmd = [sys.executable, "-m", "user_measure", "--target", target, "--kind", kind, "--kwargs", json.dumps(kwargs),
-           "--batch-size", str(a.batch_size), "--device", device, "--warmup", str(a.warmup), "--window", str(a.window)]
+           "--batch-size", str(a.batch_size), "--device", device, "--warmup", str(a.warmup), "--window", str(a.window),
+           *(["--config", config] if config else [])]
     env = harness.child_env(PYTHONPATH=os.pathsep.join(filter(None, [str(harness.ROOT), str(harness.BENCH), os.environ.get("PYTHONPATH")])))
     try:
         proc = subprocess.run(cmd, cwd=harness.ROOT, env=env, capture_output=True, text=True, timeout=a.timeout, check=False)
@@ -190,15 +197,16 @@ def measure_once(a: argparse.Namespace, target: str, kind: str, kwargs: dict[str
 
 
 def interleaved(a: argparse.Namespace, target: str, kind: str, cand: dict[str, dict[str, Any]], device: str,
-                rng: random.Random) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """Every peer once a round, in a new random order each round; the rates, and the last error of each peer that failed."""
+                rng: random.Random, through: dict[str, str] | None = None) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Every peer once a round, in a new random order each round; the rates, and the last error of each peer that failed.
+    ``through``: the peers read through ``autotune.build_loader``, and their YAML."""
     scores: dict[str, list[float]] = {k: [] for k in cand}
     errors: dict[str, str] = {}
     names = list(cand)
     for r in range(a.rounds):
         rng.shuffle(names)
         for k in names:
-            rate, err = measure_once(a, target, kind, cand[k], device)
+            rate, err = measure_once(a, target, kind, cand[k], device, (through or {}).get(k))
             if rate is None:
                 errors[k] = err
             else:
@@ -246,25 +254,32 @@ def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: d
     account = tune_account(ctx["work"] / f"{letter}-{ctx['run_id']}-tune.log")
     if account:
         note(f"  tuning: {account} (the process: {tune_s:.1f} s)")  # where the tuning's time went, by the run's own account
+    through: dict[str, str] = {}  # peers read through autotune.build_loader: their YAML
     if yaml_path is not None:
         cand["tuned"] = tuned_kwargs(yaml_path, kind)
         note(f"  tuned config: {json.dumps(cand['tuned'], sort_keys=True)}")  # in the log too, should the JSON not come back
+        if kind == "torch":  # read as the docs tell a user to train with it; its keywords in a plain DataLoader beside it
+            through["tuned"] = str(yaml_path)
+            cand[PLAIN] = dict(cand["tuned"])
     kept: dict[str, dict[str, Any]] = {}
     same: dict[str, str] = {}  # a peer equal to an earlier one here: measured once
     for k, kw in cand.items():
-        twin = next((j for j, v in kept.items() if v == kw), None) if k != "tuned" else None
+        twin = next((j for j, v in kept.items() if v == kw and j not in through), None) if k != "tuned" else None
         if twin is None:
             kept[k] = kw
         else:
             same[k] = twin
     cand = kept
-    scores, errors = interleaved(a, target, kind, cand, ctx["device"], ctx["rng"])
+    scores, errors = interleaved(a, target, kind, cand, ctx["device"], ctx["rng"], through)
     if yaml_path is None:  # a tuning that failed: a failed row
         scores["tuned"], errors["tuned"] = [], tune_err
     stamp = {"pipeline": f"{letter}: {name}", "machine": ctx["machine"], "limit": a.limit, "limit_how": a.limit_how,
              "tune_s": round(tune_s, 1), **({"tune_account": account} if account else {}), "batch_size": a.batch_size, "device": ctx["device"],
              "run_id": ctx["run_id"], "commit": ctx["commit"], "command": ctx["command"], "when": harness.utc_now()}
     rows = group_rows(cand, same, scores, errors, stamp, a.rounds)
+    for r in rows:
+        if r["peer"] in through:
+            r["through"] = THROUGH
     for path in filter(None, [a.json, a.also_write]):
         harness.append_rows(Path(path), rows)
     for r in rows:
@@ -374,6 +389,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             spread = f"{min(r['rounds']):,.0f}–{max(r['rounds']):,.0f}" if r["rounds"] else "–"
             frac = f"{100 * r['fraction_of_tuned']:.0f} %" if r.get("fraction_of_tuned") else "–"
             note_ = f"same as {r['same_as']}" if r.get("same_as") else (r.get("error") or "")[:120].replace("|", "/")
+            if r.get("through") and not note_:
+                note_ = f"read through `{r['through']}`"
             name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
             config = json.dumps(r["config"], separators=(",", ":")) if r.get("config") is not None else ""
             out.append(f"| {name} | `{config}` | {rate} | {spread} | {frac} | {note_} |")

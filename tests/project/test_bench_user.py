@@ -110,7 +110,12 @@ def test_the_benchmark_runs_end_to_end_and_appends_rows(tmp_path, tiny_dataset):
     assert rows[0] == {"pipeline": "older run"} and rows[1:] == json.loads(also.read_text())
     for letter in letters.split(","):
         group = [r for r in rows[1:] if r["pipeline"].startswith(f"{letter}:")]
-        assert {r["peer"] for r in group} >= {"bad", "tuned"} and len(group) == 6
+        assert {r["peer"] for r in group} >= {"bad", "tuned"} and len(group) == (7 if letter == "a" else 6)
+        tuned = next(r for r in group if r["peer"] == "tuned")
+        if letter == "a":  # a Dataset: its tuned config read as a user trains with it, and its keywords plainly beside it
+            plain = next(r for r in group if r["peer"] == user_pipelines.PLAIN)
+            assert tuned["through"] == user_pipelines.THROUGH and "through" not in plain and plain["config"] == tuned["config"]
+            assert not plain["failed"] and not plain.get("same_as")
         for r in group:
             assert ROW_KEYS <= set(r) and r["limit"] == "cpus4" and r["limit_how"] == "test" and r["batch_size"] == 4 and r["tune_s"] > 0
             assert r["failed"] == (r["samples_per_s"] is None) and (r["error"] is None) != r["failed"]
