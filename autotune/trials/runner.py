@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import logging
 import os
 import shutil
@@ -163,7 +164,8 @@ def run_trial(
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
         if sent:
-            result, last_value = _watch(proc, conn, monitor, start, timeout_s, on_intermediate, marks)
+            ended = functools.partial(_signal_if_ended, warm, flag) if beside and warm is not None else None  # a build beside that died
+            result, last_value = _watch(proc, conn, monitor, start, timeout_s, on_intermediate, marks, ended)
         if wp is not None and (not sent or (not marks and proc.poll() is not None) or (result is not None and result.outcome.is_memory)):
             # the warm process had ended as it waited, died before a window, or went over a budget with an earlier
             # trial's leftovers in it: the config gets a fresh process, and the time spent here counts
@@ -344,12 +346,22 @@ def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zyg
     )
 
 
+def _signal_if_ended(warm: WarmPool, flag: str | None) -> bool:
+    """Create ``flag`` once the process building beside a trial has ended without (it died in its build); whether it has."""
+    if not warm.ahead_ended():
+        return False
+    signal_built(flag)
+    return True
+
+
 def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Monitor, start: float, timeout_s: float,
-           on_intermediate: OnIntermediate | None, marks: dict[str, float] | None = None) -> tuple[TrialResult, float | None]:
+           on_intermediate: OnIntermediate | None, marks: dict[str, float] | None = None,
+           each_sample: Callable[[], object] | None = None) -> tuple[TrialResult, float | None]:
     """Sample the child against the budgets and relay its windows until it ends, is stopped or runs out of time.
 
     Returns how it ended and the last window's rate (None before the first window). ``marks`` gets ``first_window``
-    (seconds from ``start``) and ``from_child`` (the child sent the result itself).
+    (seconds from ``start``) and ``from_child`` (the child sent the result itself). ``each_sample`` is called with
+    each memory sample, until it returns something true.
     """
     marks = {} if marks is None else marks
     last_value: float | None = None
@@ -359,6 +371,8 @@ def _watch(proc: subprocess.Popen | ForkedTrial, conn: Connection, monitor: Moni
         if now >= next_sample:
             over = monitor.sample(proc.pid)
             next_sample = now + SAMPLE_S
+            if each_sample is not None and each_sample():
+                each_sample = None
             if over is not None:
                 return TrialResult(over, message=monitor.reason, extra={"over": monitor.over}), last_value
         if now - start > timeout_s:

@@ -149,6 +149,12 @@ class WarmPool:
         self._ahead = None
         return b
 
+    def ahead_ended(self) -> bool:
+        """Whether the process of the trial held built ahead has ended: one that died in its build (a native crash)
+        created no ``signal``, and the trial beside it would wait its whole ``BESIDE_WAIT_S``."""
+        proc = getattr(self._ahead.child, "proc", None) if self._ahead is not None else None
+        return proc is not None and proc.poll() is not None
+
     def drop_ahead(self) -> None:
         """Drop the trial held built ahead, if any: it is not measured."""
         b, self._ahead = self._ahead, None

@@ -266,3 +266,36 @@ def test_the_config_being_measured_is_not_built_again_and_a_failed_build_fails_n
         tuner.close()
     states = [t.state for t in tuner.study.trials]
     assert len(states) >= 3 and set(states) == {optuna.trial.TrialState.COMPLETE}, states
+
+
+class _DiesInItsBuild:
+    """A held trial's process that ends without creating its signal, as one killed by a native crash in its build."""
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+
+    def end(self, *_: object) -> None:
+        self.proc.wait()
+
+
+def test_a_build_beside_that_dies_without_its_signal_is_not_waited_out(tiny_dataset, tmp_path) -> None:
+    """A held process killed natively in its build created no signal: the trial beside it waited its whole 10 s."""
+    from autotune.trials.one_rank import BESIDE_WAIT_S
+    from autotune.trials.warm import BuiltAhead
+
+    ds = scan(tiny_dataset)
+    pool = WarmPool()
+
+    def beside(flag: str) -> bool:
+        pool.hold(BuiltAhead(_spec(ds, _dali(2), tmp_path / "1.log"), _DiesInItsBuild()))
+        return True
+
+    try:
+        result = run_trial(_spec(ds, _dali(1), tmp_path / "0.log"), timeout_s=60, warm=pool, after_begin=beside)
+    finally:
+        pool.close()
+    assert result.outcome is Outcome.COMPLETE
+    assert result.extra["beside_wait_s"] < BESIDE_WAIT_S / 2, result.extra
