@@ -48,6 +48,9 @@ def torch_batches(target: str, kwargs: dict[str, Any], batch_size: int, config: 
         import autotune
 
         built = autotune.build_loader(spec, autotune.load_config(config))
+        size = getattr(built, "joined_batch_size", built.batch_size)  # joined: the workers' smaller batches, joined
+        if size not in (None, batch_size):  # the row says --batch-size: it must be what was read
+            raise SystemExit(f"{config} builds batches of {size}, not --batch-size {batch_size}")
         return lambda: iter(built)
     stream = isinstance(spec.dataset, IterableDataset)
     extra = {"collate_fn": spec.collate_fn, "worker_init_fn": spec.worker_init_fn}
@@ -115,6 +118,8 @@ def measure(batches: Iterator[Any], device: str, warmup: int, window: float, non
 def main(argv: list[str] | None = None) -> int:
     a = _args(argv)
     kwargs = json.loads(a.kwargs)
+    if a.config and a.kind != "torch":
+        raise SystemExit("--config reads a Dataset through autotune.build_loader: it needs --kind torch")
     if a.kind == "torch":
         epoch = torch_batches(a.target, kwargs, a.batch_size, a.config)
     else:

@@ -344,7 +344,7 @@ def verdict(rs: list[dict[str, Any]]) -> tuple[str, bool, bool]:
     """The group's last line: tuned against the best peer; (line, meets the goal, beyond noise)."""
     rs = lost_rounds(rs)
     tuned = next((r for r in rs if r["peer"] == "tuned"), None)
-    done = [r for r in rs if r["peer"] != "tuned" and not r["failed"] and not r.get("same_as")]
+    done = [r for r in rs if r["peer"] not in ("tuned", PLAIN) and not r["failed"] and not r.get("same_as")]  # the usual settings
     best = max(done, key=lambda r: r["samples_per_s"], default=None)
     tune = f"tuned in {tuned['tune_s']:.0f} s" if tuned and tuned.get("tune_s") is not None else ""
     if tuned is None or tuned["failed"]:
@@ -357,6 +357,18 @@ def verdict(rs: list[dict[str, Any]]) -> tuple[str, bool, bool]:
     behind = best is not None and not clear and beyond_noise(best, [tuned])  # every tuned round slower than every round of the best peer
     noise = "beyond noise" if clear else "behind beyond noise" if behind else "within noise"
     return f"{head}: {'meets' if meets else 'misses'} the {100 * GOAL:.0f} % goal; {noise}; {tune}", meets, clear
+
+
+def plain_line(rs: list[dict[str, Any]]) -> list[str]:
+    """The tuned config read through build_loader against its own keywords in a plain DataLoader (no peer of the
+    verdict: the same settings), where both were measured."""
+    tuned = next((r for r in rs if r["peer"] == "tuned" and not r["failed"]), None)
+    plain = next((r for r in rs if r["peer"] == PLAIN and not r["failed"]), None)
+    if tuned is None or plain is None or not plain["samples_per_s"]:
+        return []
+    both = "every round faster" if beyond_noise(tuned, [plain]) else "every round slower" if beyond_noise(plain, [tuned]) else "within noise"
+    return ["", f"Through `{tuned.get('through', THROUGH)}`: {100 * tuned['samples_per_s'] / plain['samples_per_s']:.0f} % of the same "
+                f"keywords in a plain DataLoader ({both})."]
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -394,7 +406,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             name = f"**{r['peer']}**" if r["peer"] == "tuned" else r["peer"]
             config = json.dumps(r["config"], separators=(",", ":")) if r.get("config") is not None else ""
             out.append(f"| {name} | `{config}` | {rate} | {spread} | {frac} | {note_} |")
-        out += ["", f"Tuned: {line}", ""]
+        out += ["", f"Tuned: {line}", *plain_line(rs), ""]
     if groups:
         out += [f"The tuned config reaches {100 * GOAL:.0f} % of the best peer in {meets} of {len(groups)} groups, beyond noise in {clears}.", ""]
     out.append(f"<!-- /section: {KIND} -->")

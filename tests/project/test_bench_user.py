@@ -83,6 +83,18 @@ def test_within_noise_and_a_failed_tuning_are_said():
     assert line.startswith("tuned config failed (exit 1: boom)") and not meets and not clear
 
 
+def test_the_tuned_keywords_in_a_plain_dataloader_are_no_peer_of_the_verdict_but_a_line_of_their_own():
+    """The same settings as the tuned config: as the best peer, 97 % would no longer be against the settings users write."""
+    rs = [row("workers = cores, pinned", [900.0, 950.0, 940.0]), row(user_pipelines.PLAIN, [1000.0, 1010.0, 990.0]),
+          row("tuned", [960.0, 980.0, 970.0], through=user_pipelines.THROUGH)]
+    line, meets, clear = user_pipelines.verdict(rs)
+    assert line.startswith("**103 %** of the best peer (workers = cores, pinned)") and meets and clear
+    assert user_pipelines.plain_line(rs)[-1] == ("Through `autotune.build_loader(dataset, cfg)`: 97 % of the same keywords in a plain "
+                                                 "DataLoader (every round slower).")
+    table = user_pipelines.table(rs)
+    assert "read through `autotune.build_loader(dataset, cfg)`" in table and "97 % of the same keywords" in table
+
+
 def test_the_peers_follow_the_usable_cores_and_os_cpu_count():
     torch_peers = user_pipelines.peers("torch", cores=4, cpu_count=16, cuda=True)
     assert torch_peers["DataLoader defaults"] == {}

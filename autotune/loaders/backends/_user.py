@@ -145,7 +145,8 @@ def dataloader(spec: DatasetSpec, options: TorchOptions, batch_size: int, device
                 kwargs["in_order"] = options.in_order
         if seed is not None and spec.worker_init_fn is None:
             kwargs["worker_init_fn"] = functools.partial(_seed_worker, seed)
-        kwargs["worker_init_fn"] = capped_worker_init(options.num_workers, kwargs["worker_init_fn"])  # OpenCV's threads: autotune.loaders.threads
+        start = getattr(options, "multiprocessing_context", None) or default_start_method()
+        kwargs["worker_init_fn"] = capped_worker_init(options.num_workers, start, kwargs["worker_init_fn"])  # OpenCV's: loaders.threads
         wb = options.joined_from(batch_size)
         if wb:  # a /dev/shm too small for whole batches: the workers' smaller ones, joined here
             from autotune.loaders.joined import JoinedLoader
