@@ -237,8 +237,10 @@ def group_rows(cand: dict[str, dict[str, Any]], same: dict[str, str], scores: di
 
 
 def estimate_s(a: argparse.Namespace, letters: list[str]) -> float:
-    """Seconds the run should take: the tuning (budget + start-up) and every measurement (start-up + window)."""
-    return len(letters) * ((a.budget + 20) + a.rounds * 5 * (START_S + a.window))
+    """Seconds the run should take: the tuning (budget + start-up) and every measurement (start-up + window): five
+    peers of a DALI function, six of a Dataset (its tuned keywords also in a plain DataLoader)."""
+    per_round = sum(5 if PIPELINES[x][2] == "dali" else 6 for x in letters)
+    return len(letters) * (a.budget + 20) + a.rounds * per_round * (START_S + a.window)
 
 
 def run_pipeline(a: argparse.Namespace, letter: str, run_args: list[str], ctx: dict[str, Any]) -> list[dict[str, Any]]:
