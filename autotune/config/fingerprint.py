@@ -94,6 +94,12 @@ def usable_cpus() -> int:
     return max(1, n)
 
 
+def local_ranks() -> int:
+    """The loaders this node runs at once: ``LOCAL_WORLD_SIZE`` under torchrun, else one."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
+
+
 def shm_bytes() -> int | None:
     try:
         return shutil.disk_usage("/dev/shm").total

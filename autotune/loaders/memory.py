@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from autotune.config.fingerprint import local_ranks as local_ranks  # the node's loaders, as this module's callers read them
 from autotune.loaders.backends import CUDA_CONTEXT_MIB as CUDA_CONTEXT_MIB  # the size every GPU estimate starts from
 from autotune.loaders.backends import MemorySizes, get_backend
 
@@ -112,14 +113,6 @@ def refit_shm(loader: LoaderConfig, dataset: Dataset, shm_mib: float | None, pip
     if shm_mib is None or float(estimate(loader, dataset, pipeline, device, ranks)["shm_mib"]) <= shm_mib:
         return None
     return fit_shm(loader, dataset, shm_mib, pipeline, device, ranks)
-
-
-def local_ranks() -> int:
-    """The loaders this node runs at once: ``LOCAL_WORLD_SIZE`` under torchrun, else one."""
-    import os
-
-    local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    return int(local) if local.isdigit() and 1 <= int(local) <= 1024 else 1
 
 
 def fit_here(loader: LoaderConfig, dataset: Dataset, pipeline: str, device: str, where: str) -> LoaderConfig:

@@ -36,11 +36,10 @@ def worker_threads(num_workers: int, cores: int | None = None) -> int:
     """Native threads each of ``num_workers`` workers may run: its share of ``cores`` (default: the usable cores,
     affinity and cgroup quota counted, shared by the node's ranks unless a launcher pinned each to its own), at least 1."""
     if cores is None:
-        from autotune.config.fingerprint import usable_cpus
-        from autotune.loaders.memory import local_ranks
+        from autotune.config import fingerprint
 
-        cores = usable_cpus()
-        ranks = local_ranks()
+        cores = fingerprint.usable_cpus()
+        ranks = fingerprint.local_ranks()
         if ranks > 1 and len(os.sched_getaffinity(0)) >= (os.cpu_count() or 1):
             cores = max(1, cores // ranks)
     return max(1, cores // max(1, num_workers))
