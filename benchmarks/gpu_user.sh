@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The user's own pipelines on the H200 (benchmarks/user_pipelines.py), in stages of one call each, every pipeline's rows
-# appended to $OUT/user-pipelines.json (or OUTDIR) as soon as it is done; logs beside them. Run as root from the
-# repository's root, e.g. `STAGE=none PIPES=a,b bash benchmarks/gpu_user.sh`; back here:
+# appended to $OUT/user-pipelines.json (or OUTDIR) as soon as it is done; the stage's log beside them, and the
+# tunings' own logs and studies in tune.tgz. Run as root from the repository's root, e.g. `STAGE=none PIPES=a,b bash
+# benchmarks/gpu_user.sh` (its own output to a file outside OUTDIR: the stage's log there has the stage's name); back here:
 #   python benchmarks/user_pipelines.py --merge OUT/user-pipelines.json && python benchmarks/user_pipelines.py --table
 #
-# Stages (each pipeline: a 60 s `autotune run`, then 5 peers x 3 rounds of 4 s windows, about 4 minutes):
+# Stages (each pipeline: a 60 s `autotune run`, then 6 peers of a Dataset (5 of a DALI function) x 3 rounds of 4 s
+# windows, about 4 minutes):
 #  none: limit none, the pipelines in PIPES (default a,b,c,d,e: about 20 minutes; within one call of under nine
 #        minutes, run it three times: PIPES=a,b, PIPES=c,d, PIPES=e)
 #  shm:  /dev/shm remounted at 64 MiB (`mount -o remount,size=64m /dev/shm`, the old size put back on exit), PIPES
@@ -84,6 +86,7 @@ cpus)
   echo "STAGE must be none, shm or cpus"; exit 2
   ;;
 esac
-cp /tmp/user-bench/*-tune.log "$out"/ 2>/dev/null  # each tuning's own lines (its trials): the machine's /tmp goes with it
-cp /tmp/user-bench/studies.db "$out"/ 2>/dev/null   # every tuning's trials, with where their seconds went (autotune show)
-tail -n 3 "$out"/*.log; ls -la "$out"
+# each tuning's own lines (its trials) and every tuning's trials with where their seconds went (autotune show), as one
+# file: the machine's /tmp goes with it, and a call brings back at most 8 files (a JSON beside more was lost)
+(cd /tmp/user-bench && tar czf "$out/tune.tgz" ./*-tune.log studies.db 2>/dev/null)
+tail -n 3 /tmp/user-bench/*-tune.log "$out"/*.log; ls -la "$out"
