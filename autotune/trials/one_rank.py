@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ def measure_rank(
     if spec.wait_for is not None:  # a build beside this trial: its windows wait for it, so that it slows none of them
         waited = wait_for_file(spec.wait_for, BESIDE_WAIT_S)
         extra.update(beside_wait_s=round(waited, 3), beside_ready_at=time.time())
+        with contextlib.suppress(OSError):  # for the parent, should it stop this trial after a window (its payload never comes)
+            Path(waited_file(spec.wait_for)).write_text(str(waited))
 
     restarts = backend.restarts_each_epoch(spec.loader) and not getattr(spec.model, "resident", False)
     epoch_samples = _epoch_samples(loader, spec.loader.batch_size) if restarts else None
@@ -115,6 +118,11 @@ def measure_rank(
 #: the longest a trial's windows wait for the build beside them (a build that hangs is not waited out: the trial is
 #: measured then, beside it)
 BESIDE_WAIT_S = 10.0
+
+
+def waited_file(flag: str) -> str:
+    """Where a trial whose windows waited for ``flag`` (a build beside it) writes the seconds it waited."""
+    return flag + ".waited"
 
 
 def signal_built(path: str | None) -> None:

@@ -22,13 +22,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import STOP_SIGNALS
 from autotune.outcomes import Outcome, died_of
 from autotune.trials import logs
 from autotune.trials.guard import Budgets, Monitor
-from autotune.trials.one_rank import signal_built
+from autotune.trials.one_rank import signal_built, waited_file
 from autotune.trials.owner import owner_gone, this_owner
 from autotune.trials.spec import TrialResult, TrialSpec
 from autotune.trials.tree import kill_tree
@@ -166,6 +167,7 @@ def run_trial(
         if sent:
             ended = functools.partial(_signal_if_ended, warm, flag) if beside and warm is not None else None  # a build beside that died
             result, last_value = _watch(proc, conn, monitor, start, timeout_s, on_intermediate, marks, ended)
+            result = _waited_beside(result, flag) if beside else result
         if wp is not None and (not sent or (not marks and proc.poll() is not None) or (result is not None and result.outcome.is_memory)):
             # the warm process had ended as it waited, died before a window, or went over a budget with an earlier
             # trial's leftovers in it: the config gets a fresh process, and the time spent here counts
@@ -175,8 +177,7 @@ def run_trial(
         elif key is not None and result is not None:
             child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor)
     finally:
-        # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM
-        # that arrives meanwhile is delivered once they are
+        # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM meanwhile comes after
         with deferred_signals():
             child.end(result, monitor, warm)
         if flag is not None and (result is not None or sys.exc_info()[0] is not None):
@@ -344,6 +345,15 @@ def _start_child(spec: TrialSpec, theirs: socket.socket, log_fd: int | None, zyg
         stdout=log_fd, stderr=log_fd,  # None: the tuner's own
         start_new_session=True,  # its own process group: Ctrl-C reaches the tuner only, and killpg reaches every worker
     )
+
+
+def _waited_beside(result: TrialResult, flag: str | None) -> TrialResult:
+    """``result`` with ``beside_wait_s``, the seconds its windows waited for the build beside it: the child's payload
+    has them, and a trial stopped after a window (pruned) left them in ``flag``'s ``.waited`` file."""
+    if flag is not None and "beside_wait_s" not in result.extra:
+        with contextlib.suppress(OSError, ValueError):
+            result.extra["beside_wait_s"] = round(float(Path(waited_file(flag)).read_text()), 3)
+    return result
 
 
 def _signal_if_ended(warm: WarmPool, flag: str | None) -> bool:

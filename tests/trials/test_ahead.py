@@ -299,3 +299,27 @@ def test_a_build_beside_that_dies_without_its_signal_is_not_waited_out(tiny_data
         pool.close()
     assert result.outcome is Outcome.COMPLETE
     assert result.extra["beside_wait_s"] < BESIDE_WAIT_S / 2, result.extra
+
+
+def test_a_trial_pruned_after_a_window_still_says_what_it_waited_for_the_build_beside_it(tiny_dataset, tmp_path) -> None:
+    """Its payload never comes (the parent stops it after the window): beside_wait_s was missing, so what the overlap
+    hid was told the larger by it."""
+    import threading
+
+    from autotune.trials.runner import WindowVerdict
+
+    ds = scan(tiny_dataset)
+
+    def beside(flag: str) -> bool:  # a build beside the trial that ends 6 s after it began: after the trial's own build
+        threading.Timer(6.0, lambda: Path(flag).touch()).start()
+        return True
+
+    pool = WarmPool()
+    try:
+        pruned = run_trial(_spec(ds, _dali(1), tmp_path / "0.log"), timeout_s=60, warm=pool, after_begin=beside,
+                           on_intermediate=lambda step, value: WindowVerdict.PRUNE)
+    finally:
+        pool.close()
+    assert pruned.outcome is Outcome.PRUNED
+    assert 0.0 < pruned.extra["beside_wait_s"] < 6.5, pruned.extra
+    assert pool.waited_s == pruned.extra["beside_wait_s"]
