@@ -165,7 +165,7 @@ def run_trial(
         proc, conn = child.proc, child.conn
         assert proc is not None and conn is not None  # begun
         if sent:
-            ended = functools.partial(_signal_if_ended, warm, flag) if beside and warm is not None else None  # a build beside that died
+            ended = functools.partial(_signal_if_ended, warm, flag) if beside and warm is not None and flag else None  # a build beside that died
             result, last_value = _watch(proc, conn, monitor, start, timeout_s, on_intermediate, marks, ended)
             result = _waited_beside(result, flag) if beside else result
         if wp is not None and (not sent or (not marks and proc.poll() is not None) or (result is not None and result.outcome.is_memory)):
@@ -356,8 +356,11 @@ def _waited_beside(result: TrialResult, flag: str | None) -> TrialResult:
     return result
 
 
-def _signal_if_ended(warm: WarmPool, flag: str | None) -> bool:
-    """Create ``flag`` once the process building beside a trial has ended without (it died in its build); whether it has."""
+def _signal_if_ended(warm: WarmPool, flag: str) -> bool:
+    """Create ``flag`` once the process building beside a trial has ended without (it died in its build); whether
+    ``flag`` is there (then nothing is left to watch)."""
+    if os.path.exists(flag):
+        return True
     if not warm.ahead_ended():
         return False
     signal_built(flag)
