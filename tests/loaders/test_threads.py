@@ -107,6 +107,7 @@ def test_the_share_is_at_least_one_thread_and_the_nodes_ranks_share_the_cores(mo
     assert worker_threads(4) == 2
 
 
+@pytest.mark.slow
 def test_a_real_opencv_pool_run_before_the_fork_does_not_hang_the_workers(tmp_path) -> None:
     """OpenCV's pool run in the training process, idle, then a fork loader of 2 workers whose share is one thread:
     setNumThreads(1) in the workers never returned (a loader of 0 workers, then one of 2, hung its first batch)."""

@@ -301,6 +301,7 @@ def test_a_build_beside_that_dies_without_its_signal_is_not_waited_out(tiny_data
     assert result.extra["beside_wait_s"] < BESIDE_WAIT_S / 2, result.extra
 
 
+@pytest.mark.slow
 def test_a_trial_pruned_after_a_window_still_says_what_it_waited_for_the_build_beside_it(tiny_dataset, tmp_path) -> None:
     """Its payload never comes (the parent stops it after the window): beside_wait_s was missing, so what the overlap
     hid was told the larger by it."""
