@@ -125,11 +125,9 @@ class CandidateSource:
             self.study.set_user_attr(k, v)
         for params in first:
             self._enqueue(params, "user")
-        # on a GPU, every JPEG on the hardware decoder first: it keeps the GPU's cores for the training step, which a
-        # loader that decodes on them slows without the loop ever waiting for data (on an H200 with ResNet-50 the
-        # offline study picked it, 1.9 % ahead of DALI's usual 0.65 share: benchmarks/RESULTS.md); then DALI's
-        # usual start, then the torch heuristic
-        order = ("dali-hw", "dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
+        # on a GPU, the mixed-decode start first (the steadiest of DALI's starts across fresh processes: the loader's
+        # starting_points), then DALI's usual start, then the torch heuristic; the user's step scores them all
+        order = ("dali-mixed", "dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
         for role in order:
             if role in base and backend_of(base[role]) in space.backends():
                 self._enqueue(base[role], role)

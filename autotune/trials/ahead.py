@@ -13,7 +13,7 @@ What keeps this honest:
   the file k+1 creates as its build ends or fails, ``TrialSpec.signal``; ``beside_wait_s``: the wait; at most
   ``one_rank.BESIDE_WAIT_S``, so that a build that hangs is not waited out), and nothing is built beside k+1, which
   has no build of its own left to overlap. When a build beside a trial's windows was allowed,
-  the first trial of a default run (the hardware-decoder start, with DALI's usual start built beside it) read under
+  the first trial of a default run (then the hardware-decoder start, with DALI's usual start built beside it) read under
   23k images/s in 6 of 11 runs on an H100 and an H200, and in 1 of 5 without; the same config re-measured in three
   interleaved rounds read 27.8-29.6k (benchmarks/gpu-logs/h100-2026-12-06-search).
 - Only a kind that reuses its process (:func:`~autotune.trials.warm.reuse_key`: DALI's two) is built ahead: a torch

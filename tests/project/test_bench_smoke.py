@@ -358,3 +358,21 @@ def test_the_paired_noise_benchmark_writes_every_repetition_and_the_verdicts(tmp
     assert all(r["ratio"] > 0 and r["verdict"] in ("alike", "b faster", "b slower") for r in got["rows"])
     assert len(got["rows"][0]["rounds"]) == 2 and set(got["summary"]) == {"paired", "fresh", "null"}
     assert got["command"].startswith("python benchmarks/paired_noise.py --dataset ")
+
+
+def test_start_spread_reads_every_compare_and_puts_the_steadiest_first(tmp_path):
+    start_spread = pytest.importorskip("start_spread")
+    logs = []
+    for i, (a, b) in enumerate([(25_000, 14_000), (26_000, 30_000), (24_000, 25_000)]):
+        log = tmp_path / f"c{i}" / "compare.log"
+        log.parent.mkdir()
+        log.write_text(f"compare: 2 configs, 1 rounds, interleaved\nround 1/1 dali-gpu steady: {a:,}/s\nround 1/1 dali-gpu wild: {b:,}/s\n"
+                       + ("round 1/1 once: 1/s\n" if i == 0 else "") + "compare: wrote the section 'time to quality, gpu: 1x NVIDIA H100 80GB HBM3, 16 cores' of x\n")
+        logs.append(log)
+    text = start_spread.section(logs, 3, "cmd")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [r.split("`")[1] for r in rows] == ["dali-gpu steady", "dali-gpu wild"]  # `once`: read once, no row
+    assert "| 3 (3 compares) | 25,000 |" in rows[0] and "14,000-30,000" in rows[1] and "(H100;" in text
+    results = tmp_path / "RESULTS.md"
+    assert start_spread.main([*map(str, logs), "--least", "3", "--results", str(results)]) == 0
+    assert "## The starts across fresh processes" in results.read_text()

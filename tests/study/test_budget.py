@@ -136,7 +136,7 @@ def test_the_queued_torch_defaults_are_measured_when_a_trial_fits(setup_s, measu
     re-measurement with the torch defaults (queued fourth, a 3 s trial) not measured: the YAML had no speedup. The
     defaults still run where the quickest trial and the smallest re-measurement fit; never in its place."""
     clock, b, cb, study, stopped = _stopping_study()
-    queue = ((5.0, 25985.0, "dali-hw"), (8.0, 21774.0, "dali-heuristic"), (6.0, 3146.0, "heuristic"), (3.0, 250.0, "defaults"), (6.0, 20000.0, None))
+    queue = ((5.0, 25985.0, "dali-mixed"), (8.0, 21774.0, "dali-heuristic"), (6.0, 3146.0, "heuristic"), (3.0, 250.0, "defaults"), (6.0, 20000.0, None))
     for *_, role in queue[:4]:
         study.enqueue_trial({}, user_attrs={"role": role})
     clock.now += setup_s
@@ -151,7 +151,7 @@ def test_the_queued_torch_defaults_are_measured_when_a_trial_fits(setup_s, measu
             break
     ran = [trial_attrs(t).get("role") for t in study.trials if t.state is optuna.trial.TrialState.COMPLETE]
     # the heuristic ran (the YAML's torch fallback), then the defaults only where they fit before the re-measurement
-    assert ran == ["dali-hw", "dali-heuristic", "heuristic", *(["defaults"] if measured else [])]
+    assert ran == ["dali-mixed", "dali-heuristic", "heuristic", *(["defaults"] if measured else [])]
     assert b.confirm_fit(2, 1, cost=b.contender_cost(study, 2)) == (2, 1)  # the top two re-measured once, as planned
 
 

@@ -44,7 +44,7 @@ def _loader(params: dict[str, Any], **kw: Any) -> LoaderConfig:
 
 
 def test_a_kind_far_below_the_leader_is_dominated_and_the_leader_never_is() -> None:
-    study = _study(_trial(GPU, 24_000, "dali-hw"), _trial(TORCH, 3_500, "heuristic"), _trial({**TORCH, "num_workers": 0}, 300, "defaults"))
+    study = _study(_trial(GPU, 24_000, "dali-mixed"), _trial(TORCH, 3_500, "heuristic"), _trial({**TORCH, "num_workers": 0}, 300, "defaults"))
     why = dominated(study, _loader(TORCH, num_workers=7), number=99)
     assert why is not None and why.startswith("torch is dominated") and "24,000" in why and "3,500" in why
     assert dominated(study, _loader(GPU, num_threads=8), number=99) is None
@@ -59,7 +59,7 @@ def test_within_the_margin_nothing_is_dominated() -> None:
 
 
 def test_a_kind_without_a_starting_point_is_judged_only_after_two_configs() -> None:
-    gpu, cpu1 = _trial(GPU, 24_000, "dali-hw"), _trial(CPU, 1_900, pruned=True)  # a pruned trial's windows count as its level
+    gpu, cpu1 = _trial(GPU, 24_000, "dali-mixed"), _trial(CPU, 1_900, pruned=True)  # a pruned trial's windows count as its level
     assert dominated(_study(gpu, cpu1), _loader(CPU, num_threads=16), number=99) is None
     cpu2 = _trial({**CPU, "num_threads": 5}, 2_400)
     assert dominated(_study(gpu, cpu1, cpu2), _loader(CPU, num_threads=16), number=99) is not None
@@ -68,7 +68,7 @@ def test_a_kind_without_a_starting_point_is_judged_only_after_two_configs() -> N
 def test_one_cpu_decoding_config_is_enough_when_even_all_the_cores_could_not_close_the_gap() -> None:
     """The H200's runs measured two DALI CPU configs (of 5 s and 6 s) before leaving a kind 5x behind DALI's GPU decode:
     one config's rate, grown in proportion to the cores over its decoding threads, bounds what the kind can do."""
-    gpu, cpu = _trial(GPU, 26_769, "dali-hw"), _trial(CPU, 1_008)  # 2 threads: at most 8,064 on 16 cores
+    gpu, cpu = _trial(GPU, 26_769, "dali-mixed"), _trial(CPU, 1_008)  # 2 threads: at most 8,064 on 16 cores
     why = dominated(_study(gpu, cpu), _loader(CPU, num_threads=16), number=99, cores=16)
     assert why is not None and "one measured config read 1,008" in why and "at most 8,064 with all 16 cores" in why
     assert dominated(_study(gpu, cpu), _loader(CPU, num_threads=16), number=99) is None  # no cores given: two configs, as before
@@ -87,7 +87,7 @@ def test_the_trial_itself_and_told_trials_are_no_evidence() -> None:
     told.user_attrs["result"] = {"outcome": Outcome.DOMINATED.value}
     study = _study(told, _trial(TORCH, 3_500, "heuristic"))
     assert dominated(study, _loader(TORCH, num_workers=7), number=99) is None
-    study = _study(_trial(GPU, 24_000, "dali-hw"), _trial(TORCH, 3_500, "heuristic"))
+    study = _study(_trial(GPU, 24_000, "dali-mixed"), _trial(TORCH, 3_500, "heuristic"))
     assert dominated(study, _loader(TORCH), number=1) is None  # trial 1 is the torch start: the only torch evidence
 
 
@@ -106,7 +106,7 @@ def test_a_config_the_search_cannot_pick_or_a_memory_failure_leads_nothing() -> 
     reference.user_attrs["outside_space"] = True
     over = _trial({**GPU, "num_threads": 16}, 90_000, pruned=True)
     over.user_attrs["result"] = {"outcome": Outcome.OOM_HOST.value}
-    study = _study(reference, over, _trial(GPU, 9_000, "dali-hw"), _trial(CPU, 2_000, "dali-heuristic"))
+    study = _study(reference, over, _trial(GPU, 9_000, "dali-mixed"), _trial(CPU, 2_000, "dali-heuristic"))
     assert dominated(study, _loader(GPU, num_threads=8), number=99) is None
     assert dominated(study, _loader(CPU, num_threads=4), number=99) is not None  # 9,000 against 2,000: DALI's GPU leads
 

@@ -226,7 +226,7 @@ def test_a_queued_dali_start_is_built_ahead_but_the_reference_keeps_its_place(ti
     torch_loader = LoaderConfig.from_params({"backend": "torch", "batch_size": 8, "num_workers": 1})
     assert tuner._may_build_ahead(_dali(1)) and not tuner._may_build_ahead(torch_loader)  # nothing is built beside a torch trial
     tuner._searching = False
-    for threads, queue, role in ((1, 1, "dali-hw"), (2, 2, "dali-heuristic"), (2, 3, "warm-start")):
+    for threads, queue, role in ((1, 1, "dali-mixed"), (2, 2, "dali-heuristic"), (2, 3, "warm-start")):
         tuner._enqueue(_dali(threads, queue).to_params(), role)
     tuner._enqueue({"backend": "torch", "batch_size": 8, "num_workers": 0}, "defaults")  # the speedup's reference
     try:
@@ -234,7 +234,7 @@ def test_a_queued_dali_start_is_built_ahead_but_the_reference_keeps_its_place(ti
     finally:
         tuner.close()
     trials = tuner.study.trials
-    assert [trial_attrs(t).get("role") for t in trials[:4]] == ["dali-hw", "dali-heuristic", "warm-start", "defaults"]
+    assert [trial_attrs(t).get("role") for t in trials[:4]] == ["dali-mixed", "dali-heuristic", "warm-start", "defaults"]
     ahead = [bool(_result(t).get("built_ahead_s")) for t in trials]
     assert ahead[:4] == [False, True, False, False]  # 1: built during 0; 2: the reference came next after it, so not asked
     assert any(ahead[4:]), "a sampled trial is built during a DALI trial"

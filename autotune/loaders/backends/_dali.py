@@ -53,8 +53,10 @@ NVJPEG_HOST_PADDING_MIB = NVJPEG_HOST_PADDING / 2**20  # pinned
 #: DALI's usual starting point: a thread per core, up to this many (more threads start slowly and rarely help:
 #: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
 USUAL_THREADS = 8
-#: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
-HW_THREADS = 4
+#: the mixed-decode start: three quarters of the cores, up to this many threads (they read the files and do the CPU
+#: half of the CUDA decoder's work), and this share of the JPEGs on the hardware decoder
+MIXED_THREADS = 12
+MIXED_HW_LOAD = 0.5
 
 
 def _is_utf8(path: str) -> bool:
@@ -320,8 +322,9 @@ class DaliBackend(LoaderBackend):
 
     def starting_points(self, space: Any, *, batch_sizes: tuple[int, ...], cores: int, cuda: bool) -> dict[str, dict[str, Any]]:
         """NVIDIA's example settings (``dali-heuristic``): a thread per core, DALI's own queue depth and hardware-decoder
-        share, GPU decode when there is a GPU, a middle batch size; with GPU decode also every JPEG on the hardware
-        decoder at the largest batch (``dali-hw``)."""
+        share, GPU decode when there is a GPU, a middle batch size; with GPU decode also the mixed-decode start
+        (``dali-mixed``): the largest batch, three quarters of the cores (up to :data:`MIXED_THREADS`), half of the
+        JPEGs on the hardware decoder."""
         usual: dict[str, Any] = {"backend": "dali", "batch_size": sorted(batch_sizes)[len(batch_sizes) // 2],
                                  "num_threads": _threads_in(space, min(cores, USUAL_THREADS)), "prefetch_queue_depth": 2}
         if "dali_device" in space:
@@ -330,12 +333,14 @@ class DaliBackend(LoaderBackend):
                 usual["hw_decoder_load"] = 0.65
         out = {"dali-heuristic": usual}
         if usual.get("dali_device") == "gpu":
-            # GPU decode's other usual start: every JPEG on the hardware decoder (H100/H200-class GPUs have several
-            # engines), the largest batch, a few threads (they only read files). On an H200 it scored 27,125
-            # images/s against 22,625 for NVIDIA's 0.65 share (benchmarks/RESULTS.md, time to quality)
-            hw = {**usual, "batch_size": max(batch_sizes), "num_threads": _threads_in(space, min(cores, HW_THREADS)), "hw_decoder_load": 1.0}
-            if hw != usual:
-                out["dali-hw"] = hw
+            # GPU decode's other start. Every JPEG on the hardware decoder (4 threads, the start before this one) read
+            # 13,798-30,303 images/s in 21 fresh processes of seven interleaved compares on an H200 and an H100 (median
+            # 24,551); this one read 19,381-28,487 (median 25,544), the steadiest and the fastest of DALI's starts there
+            # (benchmarks/start_spread.py; benchmarks/RESULTS.md, "The starts across fresh processes")
+            threads = _threads_in(space, min(max(1, cores * 3 // 4), MIXED_THREADS))
+            mixed = {**usual, "batch_size": max(batch_sizes), "num_threads": threads, "hw_decoder_load": MIXED_HW_LOAD}
+            if mixed != usual:
+                out["dali-mixed"] = mixed
         return out
 
     def unfit(self, params: Mapping[str, Any], device: str) -> str | None:

@@ -222,3 +222,20 @@ def test_mixed_decoder_gives_rgb_like_pil_for_odd_images(odd_images: Path, deep_
     diff = (x_dali.mean(dim=(2, 3)) - x_torch.mean(dim=(2, 3))).abs().amax(dim=1)
     bad = [os.path.basename(ds.files[i]) for i in range(len(ds)) if diff[i] > 0.03]
     assert not bad, f"differ from PIL: {bad} ({diff.tolist()})"
+
+
+@pytest.mark.parametrize(("cores", "threads"), [(16, 12), (4, 3), (32, 12), (1, 1)])
+def test_gpu_decode_starts_with_the_mixed_decode_start_beside_dalis_usual_one(cores: int, threads: int) -> None:
+    """With GPU decode, the second start is the largest batch, three quarters of the cores (at most 12 threads), half of
+    the JPEGs on the hardware decoder: every JPEG on it with 4 threads spread twice as wide between fresh processes."""
+    from autotune.study.space import load_space
+
+    space = load_space("default", cores=cores, device="cuda", dali=True)
+    starts = get_backend("dali").starting_points(space, batch_sizes=(64, 128, 256), cores=cores, cuda=True)
+    assert starts["dali-mixed"] == {"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": threads,
+                                    "prefetch_queue_depth": 2, "hw_decoder_load": 0.5}
+    assert starts["dali-heuristic"]["hw_decoder_load"] == 0.65 and starts["dali-heuristic"]["batch_size"] == 128
+    assert "dali-hw" not in starts
+    on_cpu = get_backend("dali").starting_points(load_space("default", cores=cores, device="cpu", dali=True),
+                                                 batch_sizes=(64, 128, 256), cores=cores, cuda=False)
+    assert list(on_cpu) == ["dali-heuristic"]  # DALI's CPU decode has one start
