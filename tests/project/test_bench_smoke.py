@@ -367,7 +367,8 @@ def test_start_spread_reads_every_compare_and_puts_the_steadiest_first(tmp_path)
         log = tmp_path / f"c{i}" / "compare.log"
         log.parent.mkdir()
         log.write_text(f"compare: 2 configs, 1 rounds, interleaved\nround 1/1 dali-gpu steady: {a:,}/s\nround 1/1 dali-gpu wild: {b:,}/s\n"
-                       + ("round 1/1 once: 1/s\n" if i == 0 else "") + "compare: wrote the section 'time to quality, gpu: 1x NVIDIA H100 80GB HBM3, 16 cores' of x\n")
+                       + ("round 1/1 once: 1/s\n" if i == 0 else "")
+                       + "compare: wrote the section 'time to quality, gpu: 1x NVIDIA H100 80GB HBM3, 16 cores' of x\n")
         logs.append(log)
     text = start_spread.section(logs, 3, "cmd")
     rows = [line for line in text.splitlines() if line.startswith("| `")]
