@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-KEYS = ("duration_s", "startup_s", "build_s", "warmup_s", "built_ahead_s", "close_s", "release_s", "saved_s", "warm_process")
+KEYS = ("duration_s", "startup_s", "build_s", "warmup_s", "built_ahead_s", "beside_wait_s", "close_s", "release_s", "saved_s", "warm_process")
 
 
 def describe(url: str) -> list[str]:
