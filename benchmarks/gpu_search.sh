@@ -5,6 +5,8 @@
 #   AUTOTUNE_BENCH_COMMIT=<sent commit> STAGE=default bash benchmarks/gpu_search.sh
 # then STAGE=grid (run it again while it exits 3: it resumes), STAGE=methods, STAGE=compare. Back here:
 #   cp OUT/h200-search.json benchmarks/results/h200-search.json && python benchmarks/headlines.py
+# and, with the compare's log kept under benchmarks/gpu-logs/<machine>-<date>-search*/compare.log,
+#   python benchmarks/start_spread.py --results benchmarks/RESULTS.md
 #
 # Stages:
 #  default:  two default 60 s runs back to back on DATA (the first probes torch, the second reads the remembered
