@@ -54,8 +54,8 @@ def starts(cores: int, cuda: bool) -> dict[str, str]:
         if backend.reference or backend.name in space.backends():
             for role, params in backend.starting_points(space, batch_sizes=sizes, cores=cores, cuda=cuda).items():
                 out[LoaderConfig.from_params(params).describe()] = role
-    if cuda:  # the start the mixed-decode one replaced (every JPEG on the hardware decoder, 4 threads): runs written
-        # before the YAML said what found the winner were tuned with it
+    if cuda:  # the start the mixed-decode one replaced on 16 cores and more (every JPEG on the hardware decoder, 4
+        # threads): runs written before the YAML said what found the winner were tuned with it
         former = {"backend": "dali", "batch_size": max(sizes), "dali_device": "gpu", "num_threads": min(cores, 4),
                   "prefetch_queue_depth": 2, "hw_decoder_load": 1.0}
         out.setdefault(LoaderConfig.from_params(former).describe(), "dali-hw")

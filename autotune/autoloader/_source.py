@@ -125,9 +125,10 @@ class CandidateSource:
             self.study.set_user_attr(k, v)
         for params in first:
             self._enqueue(params, "user")
-        # on a GPU, the mixed-decode start first (the steadiest of DALI's starts across fresh processes: the loader's
-        # starting_points), then DALI's usual start, then the torch heuristic; the user's step scores them all
-        order = ("dali-mixed", "dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
+        # on a GPU, DALI's other start first (mixed decode on 16 cores and more, else every JPEG on the hardware
+        # decoder: the loader's starting_points), then DALI's usual start, then the torch heuristic; the user's step
+        # scores them all
+        order = ("dali-mixed", "dali-hw", "dali-heuristic", "heuristic") if self.context["device"] == "cuda" else ("heuristic", "dali-heuristic")
         for role in order:
             if role in base and backend_of(base[role]) in space.backends():
                 self._enqueue(base[role], role)

@@ -52,7 +52,7 @@ def search_account(study: optuna.Study, best: optuna.trial.FrozenTrial) -> dict[
     """What the search measured and what found the winner: ``configs_measured`` (distinct configs a trial read a rate
     of, to its end or cut: one that crashed, or went over a budget, before a window measured nothing),
     ``sampled_measured`` (of them, those the sampler drew rather than a starting point or a warm start) and
-    ``winner_from``: ``search`` for a sampled winner, else the starting point's role (``dali-mixed``, ``dali-heuristic``,
+    ``winner_from``: ``search`` for a sampled winner, else the starting point's role (``dali-mixed``, ``dali-hw``, ``dali-heuristic``,
     ``heuristic``, ``defaults``, ``warm-start``)."""
     measured: dict[str, bool] = {}
     for t in study.get_trials(deepcopy=False):

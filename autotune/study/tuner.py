@@ -379,7 +379,7 @@ class Tuner:
 
     def _queue_allows_ask(self) -> bool:
         """Whether the next trial may be asked for ahead, given the queue: yes when it is empty (the next is sampled),
-        or when its next is a starting point of a kind built ahead (DALI's usual start while the mixed-decode start
+        or when its next is a starting point of a kind built ahead (DALI's usual start while DALI's other start
         measures) that is not the speedup's reference, nor followed by it: the time budget's last-trial rule reads the
         queue's next role, and asked for ahead, a trial has left the queue."""
         waiting = sorted(self.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,)), key=lambda t: t.number)

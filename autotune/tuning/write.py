@@ -241,7 +241,7 @@ def result_lines(cfg: Config, study: optuna.Study, out_path: Path, report_dir: P
     return lines
 
 
-#: the starting points by their role, as a line names them (``dali-hw``: the start ``dali-mixed`` replaced, in older studies)
+#: the starting points by their role, as a line names them
 STARTS = {"dali-mixed": "the mixed-decode DALI start", "dali-hw": "the hardware-decoder DALI start", "dali-heuristic": "DALI's usual start",
           "heuristic": "the torch cores heuristic", "defaults": "the torch defaults", "warm-start": "the warm start", "user": "your own candidate"}
 

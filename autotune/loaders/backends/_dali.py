@@ -54,9 +54,12 @@ NVJPEG_HOST_PADDING_MIB = NVJPEG_HOST_PADDING / 2**20  # pinned
 #: on a 32-core node with H200s, 32 threads scored 7,752 images/s where 8 scored 15,717; benchmarks/RESULTS.md)
 USUAL_THREADS = 8
 #: the mixed-decode start: three quarters of the cores, up to this many threads (they read the files and do the CPU
-#: half of the CUDA decoder's work), and this share of the JPEGs on the hardware decoder
+#: half of the CUDA decoder's work), and this share of the JPEGs on the hardware decoder; offered where three quarters
+#: of the cores reach MIXED_THREADS (16 cores and more), the hardware-decoder start below that
 MIXED_THREADS = 12
 MIXED_HW_LOAD = 0.5
+#: threads of the hardware-decoder start (file reading only: the JPEGs are decoded by the GPU's engines)
+HW_THREADS = 4
 
 
 def _is_utf8(path: str) -> bool:
@@ -277,10 +280,20 @@ class DaliLoader(BatchLoader):
 
 
 def _threads_in(space: Any, threads: int) -> int:
-    """``threads`` moved into the space's ``num_threads`` range, when it has one."""
-    if "num_threads" in space and space["num_threads"].kind == "int":
-        return int(min(max(threads, space["num_threads"].low), space["num_threads"].high))
-    return threads
+    """``threads`` moved into the space's ``num_threads``: see :func:`_into`."""
+    return int(_into(space, "num_threads", threads))
+
+
+def _into(space: Any, name: str, value: float) -> float:
+    """``value`` moved into the space's ``name``: clamped into a range, or the nearest of numeric choices; as it is
+    where the space has no such parameter (a start outside the space is measured as a reference, never the winner)."""
+    if name not in space:
+        return value
+    p = space[name]
+    if p.kind == "choices":
+        nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+        return min(nums, key=lambda c: (abs(c - value), c)) if nums else value
+    return min(max(value, p.low), p.high)
 
 
 class DaliBackend(LoaderBackend):
@@ -322,25 +335,31 @@ class DaliBackend(LoaderBackend):
 
     def starting_points(self, space: Any, *, batch_sizes: tuple[int, ...], cores: int, cuda: bool) -> dict[str, dict[str, Any]]:
         """NVIDIA's example settings (``dali-heuristic``): a thread per core, DALI's own queue depth and hardware-decoder
-        share, GPU decode when there is a GPU, a middle batch size; with GPU decode also the mixed-decode start
-        (``dali-mixed``): the largest batch, three quarters of the cores (up to :data:`MIXED_THREADS`), half of the
-        JPEGs on the hardware decoder."""
+        share, GPU decode when there is a GPU, a middle batch size; with GPU decode also, at the largest batch, the
+        mixed-decode start (``dali-mixed``: three quarters of the cores, up to :data:`MIXED_THREADS`, half of the JPEGs
+        on the hardware decoder) where three quarters of the cores reach :data:`MIXED_THREADS`, else the
+        hardware-decoder start (``dali-hw``: :data:`HW_THREADS` threads, every JPEG on the hardware decoder)."""
         usual: dict[str, Any] = {"backend": "dali", "batch_size": sorted(batch_sizes)[len(batch_sizes) // 2],
                                  "num_threads": _threads_in(space, min(cores, USUAL_THREADS)), "prefetch_queue_depth": 2}
         if "dali_device" in space:
             usual["dali_device"] = "gpu" if cuda and "gpu" in space["dali_device"].choices else space["dali_device"].choices[-1]
             if usual["dali_device"] == "gpu":
-                usual["hw_decoder_load"] = 0.65
+                usual["hw_decoder_load"] = _into(space, "hw_decoder_load", 0.65)
         out = {"dali-heuristic": usual}
         if usual.get("dali_device") == "gpu":
-            # GPU decode's other start. Every JPEG on the hardware decoder (4 threads, the start before this one) read
-            # 13,798-30,303 images/s in 21 fresh processes of seven interleaved compares on an H200 and an H100 (median
-            # 24,551); this one read 19,381-28,487 (median 25,544), the steadiest and the fastest of DALI's starts there
-            # (benchmarks/start_spread.py; benchmarks/RESULTS.md, "The starts across fresh processes")
-            threads = _threads_in(space, min(max(1, cores * 3 // 4), MIXED_THREADS))
-            mixed = {**usual, "batch_size": max(batch_sizes), "num_threads": threads, "hw_decoder_load": MIXED_HW_LOAD}
-            if mixed != usual:
-                out["dali-mixed"] = mixed
+            # GPU decode's other start. On 16 cores, every JPEG on the hardware decoder (4 threads) read 13,798-30,303
+            # images/s in 21 fresh processes of seven interleaved compares on an H200 and an H100 (median 24,551), the
+            # mixed start 19,381-28,487 (median 25,544): the steadiest and the fastest of DALI's starts there
+            # (benchmarks/start_spread.py). Held to 8 cores, a mixed config lost a quarter where the hardware decoder
+            # alone did not (benchmarks/RESULTS.md, "Not the machine"): below 16 cores the hardware-decoder start stays
+            if cores * 3 // 4 >= MIXED_THREADS:
+                role, threads, load = "dali-mixed", MIXED_THREADS, MIXED_HW_LOAD
+            else:
+                role, threads, load = "dali-hw", min(cores, HW_THREADS), 1.0
+            other = {**usual, "batch_size": max(batch_sizes), "num_threads": _threads_in(space, threads),
+                     "hw_decoder_load": _into(space, "hw_decoder_load", load)}
+            if other != usual:  # a space that leaves one batch, one thread count and one share has one start
+                out[role] = other
         return out
 
     def unfit(self, params: Mapping[str, Any], device: str) -> str | None:

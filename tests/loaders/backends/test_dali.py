@@ -224,18 +224,45 @@ def test_mixed_decoder_gives_rgb_like_pil_for_odd_images(odd_images: Path, deep_
     assert not bad, f"differ from PIL: {bad} ({diff.tolist()})"
 
 
-@pytest.mark.parametrize(("cores", "threads"), [(16, 12), (4, 3), (32, 12), (1, 1)])
-def test_gpu_decode_starts_with_the_mixed_decode_start_beside_dalis_usual_one(cores: int, threads: int) -> None:
-    """With GPU decode, the second start is the largest batch, three quarters of the cores (at most 12 threads), half of
-    the JPEGs on the hardware decoder: every JPEG on it with 4 threads spread twice as wide between fresh processes."""
+@pytest.mark.parametrize(("cores", "role", "threads", "load"),
+                         [(16, "dali-mixed", 12, 0.5), (32, "dali-mixed", 12, 0.5), (15, "dali-hw", 4, 1.0), (8, "dali-hw", 4, 1.0), (2, "dali-hw", 2, 1.0)])
+def test_gpu_decode_has_a_second_start_mixed_on_16_cores_and_more_else_every_jpeg_on_the_hardware_decoder(cores, role, threads, load) -> None:
+    """With GPU decode, the second start is at the largest batch: on 16 cores and more, three quarters of the cores (at
+    most 12 threads) and half of the JPEGs on the hardware decoder (every JPEG on it spread twice as wide between fresh
+    processes there); below, a few threads and every JPEG on the hardware decoder (a mixed config lost a quarter when
+    held to 8 cores)."""
     from autotune.study.space import load_space
 
     space = load_space("default", cores=cores, device="cuda", dali=True)
     starts = get_backend("dali").starting_points(space, batch_sizes=(64, 128, 256), cores=cores, cuda=True)
-    assert starts["dali-mixed"] == {"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": threads,
-                                    "prefetch_queue_depth": 2, "hw_decoder_load": 0.5}
+    assert starts[role] == {"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": threads,
+                            "prefetch_queue_depth": 2, "hw_decoder_load": load}
+    assert set(starts) == {"dali-heuristic", role}
     assert starts["dali-heuristic"]["hw_decoder_load"] == 0.65 and starts["dali-heuristic"]["batch_size"] == 128
-    assert "dali-hw" not in starts
     on_cpu = get_backend("dali").starting_points(load_space("default", cores=cores, device="cpu", dali=True),
                                                  batch_sizes=(64, 128, 256), cores=cores, cuda=False)
     assert list(on_cpu) == ["dali-heuristic"]  # DALI's CPU decode has one start
+
+
+def test_the_starts_numbers_are_moved_into_a_narrower_space() -> None:
+    """A space whose thread choices or hardware-decoder range leave out a start's numbers gets the nearest ones: a start
+    outside the space is measured as a reference only, never the winner."""
+    import yaml
+
+    from autotune.study.space import parse_space
+
+    text = """
+params:
+  backend: {choices: [dali]}
+  batch_size: {choices: [64, 128, 256]}
+  dali_device: {choices: [gpu]}
+  num_threads: {choices: [2, 4, 8]}
+  prefetch_queue_depth: {choices: [2]}
+  hw_decoder_load: {float: [0.7, 1.0], step: 0.05}
+"""
+    space = parse_space(yaml.safe_load(text), cores=16)
+    starts = get_backend("dali").starting_points(space, batch_sizes=(64, 128, 256), cores=16, cuda=True)
+    assert starts["dali-mixed"]["num_threads"] == 8 and starts["dali-mixed"]["hw_decoder_load"] == 0.7
+    assert starts["dali-heuristic"]["num_threads"] == 8 and starts["dali-heuristic"]["hw_decoder_load"] == 0.7
+    for params in starts.values():
+        assert all(space[k].contains(v) for k, v in params.items() if k in space and k != "backend"), params
