@@ -22,6 +22,7 @@ import harness
 LOGS = "gpu-logs/*search*/compare.log"
 READING = re.compile(r"^round \d+/\d+ (?P<config>\S.*?): (?P<rate>[\d,.]+)/s$")
 MACHINE = re.compile(r"the section 'time to quality, gpu: 1x NVIDIA (?P<gpu>H\d+)")
+ROUNDS = re.compile(r"^compare: \d+ configs, (?P<rounds>\d+) rounds", re.M)
 
 
 def readings(paths: list[Path]) -> dict[str, list[tuple[str, float]]]:
@@ -38,6 +39,7 @@ def readings(paths: list[Path]) -> dict[str, list[tuple[str, float]]]:
 def section(paths: list[Path], least: int, command: str) -> str:
     """The section: a row per config read at least ``least`` times, the steadiest (lowest spread) first."""
     machines = sorted({m["gpu"] for p in paths for m in [MACHINE.search(p.read_text())] if m})
+    rounds = sorted({int(m["rounds"]) for p in paths for m in ROUNDS.finditer(p.read_text())})
     rows = []
     for config, rs in readings(paths).items():
         rates = sorted(r for _, r in rs)
@@ -51,7 +53,8 @@ def section(paths: list[Path], least: int, command: str) -> str:
         "<!-- section: start spread -->",
         "## The starts across fresh processes",
         "",
-        f"Every reading of {len(paths)} interleaved compares ({', '.join(machines) or 'GPU'}; 3 rounds each, a fresh process per "
+        f"Every reading of {len(paths)} interleaved compares ({', '.join(machines) or 'GPU'}; {'/'.join(map(str, rounds)) or 'some'} "
+        f"round{'s' if rounds != [1] else ''} each, a fresh process per "
         f"reading) of the configs read at least {least} times. `spread`: the standard deviation over the mean.",
         f"Command: `{command}`",
         "",

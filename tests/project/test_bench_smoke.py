@@ -373,7 +373,7 @@ def test_start_spread_reads_every_compare_and_puts_the_steadiest_first(tmp_path)
     text = start_spread.section(logs, 3, "cmd")
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert [r.split("`")[1] for r in rows] == ["dali-gpu steady", "dali-gpu wild"]  # `once`: read once, no row
-    assert "| 3 (3 compares) | 25,000 |" in rows[0] and "14,000-30,000" in rows[1] and "(H100;" in text
+    assert "| 3 (3 compares) | 25,000 |" in rows[0] and "14,000-30,000" in rows[1] and "(H100; 1 round each" in text
     results = tmp_path / "RESULTS.md"
     assert start_spread.main([*map(str, logs), "--least", "3", "--results", str(results)]) == 0
     assert "## The starts across fresh processes" in results.read_text()
