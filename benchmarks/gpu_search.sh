@@ -18,6 +18,10 @@
 #  noise:    benchmarks/paired_noise.py: DALI's usual start (b=128 threads=8 hw_load=0.65) against the grid's best of
 #            2026-12-03 (b=256 threads=12 hw_load=0.75), 5 repetitions of paired (6 rounds), fresh (one process each) and
 #            null (the start against itself), interleaved: OUT/noise.json and OUT/noise.log
+#  line:     where GPU decode's second start changes with the cores (mixed decode on 16 and more, the hardware decoder
+#            alone below): under `taskset -c 0-7`, the hardware-decoder start (b=256 threads=4 hw_load=1) against the
+#            mixed one at 8 cores (b=256 threads=6 hw_load=0.5), benchmarks/paired_noise.py, 5 repetitions of paired and
+#            fresh, interleaved (about 3 minutes): OUT/line8.json and OUT/line8.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
 #            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)
@@ -91,11 +95,17 @@ print(" ".join(f"{n} {b - a:.2f} s" for n, a, b in zip(("torch", "torchvision", 
   done
   cat "$work"/reports/*/trials/zygote.log 2>/dev/null | grep "^ready in" >> "$out/imports.log"
   ;;
+line)
+  hw='{"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": 4, "prefetch_queue_depth": 2, "hw_decoder_load": 1.0}'
+  mixed='{"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": 6, "prefetch_queue_depth": 2, "hw_decoder_load": 0.5}'
+  taskset -c 0-7 python3 benchmarks/paired_noise.py --dataset "$data" --device cuda --a "$hw" --b "$mixed" --processes 5 --rounds 6 \
+    --out "$out/line8.json" > "$out/line8.log" 2>&1; echo "exit $?" >> "$out/line8.log"
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare, noise, cuda, ahead or imports"; exit 2
+  echo "STAGE must name default, grid, methods, compare, noise, line, cuda, ahead or imports"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }
