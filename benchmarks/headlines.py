@@ -45,6 +45,7 @@ def starts(cores: int, cuda: bool) -> dict[str, str]:
     """autotune's built-in starting points on such a machine, config (as described) to role."""
     from autotune.config.schema import LoaderConfig
     from autotune.loaders.backends import BACKENDS
+    from autotune.loaders.backends._dali import HW_THREADS
     from autotune.study.space import load_space
 
     space = load_space("default", cores=cores, device="cuda" if cuda else "cpu", dali=True)  # the starts whether DALI is here or not
@@ -56,7 +57,7 @@ def starts(cores: int, cuda: bool) -> dict[str, str]:
                 out[LoaderConfig.from_params(params).describe()] = role
     if cuda:  # the start the mixed-decode one replaced on 16 cores and more (every JPEG on the hardware decoder, 4
         # threads): runs written before the YAML said what found the winner were tuned with it
-        former = {"backend": "dali", "batch_size": max(sizes), "dali_device": "gpu", "num_threads": min(cores, 4),
+        former = {"backend": "dali", "batch_size": max(sizes), "dali_device": "gpu", "num_threads": min(cores, HW_THREADS),
                   "prefetch_queue_depth": 2, "hw_decoder_load": 1.0}
         out.setdefault(LoaderConfig.from_params(former).describe(), "dali-hw")
     return out

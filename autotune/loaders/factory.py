@@ -226,7 +226,8 @@ def _memory_problem(loader: LoaderConfig, dataset: Dataset, pipeline: str, devic
     None; under DDP, host memory holds every local rank's loader (``LOCAL_WORLD_SIZE``)."""
     import psutil
 
-    from autotune.loaders.memory import MiB, local_ranks, machine_problem
+    from autotune.config.fingerprint import local_ranks
+    from autotune.loaders.memory import MiB, machine_problem
 
     gpu_mib = None
     if device.startswith("cuda"):

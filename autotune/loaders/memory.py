@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from autotune.config.fingerprint import local_ranks as local_ranks  # the node's loaders, as this module's callers read them
+from autotune.config.fingerprint import local_ranks
 from autotune.loaders.backends import CUDA_CONTEXT_MIB as CUDA_CONTEXT_MIB  # the size every GPU estimate starts from
 from autotune.loaders.backends import MemorySizes, get_backend
 

@@ -68,17 +68,7 @@ def fit_to_space(params: dict[str, Any], space: SearchSpace) -> dict[str, Any]:
     A number outside a range is clamped; a value that is not among the choices becomes the nearest numeric
     choice, or the first choice. A fixed ``--batch-size`` (a single choice) therefore wins.
     """
-    out = dict(params)
-    for name, v in params.items():
-        if name not in space or space[name].contains(v):
-            continue
-        p = space[name]
-        numeric = isinstance(v, (int, float)) and not isinstance(v, bool)
-        if p.kind == "choices":
-            nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-            out[name] = min(nums, key=lambda c: abs(c - v)) if numeric and nums else p.choices[0]
-        elif numeric:
-            out[name] = type(v)(min(max(v, p.low), p.high))
+    out = {name: space[name].nearest(v) if name in space else v for name, v in params.items()}
     if out != params:
         logger.info("warm start fitted into the space: %s -> %s", params, out)
     return out

@@ -110,6 +110,17 @@ class Param:
             return value in self.choices
         return value is not None and self.low <= value <= self.high
 
+    def nearest(self, value: Any) -> Any:
+        """The closest value this parameter allows: ``value`` itself when allowed; a number outside a range clamped
+        into it; a value not among the choices the nearest numeric choice, or the first choice."""
+        if self.contains(value):
+            return value
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if self.kind == "choices":
+            nums = [c for c in self.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            return min(nums, key=lambda c: abs(c - value)) if numeric and nums else self.choices[0]
+        return type(value)(min(max(value, self.low), self.high)) if numeric else value
+
 
 def _decimals(step: float) -> int:
     """The decimals a step is written with: 0.05 -> 2, 0.5 -> 1, 2 -> 0."""

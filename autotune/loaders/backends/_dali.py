@@ -285,15 +285,9 @@ def _threads_in(space: Any, threads: int) -> int:
 
 
 def _into(space: Any, name: str, value: float) -> float:
-    """``value`` moved into the space's ``name``: clamped into a range, or the nearest of numeric choices; as it is
-    where the space has no such parameter (a start outside the space is measured as a reference, never the winner)."""
-    if name not in space:
-        return value
-    p = space[name]
-    if p.kind == "choices":
-        nums = [c for c in p.choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-        return min(nums, key=lambda c: (abs(c - value), c)) if nums else value
-    return min(max(value, p.low), p.high)
+    """``value`` moved into the space's ``name`` (the nearest value it allows: the search space's ``Param.nearest``);
+    as it is where the space has no such parameter (a start outside the space is measured as a reference only)."""
+    return space[name].nearest(value) if name in space else value
 
 
 class DaliBackend(LoaderBackend):
