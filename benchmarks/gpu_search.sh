@@ -22,6 +22,9 @@
 #            alone below): under `taskset -c 0-7`, the hardware-decoder start (b=256 threads=4 hw_load=1) against the
 #            mixed one at 8 cores (b=256 threads=6 hw_load=0.5), benchmarks/paired_noise.py, 5 repetitions of paired and
 #            fresh, interleaved (about 3 minutes): OUT/line8.json and OUT/line8.log
+#  build:    benchmarks/dali_build.py: where a DALI trial's build goes (the definition, Pipeline.build, the iterator,
+#            the first batch), one knob at a time around DALI's usual start, 3 interleaved rounds in one process
+#            (about a minute): OUT/dali-build.json and OUT/dali-build.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
 #            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)
@@ -101,11 +104,15 @@ line)
   taskset -c 0-7 python3 benchmarks/paired_noise.py --dataset "$data" --device cuda --a "$hw" --b "$mixed" --processes 5 --rounds 6 \
     --out "$out/line8.json" > "$out/line8.log" 2>&1; echo "exit $?" >> "$out/line8.log"
   ;;
+build)
+  python3 benchmarks/dali_build.py --dataset "$data" --device cuda --rounds 3 --out "$out/dali-build.json" > "$out/dali-build.log" 2>&1
+  echo "exit $?" >> "$out/dali-build.log"
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare, noise, line, cuda, ahead or imports"; exit 2
+  echo "STAGE must name default, grid, methods, compare, noise, line, build, cuda, ahead or imports"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }
