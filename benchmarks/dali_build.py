@@ -16,6 +16,10 @@ on the device (``--device cuda``: GPU decode with the hardware decoder's share 0
 queue 1 and 3, batch 64 and 256, and DALI's CPU decode; ``--device cpu``: CPU decode only). Rounds visit the configs
 in a rotated order. The JSON has every reading, the per-config medians, the command and the commit.
 
+``--parallel 2,3`` also builds the first config in that many fresh processes at once, each released from a barrier once
+its CUDA context and DALI are ready (as trial processes built ahead would, beside the trial that builds its own),
+once a round: whether two or three builds side by side take the time of one (``parallel`` rows, each process's steps).
+
     python benchmarks/dali_build.py --dataset /tmp/s8k --device cuda --rounds 3 --out /tmp/dali-build.json
 """
 
@@ -103,14 +107,48 @@ def build_once(dataset: Any, loader: LoaderConfig, device: str) -> dict[str, flo
     return {k: round(v, 3) for k, v in out.items()}
 
 
+def _side_by_side(dataset_dir: str, params: dict[str, Any], device: str, barrier: Any, results: Any) -> None:
+    """One of ``--parallel``'s processes: ready CUDA and DALI, wait for the others, build, report the steps."""
+    dataset = scan(dataset_dir)
+    _ready(device)
+    barrier.wait()
+    results.put(build_once(dataset, LoaderConfig.from_params(params), device))
+
+
+def _ready(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the CUDA context exists before the first build, as in a warm trial process
+    import nvidia.dali.plugin.pytorch  # noqa: F401 - imported before the first build, as the backend's preload does
+
+
+def parallel_builds(dataset_dir: str, params: dict[str, Any], device: str, n: int) -> list[dict[str, float]]:
+    """``params`` built in ``n`` fresh processes at once; each process's steps."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_side_by_side, args=(dataset_dir, params, device, barrier, results)) for _ in range(n)]
+    for proc in procs:
+        proc.start()
+    got = [results.get(timeout=300) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=60)
+    return got
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True, help="image folder")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=JSON", help="a config to build (default: one knob at a time)")
+    p.add_argument("--parallel", default="", help="comma-separated counts of fresh processes building the first config at once")
     p.add_argument("--out", required=True, help="the JSON written")
     args = p.parse_args(argv)
+    counts = [int(n) for n in args.parallel.split(",") if n.strip()]
     configs = default_configs(args.device)
     if args.config:
         configs = {}
@@ -119,13 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             configs[name] = json.loads(params)
     loaders = {name: LoaderConfig.from_params(params) for name, params in configs.items()}
     dataset = scan(args.dataset)
-    if args.device.startswith("cuda"):
-        import torch
-
-        torch.cuda.init()
-        torch.zeros(1, device="cuda")  # the CUDA context exists before the first build, as in a warm trial process
-    import nvidia.dali.plugin.pytorch  # noqa: F401 - imported before the first build, as the backend's preload does
-
+    _ready(args.device)
     names = list(loaders)
     rows: list[dict[str, Any]] = []
     for r in range(args.rounds):
@@ -134,7 +166,14 @@ def main(argv: list[str] | None = None) -> int:
             got = build_once(dataset, loaders[name], args.device)
             rows.append({"round": r + 1, "config": name, "describe": loaders[name].describe(), **got})
             print(f"round {r + 1} {name}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
-    summary = {name: {k: round(statistics.median(row[k] for row in rows if row["config"] == name), 3) for k in STEPS} for name in names}
+        for n in counts:
+            for i, got in enumerate(parallel_builds(args.dataset, configs[names[0]], args.device, n)):
+                rows.append({"round": r + 1, "config": names[0], "parallel": n, "process": i + 1, **got})
+                print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
+    alone = [row for row in rows if "parallel" not in row]
+    summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in STEPS} for name in names}
+    for n in counts:
+        summary[f"{names[0]}, {n} at once"] = {k: round(statistics.median(row[k] for row in rows if row.get("parallel") == n), 3) for k in STEPS}
     for name, s in summary.items():
         print(f"median {name}: " + " ".join(f"{k} {s[k]:.3f}" for k in STEPS))
     out = {"command": " ".join(["python", "benchmarks/dali_build.py", *(sys.argv[1:] if argv is None else argv)]), "commit": harness.commit(),
