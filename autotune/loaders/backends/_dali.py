@@ -341,11 +341,12 @@ class DaliBackend(LoaderBackend):
                 usual["hw_decoder_load"] = _into(space, "hw_decoder_load", 0.65)
         out = {"dali-heuristic": usual}
         if usual.get("dali_device") == "gpu":
-            # GPU decode's other start. On 16 cores, every JPEG on the hardware decoder (4 threads) read 13,798-30,303
-            # images/s in 21 fresh processes of seven interleaved compares on an H200 and an H100 (median 24,551), the
-            # mixed start 19,381-28,487 (median 25,544): the steadiest and the fastest of DALI's starts there
-            # (benchmarks/start_spread.py). Held to 8 cores, a mixed config lost a quarter where the hardware decoder
-            # alone did not (benchmarks/RESULTS.md, "Not the machine"): below 16 cores the hardware-decoder start stays
+            # GPU decode's other start. On 16 cores, every JPEG on the hardware decoder (4 threads) read 11,490-30,303
+            # images/s in 24 fresh processes of eight interleaved compares on an H200 and an H100 (median 21,782), the
+            # mixed start 19,381-28,487 (median 24,886): the steadiest and the fastest of DALI's starts there
+            # (benchmarks/start_spread.py). Held to 8 cores, the mixed start (6 threads) read 0.75x the hardware-decoder
+            # start, slower in 5 of 5 paired and 5 of 5 fresh comparisons on an H100
+            # (benchmarks/gpu-logs/h100-2026-12-06-search-5/line8.json): below 16 cores the hardware-decoder start stays
             if cores * 3 // 4 >= MIXED_THREADS:
                 role, threads, load = "dali-mixed", MIXED_THREADS, MIXED_HW_LOAD
             else:
