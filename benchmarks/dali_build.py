@@ -16,6 +16,10 @@ on the device (``--device cuda``: GPU decode with the hardware decoder's share 0
 queue 1 and 3, batch 64 and 256, and DALI's CPU decode; ``--device cpu``: CPU decode only). Rounds visit the configs
 in a rotated order. The JSON has every reading, the per-config medians, the command and the commit.
 
+``--nvml`` also builds each config with NVML held initialized in the process (as
+:func:`autotune.loaders.backends._dali.hold_nvml` keeps it), right after the same config without (``..., NVML held``
+rows; released again after each), to show what DALI's own NVML initialization per pipeline costs.
+
 ``--parallel 2,3`` also builds the first config in that many fresh processes at once, each released from a barrier once
 its CUDA context and DALI are ready (as trial processes built ahead would, beside the trial that builds its own),
 once a round: whether two or three builds side by side take the time of one (``parallel`` rows, each process's steps).
@@ -107,6 +111,19 @@ def build_once(dataset: Any, loader: LoaderConfig, device: str) -> dict[str, flo
     return {k: round(v, 3) for k, v in out.items()}
 
 
+def nvml_held(build: Any) -> dict[str, float]:
+    """``build()`` with NVML initialized in this process around it; what it returns."""
+    import ctypes
+
+    lib = ctypes.CDLL("libnvidia-ml.so.1")
+    if lib.nvmlInit_v2() != 0:
+        raise RuntimeError("nvmlInit_v2 failed")
+    try:
+        return build()
+    finally:
+        lib.nvmlShutdown()
+
+
 def _side_by_side(dataset_dir: str, params: dict[str, Any], device: str, barrier: Any, results: Any) -> None:
     """One of ``--parallel``'s processes: ready CUDA and DALI, wait for the others, build, report the steps."""
     dataset = scan(dataset_dir)
@@ -145,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=JSON", help="a config to build (default: one knob at a time)")
+    p.add_argument("--nvml", action="store_true", help="also build each config with NVML held initialized")
     p.add_argument("--parallel", default="", help="comma-separated counts of fresh processes building the first config at once")
     p.add_argument("--out", required=True, help="the JSON written")
     args = p.parse_args(argv)
@@ -166,12 +184,17 @@ def main(argv: list[str] | None = None) -> int:
             got = build_once(dataset, loaders[name], args.device)
             rows.append({"round": r + 1, "config": name, "describe": loaders[name].describe(), **got})
             print(f"round {r + 1} {name}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
+            if args.nvml:
+                got = nvml_held(lambda name=name: build_once(dataset, loaders[name], args.device))
+                rows.append({"round": r + 1, "config": f"{name}, NVML held", "describe": loaders[name].describe(), **got})
+                print(f"round {r + 1} {name}, NVML held: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
         for n in counts:
             for i, got in enumerate(parallel_builds(args.dataset, configs[names[0]], args.device, n)):
                 rows.append({"round": r + 1, "config": names[0], "parallel": n, "process": i + 1, **got})
                 print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
     alone = [row for row in rows if "parallel" not in row]
-    summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in STEPS} for name in names}
+    every = names + [f"{name}, NVML held" for name in names if args.nvml]
+    summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in STEPS} for name in every}
     for n in counts:
         summary[f"{names[0]}, {n} at once"] = {k: round(statistics.median(row[k] for row in rows if row.get("parallel") == n), 3) for k in STEPS}
     for name, s in summary.items():

@@ -24,7 +24,8 @@
 #            fresh, interleaved (about 3 minutes): OUT/line8.json and OUT/line8.log
 #  build:    benchmarks/dali_build.py: where a DALI trial's build goes (the definition, Pipeline.build, the iterator,
 #            the first batch), one knob at a time around DALI's usual start, 3 interleaved rounds in one process
-#            and the usual start built in 2 and in 3 fresh processes at once (about two minutes): OUT/dali-build.json and OUT/dali-build.log
+#            and the usual start built in 2 and in 3 fresh processes at once (about two minutes; BUILD_ROUNDS, and BUILD_ARGS
+#            in place of --parallel 2,3, e.g. --nvml: each config with NVML held too): OUT/dali-build.json and OUT/dali-build.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
 #            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)
@@ -105,7 +106,7 @@ line)
     --out "$out/line8.json" > "$out/line8.log" 2>&1; echo "exit $?" >> "$out/line8.log"
   ;;
 build)
-  python3 benchmarks/dali_build.py --dataset "$data" --device cuda --rounds 3 --parallel 2,3 --out "$out/dali-build.json" > "$out/dali-build.log" 2>&1
+  python3 benchmarks/dali_build.py --dataset "$data" --device cuda --rounds ${BUILD_ROUNDS:-3} ${BUILD_ARGS:---parallel 2,3} --out "$out/dali-build.json" > "$out/dali-build.log" 2>&1
   echo "exit $?" >> "$out/dali-build.log"
   ;;
 cuda)

@@ -266,3 +266,53 @@ params:
     assert starts["dali-heuristic"]["num_threads"] == 8 and starts["dali-heuristic"]["hw_decoder_load"] == 0.7
     for params in starts.values():
         assert all(space[k].contains(v) for k, v in params.items() if k in space and k != "backend"), params
+
+
+class _FakeNvml:
+    def __init__(self, rc: int) -> None:
+        self.rc, self.inits = rc, 0
+
+    def nvmlInit_v2(self) -> int:  # noqa: N802 - NVML's own name
+        self.inits += 1
+        return self.rc
+
+
+def test_nvml_is_initialized_once_and_held_where_it_loads(monkeypatch):
+    """A GPU pipeline's thread pools each initialize NVML unless the process holds it: held once, kept, never again."""
+    import ctypes
+
+    from autotune.loaders.backends import _dali
+
+    lib = _FakeNvml(0)
+    monkeypatch.setattr(_dali, "_NVML", [])
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib if name == "libnvidia-ml.so.1" else None)
+    assert _dali.hold_nvml() and _dali.hold_nvml()
+    assert lib.inits == 1 and _dali._NVML == [lib]
+
+
+@pytest.mark.parametrize("fails", ["no library", "init fails"])
+def test_nvml_that_does_not_load_or_initialize_is_not_held(monkeypatch, fails):
+    import ctypes
+
+    from autotune.loaders.backends import _dali
+
+    def cdll(name: str):
+        if fails == "no library":
+            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
+        return _FakeNvml(9)  # NVML_ERROR_DRIVER_NOT_LOADED
+
+    monkeypatch.setattr(_dali, "_NVML", [])
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert not _dali.hold_nvml() and _dali._NVML == []
+
+
+def test_a_pipeline_on_a_cuda_device_holds_nvml_first_and_a_cpu_one_does_not(monkeypatch):
+    from autotune.loaders.backends import _dali
+
+    held: list[bool] = []
+    monkeypatch.setattr(_dali, "hold_nvml", lambda: held.append(True) or True)
+    assert _dali._device_id("cpu", "cpu") is None and held == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert _dali._device_id("cuda", "gpu") == 0 and held == [True]
+    assert _dali._device_id("cuda:1", "gpu") == 1 and held == [True, True]
