@@ -16,9 +16,11 @@ on the device (``--device cuda``: GPU decode with the hardware decoder's share 0
 queue 1 and 3, batch 64 and 256, and DALI's CPU decode; ``--device cpu``: CPU decode only). Rounds visit the configs
 in a rotated order. The JSON has every reading, the per-config medians, the command and the commit.
 
-``--nvml`` also builds each config with NVML held initialized in the process (as
-:func:`autotune.loaders.backends._dali.hold_nvml` keeps it), right after the same config without (``..., NVML held``
-rows; released again after each), to show what DALI's own NVML initialization per pipeline costs.
+``--held`` also builds each config beside the idle pipeline with a GPU decoder that
+:func:`autotune.loaders.backends._dali.hold_decoders` keeps built in a process (``..., held`` rows, right after the
+same config alone; the held pipeline released again after each), to show the codec library's set-up that every build
+pays when none is kept. ``--rate-s S`` times S seconds of batches after the first (``rate``: images/s), to show that
+the held pipeline costs the measured one nothing.
 
 ``--parallel 2,3`` also builds the first config in that many fresh processes at once, each released from a barrier once
 its CUDA context and DALI are ready (as trial processes built ahead would, beside the trial that builds its own),
@@ -68,8 +70,9 @@ def default_configs(device: str) -> dict[str, dict[str, Any]]:
     }
 
 
-def build_once(dataset: Any, loader: LoaderConfig, device: str) -> dict[str, float]:
-    """Build ``loader``'s train pipeline as the backend does, step by step; each step's seconds."""
+def build_once(dataset: Any, loader: LoaderConfig, device: str, rate_s: float = 0.0) -> dict[str, float]:
+    """Build ``loader``'s train pipeline as the backend does, step by step; each step's seconds (and with ``rate_s``,
+    the images/s of that many seconds of batches after the first)."""
     from nvidia.dali import fn, types
     from nvidia.dali.pipeline import Pipeline
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
@@ -103,6 +106,15 @@ def build_once(dataset: Any, loader: LoaderConfig, device: str) -> dict[str, flo
 
         torch.cuda.synchronize()
     out["first_s"] = time.perf_counter() - t
+    if rate_s > 0:
+        batches = iter(it)
+        n, t = 0, time.perf_counter()
+        while time.perf_counter() - t < rate_s:
+            n += len(next(batches)[0]["labels"])
+        if device_id is not None:
+            torch.cuda.synchronize()
+        out["rate"] = n / (time.perf_counter() - t)
+        del batches
     t = time.perf_counter()
     del it, pipe
     if tmpdir:
@@ -111,17 +123,19 @@ def build_once(dataset: Any, loader: LoaderConfig, device: str) -> dict[str, flo
     return {k: round(v, 3) for k, v in out.items()}
 
 
-def nvml_held(build: Any) -> dict[str, float]:
-    """``build()`` with NVML initialized in this process around it; what it returns."""
-    import ctypes
+def held(build: Any) -> dict[str, float]:
+    """``build()`` beside the held decoder pipeline (built first, untimed, released after); what it returns."""
+    import gc
 
-    lib = ctypes.CDLL("libnvidia-ml.so.1")
-    if lib.nvmlInit_v2() != 0:
-        raise RuntimeError("nvmlInit_v2 failed")
+    from autotune.loaders.backends import _dali
+
+    if not _dali.hold_decoders(0):
+        raise RuntimeError("no GPU decoder pipeline could be held on device 0")
     try:
         return build()
     finally:
-        lib.nvmlShutdown()
+        _dali._HELD.pop(0, None)
+        gc.collect()
 
 
 def _side_by_side(dataset_dir: str, params: dict[str, Any], device: str, barrier: Any, results: Any) -> None:
@@ -162,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--config", action="append", default=[], metavar="NAME=JSON", help="a config to build (default: one knob at a time)")
-    p.add_argument("--nvml", action="store_true", help="also build each config with NVML held initialized")
+    p.add_argument("--held", action="store_true", help="also build each config beside a held GPU decoder pipeline")
+    p.add_argument("--rate-s", type=float, default=0.0, help="seconds of batches timed after the first (default: none)")
     p.add_argument("--parallel", default="", help="comma-separated counts of fresh processes building the first config at once")
     p.add_argument("--out", required=True, help="the JSON written")
     args = p.parse_args(argv)
@@ -177,28 +192,29 @@ def main(argv: list[str] | None = None) -> int:
     dataset = scan(args.dataset)
     _ready(args.device)
     names = list(loaders)
+    keys = STEPS + (("rate",) if args.rate_s > 0 else ())
     rows: list[dict[str, Any]] = []
     for r in range(args.rounds):
         order = names[r % len(names):] + names[: r % len(names)]
         for name in order:
-            got = build_once(dataset, loaders[name], args.device)
+            got = build_once(dataset, loaders[name], args.device, args.rate_s)
             rows.append({"round": r + 1, "config": name, "describe": loaders[name].describe(), **got})
-            print(f"round {r + 1} {name}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
-            if args.nvml:
-                got = nvml_held(lambda name=name: build_once(dataset, loaders[name], args.device))
-                rows.append({"round": r + 1, "config": f"{name}, NVML held", "describe": loaders[name].describe(), **got})
-                print(f"round {r + 1} {name}, NVML held: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
+            print(f"round {r + 1} {name}: " + " ".join(f"{k} {got[k]:.3f}" for k in keys), flush=True)
+            if args.held:
+                got = held(lambda name=name: build_once(dataset, loaders[name], args.device, args.rate_s))
+                rows.append({"round": r + 1, "config": f"{name}, held", "describe": loaders[name].describe(), **got})
+                print(f"round {r + 1} {name}, held: " + " ".join(f"{k} {got[k]:.3f}" for k in keys), flush=True)
         for n in counts:
             for i, got in enumerate(parallel_builds(args.dataset, configs[names[0]], args.device, n)):
                 rows.append({"round": r + 1, "config": names[0], "parallel": n, "process": i + 1, **got})
-                print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
+                print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in keys), flush=True)
     alone = [row for row in rows if "parallel" not in row]
-    every = names + [f"{name}, NVML held" for name in names if args.nvml]
-    summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in STEPS} for name in every}
+    every = names + [f"{name}, held" for name in names if args.held]
+    summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in keys} for name in every}
     for n in counts:
         summary[f"{names[0]}, {n} at once"] = {k: round(statistics.median(row[k] for row in rows if row.get("parallel") == n), 3) for k in STEPS}
     for name, s in summary.items():
-        print(f"median {name}: " + " ".join(f"{k} {s[k]:.3f}" for k in STEPS))
+        print(f"median {name}: " + " ".join(f"{k} {s[k]:.3f}" for k in keys))
     out = {"command": " ".join(["python", "benchmarks/dali_build.py", *(sys.argv[1:] if argv is None else argv)]), "commit": harness.commit(),
            "machine": harness.machine_line(harness.machine()), "rows": rows, "median": summary}
     harness.write_json(Path(args.out), out)

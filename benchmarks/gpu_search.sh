@@ -25,7 +25,7 @@
 #  build:    benchmarks/dali_build.py: where a DALI trial's build goes (the definition, Pipeline.build, the iterator,
 #            the first batch), one knob at a time around DALI's usual start, 3 interleaved rounds in one process
 #            and the usual start built in 2 and in 3 fresh processes at once (about two minutes; BUILD_ROUNDS, and BUILD_ARGS
-#            in place of --parallel 2,3, e.g. --nvml: each config with NVML held too): OUT/dali-build.json and OUT/dali-build.log
+#            in place of --parallel 2,3, e.g. "--held --rate-s 1": each config beside a held decoder too): OUT/dali-build.json and OUT/dali-build.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
 #            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)

@@ -20,7 +20,7 @@ from autotune._imports import is_available, try_import
 from autotune.config.sections import DEFAULT_HW_DECODER_LOAD, KNOB_BOUNDS, DaliUserOptions
 from autotune.errors import UserError
 from autotune.loaders.backends._base import CUDA_CONTEXT_MIB, BatchLoader, LoaderBackend, MemoryParts, MemorySizes
-from autotune.loaders.backends._dali import DALI_BASE_MIB, USUAL_THREADS, DaliBackend, _device_id, _threads_in
+from autotune.loaders.backends._dali import DALI_BASE_MIB, HELD_DECODER_MIB, USUAL_THREADS, DaliBackend, _device_id, _threads_in
 
 if TYPE_CHECKING:
     import torch
@@ -233,7 +233,7 @@ class DaliUserBackend(LoaderBackend):
         out = sizes.out_batch_mib
         parts = MemoryParts(host={"dali": DALI_BASE_MIB, "decode_threads": o.num_threads * sizes.decoded_mib})
         if sizes.cuda:
-            parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, stages=o.prefetch_queue_depth * out, batches_on_gpu=2 * out)
+            parts.gpu.update(cuda_context=CUDA_CONTEXT_MIB, held_decoder=HELD_DECODER_MIB, stages=o.prefetch_queue_depth * out, batches_on_gpu=2 * out)
         else:
             parts.host.update(stages=o.prefetch_queue_depth * out, consumer=out)
         return parts

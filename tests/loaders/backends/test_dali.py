@@ -268,51 +268,64 @@ params:
         assert all(space[k].contains(v) for k, v in params.items() if k in space and k != "backend"), params
 
 
-class _FakeNvml:
-    def __init__(self, rc: int) -> None:
-        self.rc, self.inits = rc, 0
 
-    def nvmlInit_v2(self) -> int:  # noqa: N802 - NVML's own name
-        self.inits += 1
-        return self.rc
+class _FakePipeline:
+    builds: list[int] = []
+
+    def __init__(self, *, batch_size, num_threads, device_id, prefetch_queue_depth) -> None:
+        self.device_id = device_id
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def set_outputs(self, *outputs) -> None:
+        self.outputs = outputs
+
+    def build(self) -> None:
+        if self.device_id == 7:
+            raise RuntimeError("no GPU decoder on this device")
+        _FakePipeline.builds.append(self.device_id)
 
 
-def test_nvml_is_initialized_once_and_held_where_it_loads(monkeypatch):
-    """A GPU pipeline's thread pools each initialize NVML unless the process holds it: held once, kept, never again."""
-    import ctypes
+@pytest.fixture
+def fake_dali(monkeypatch):
+    """DALI's Pipeline and fn, as far as hold_decoders uses them, with nothing held yet."""
+    from types import SimpleNamespace
 
     from autotune.loaders.backends import _dali
 
-    lib = _FakeNvml(0)
-    monkeypatch.setattr(_dali, "_NVML", [])
-    monkeypatch.setattr(ctypes, "CDLL", lambda name: lib if name == "libnvidia-ml.so.1" else None)
-    assert _dali.hold_nvml() and _dali.hold_nvml()
-    assert lib.inits == 1 and _dali._NVML == [lib]
+    pytest.importorskip("nvidia.dali")
+    import nvidia.dali.pipeline
+
+    fn = SimpleNamespace(external_source=lambda **kw: ("source", kw), decoders=SimpleNamespace(image=lambda data, **kw: ("decoded", data, kw)))
+    monkeypatch.setattr(_dali, "_HELD", {})
+    monkeypatch.setattr(nvidia.dali, "fn", fn)
+    monkeypatch.setattr(nvidia.dali.pipeline, "Pipeline", _FakePipeline)
+    _FakePipeline.builds = []
+    return _dali
 
 
-@pytest.mark.parametrize("fails", ["no library", "init fails"])
-def test_nvml_that_does_not_load_or_initialize_is_not_held(monkeypatch, fails):
-    import ctypes
+def test_one_pipeline_with_a_gpu_decoder_is_built_once_per_device_and_kept(fake_dali):
+    """The codec library's set-up, paid by every build unless a decoder stays built in the process: one, kept."""
+    assert fake_dali.hold_decoders(0) and fake_dali.hold_decoders(0) and fake_dali.hold_decoders(1)
+    assert _FakePipeline.builds == [0, 1] and set(fake_dali._HELD) == {0, 1}
+    assert fake_dali._HELD[0].outputs[0][2]["device"] == "mixed"  # a GPU decoder: a CPU one kept changed nothing
 
+
+def test_a_device_where_none_can_be_built_holds_nothing_and_fails_nothing(fake_dali):
+    assert not fake_dali.hold_decoders(7) and fake_dali._HELD == {}
+
+
+def test_a_pipeline_on_a_cuda_device_holds_a_decoder_first_and_a_cpu_one_does_not(monkeypatch):
     from autotune.loaders.backends import _dali
 
-    def cdll(name: str):
-        if fails == "no library":
-            raise OSError("libnvidia-ml.so.1: cannot open shared object file")
-        return _FakeNvml(9)  # NVML_ERROR_DRIVER_NOT_LOADED
-
-    monkeypatch.setattr(_dali, "_NVML", [])
-    monkeypatch.setattr(ctypes, "CDLL", cdll)
-    assert not _dali.hold_nvml() and _dali._NVML == []
-
-
-def test_a_pipeline_on_a_cuda_device_holds_nvml_first_and_a_cpu_one_does_not(monkeypatch):
-    from autotune.loaders.backends import _dali
-
-    held: list[bool] = []
-    monkeypatch.setattr(_dali, "hold_nvml", lambda: held.append(True) or True)
+    held: list[int] = []
+    monkeypatch.setattr(_dali, "hold_decoders", lambda index: held.append(index) or True)
     assert _dali._device_id("cpu", "cpu") is None and held == []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert _dali._device_id("cuda", "gpu") == 0 and held == [True]
-    assert _dali._device_id("cuda:1", "gpu") == 1 and held == [True, True]
+    assert _dali._device_id("cuda", "gpu") == 0 and held == [0]
+    assert _dali._device_id("cuda:1", "gpu") == 1 and held == [0, 1]
