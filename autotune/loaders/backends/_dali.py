@@ -106,7 +106,8 @@ def dali_file_list(files: tuple[str, ...]) -> tuple[list[str], str | None]:
     return out, tmpdir
 
 
-#: per CUDA device, an idle pipeline with a GPU decoder kept built for as long as the process lives (:func:`hold_decoders`)
+#: per CUDA device, an idle pipeline with a GPU decoder kept built for as long as the process lives, or None where
+#: none could be built (:func:`hold_decoders`)
 _HELD: dict[int, Any] = {}
 #: its GPU memory, on an H100 (114 MiB measured), counted in every pipeline's estimate on a CUDA device
 HELD_DECODER_MIB = 120
@@ -122,9 +123,11 @@ def hold_decoders(device_id: int) -> bool:
     of host memory), the same builds took 0.17 s and 0.03 s; beside a CPU decoder kept instead, nothing changed
     (benchmarks/gpu-logs/h100-2026-12-06-search-5/keeper.log). A warm trial process builds a pipeline per trial, a
     re-measurement two, AutoLoader one per config it tries: the first build in a process pays the set-up, here, once.
-    Where no such pipeline can be built (no GPU decoder), nothing is held and each build pays as before."""
+    Where no such pipeline can be built (no GPU decoder), nothing is held, it is not tried again, and each build pays
+    as before."""
     if device_id in _HELD:
-        return True
+        return _HELD[device_id] is not None
+    _HELD[device_id] = None  # tried once: a device where none can be built is not tried again at every build
     try:
         from nvidia.dali import fn
         from nvidia.dali.pipeline import Pipeline

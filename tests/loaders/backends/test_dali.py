@@ -315,8 +315,12 @@ def test_one_pipeline_with_a_gpu_decoder_is_built_once_per_device_and_kept(fake_
     assert fake_dali._HELD[0].outputs[0][2]["device"] == "mixed"  # a GPU decoder: a CPU one kept changed nothing
 
 
-def test_a_device_where_none_can_be_built_holds_nothing_and_fails_nothing(fake_dali):
-    assert not fake_dali.hold_decoders(7) and fake_dali._HELD == {}
+def test_a_device_where_none_can_be_built_holds_nothing_fails_nothing_and_is_not_tried_again(fake_dali, monkeypatch):
+    assert not fake_dali.hold_decoders(7) and fake_dali._HELD == {7: None}
+    import nvidia.dali.pipeline
+
+    monkeypatch.setattr(nvidia.dali.pipeline, "Pipeline", lambda **kw: pytest.fail("tried again"))
+    assert not fake_dali.hold_decoders(7)
 
 
 def test_a_pipeline_on_a_cuda_device_holds_a_decoder_first_and_a_cpu_one_does_not(monkeypatch):
