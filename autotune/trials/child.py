@@ -225,13 +225,16 @@ def release_memory() -> None:
 
 
 def process_set_up(spec: TrialSpec) -> float:
-    """Import what the trial's kind of loader needs and start its device; the seconds it took (near 0 once done)."""
+    """Import what the trial's kind of loader needs, start its device and ready it for that kind (``ready_device``); the
+    seconds it took (near 0 once done)."""
     from autotune.loaders.backends import get_backend
     from autotune.trials.one_rank import start_device
 
     t0 = time.perf_counter()
-    get_backend(spec.loader.backend.value).preload()
+    backend = get_backend(spec.loader.backend.value)
+    backend.preload()
     start_device(spec.device)
+    backend.ready_device(spec.device)
     return time.perf_counter() - t0
 
 

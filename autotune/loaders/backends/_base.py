@@ -186,6 +186,10 @@ class LoaderBackend(abc.ABC):
     def preload(self) -> None:  # noqa: B027 - optional hook
         """Import what :meth:`build` needs, ahead of the time it is measured in."""
 
+    def ready_device(self, device: str) -> None:  # noqa: B027 - optional hook
+        """What a trial process does once for ``device`` (its context started) before its first build: set-up that a
+        warm process's later trials then find done, counted as the process's start-up rather than a build's."""
+
     @abc.abstractmethod
     def build(
         self,

@@ -122,7 +122,9 @@ def hold_decoders(device_id: int) -> bool:
     Beside one pipeline with a GPU decoder kept built (batch 1, one thread, never run: 114 MiB of GPU memory, 34 MiB
     of host memory), the same builds took 0.17 s and 0.03 s; beside a CPU decoder kept instead, nothing changed
     (benchmarks/gpu-logs/h100-2026-12-06-search-5/keeper.log). A warm trial process builds a pipeline per trial, a
-    re-measurement two, AutoLoader one per config it tries: the first build in a process pays the set-up, here, once.
+    re-measurement two, AutoLoader one per config it tries: the first build in a process pays the set-up, here, once
+    (a warm trial process, as it starts: :meth:`DaliBackend.ready_device`, so that its start-up, which its later
+    trials are priced with, includes it).
     Where no such pipeline can be built (no GPU decoder), nothing is held, it is not tried again, and each build pays
     as before."""
     if device_id in _HELD:
@@ -441,6 +443,11 @@ class DaliBackend(LoaderBackend):
     def preload(self) -> None:
         try_import("dali")
         import nvidia.dali.plugin.pytorch  # noqa: F401 - imported ahead of the measured build
+
+    def ready_device(self, device: str) -> None:
+        """A GPU decoder kept built in the process (:func:`hold_decoders`) on a CUDA device."""
+        if device.startswith("cuda"):
+            _device_id(device, "cpu")
 
     def build(
         self,

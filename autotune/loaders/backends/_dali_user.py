@@ -245,6 +245,11 @@ class DaliUserBackend(LoaderBackend):
         try_import("dali")
         import nvidia.dali.plugin.pytorch  # noqa: F401 - imported ahead of the measured build
 
+    def ready_device(self, device: str) -> None:
+        """A GPU decoder kept built in the process (:func:`hold_decoders`) on a CUDA device."""
+        if device.startswith("cuda"):
+            _device_id(device, "cpu")
+
     def build(
         self,
         dataset: Dataset,

@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -333,3 +334,33 @@ def test_a_pipeline_on_a_cuda_device_holds_a_decoder_first_and_a_cpu_one_does_no
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert _dali._device_id("cuda", "gpu") == 0 and held == [0]
     assert _dali._device_id("cuda:1", "gpu") == 1 and held == [0, 1]
+
+
+@pytest.mark.parametrize("kind", ["dali", "dali_user"])
+def test_a_dali_trial_process_readies_a_cuda_device_with_a_held_decoder_and_a_cpu_one_without(monkeypatch, kind):
+    """ready_device, called once per trial process before its first build: the decoder's set-up is the process's."""
+    from autotune.loaders.backends import _dali
+
+    held: list[int] = []
+    monkeypatch.setattr(_dali, "hold_decoders", lambda index: held.append(index) or True)
+    backend = get_backend(kind)
+    backend.ready_device("cpu")
+    assert held == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    backend.ready_device("cuda:2")
+    assert held == [2]
+
+
+def test_the_trial_process_set_up_readies_the_device_after_starting_it(monkeypatch):
+    from autotune.loaders.backends import get_backend as backends
+    from autotune.trials import child, one_rank
+
+    calls: list[str] = []
+    backend = backends("dali")
+    monkeypatch.setattr(backend, "preload", lambda: calls.append("preload"))
+    monkeypatch.setattr(backend, "ready_device", lambda device: calls.append(f"ready {device}"))
+    monkeypatch.setattr(one_rank, "start_device", lambda device: calls.append(f"start {device}"))
+    spec = SimpleNamespace(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "gpu"}), device="cuda:1")
+    assert child.process_set_up(spec) >= 0
+    assert calls == ["preload", "start cuda:1", "ready cuda:1"]
