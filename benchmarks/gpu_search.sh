@@ -26,6 +26,10 @@
 #            the first batch), one knob at a time around DALI's usual start, 3 interleaved rounds in one process
 #            and the usual start built in 2 and in 3 fresh processes at once (about two minutes; BUILD_ROUNDS, and BUILD_ARGS
 #            in place of --parallel 2,3, e.g. "--held --rate-s 1": each config beside a held decoder too): OUT/dali-build.json and OUT/dali-build.log
+#  held:     what the GPU decoder each process keeps built (autotune.loaders.backends._dali.hold_decoders) changes:
+#            benchmarks/dali_build.py --held --rate-s 1 on DALI's usual start, the mixed start and CPU decode, 3 rounds
+#            (each build alone, then beside the held decoder; a second of batches timed after each first batch), then a
+#            default 60 s run (--seed 2) and where its trials' time went (about 2 minutes): OUT/held.json, OUT/held.log
 #  cuda:     the CUDA tests (python3 -m pytest -m cuda tests)
 #  imports:  three fresh processes timing the imports of torch, torchvision, autotune's trial modules and DALI, then
 #            the "ready in" line of each zygote.log under WORK/reports: OUT/imports.log (about 20 s)
@@ -109,11 +113,22 @@ build)
   python3 benchmarks/dali_build.py --dataset "$data" --device cuda --rounds ${BUILD_ROUNDS:-3} ${BUILD_ARGS:---parallel 2,3} --out "$out/dali-build.json" > "$out/dali-build.log" 2>&1
   echo "exit $?" >> "$out/dali-build.log"
   ;;
+held)
+  usual='{"backend": "dali", "batch_size": 128, "dali_device": "gpu", "num_threads": 8, "prefetch_queue_depth": 2, "hw_decoder_load": 0.65}'
+  mixed='{"backend": "dali", "batch_size": 256, "dali_device": "gpu", "num_threads": 12, "prefetch_queue_depth": 2, "hw_decoder_load": 0.5}'
+  cpu='{"backend": "dali", "batch_size": 128, "dali_device": "cpu", "num_threads": 8, "prefetch_queue_depth": 2}'
+  python3 benchmarks/dali_build.py --dataset "$data" --device cuda --rounds 3 --held --rate-s 1 --config "usual=$usual" \
+    --config "mixed=$mixed" --config "cpu decode=$cpu" --out "$out/held.json" > "$out/held.log" 2>&1; echo "exit $?" >> "$out/held.log"
+  mkdir -p /tmp/held-run && cd /tmp/held-run || exit 1
+  /usr/bin/time -f "wall %e s" python3 -m autotune run --dataset "$data" --no-report --seed 2 2>&1 | tail -n 6 >> "$out/held.log"
+  time_attr >> "$out/held.log" 2>&1
+  cd "$root" || exit 1
+  ;;
 cuda)
   python3 -m pytest -q -p no:cacheprovider -m cuda tests > "$out/cuda.log" 2>&1; echo "exit $?" >> "$out/cuda.log"
   ;;
 *)
-  echo "STAGE must name default, grid, methods, compare, noise, line, build, cuda, ahead or imports"; exit 2
+  echo "STAGE must name default, grid, methods, compare, noise, line, build, held, cuda, ahead or imports"; exit 2
   ;;
 esac
 [ ! -d "$work" ] || { rm -rf "$out/work"; cp -r "$work" "$out/work"; }
