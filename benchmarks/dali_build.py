@@ -207,14 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         for n in counts:
             for i, got in enumerate(parallel_builds(args.dataset, configs[names[0]], args.device, n)):
                 rows.append({"round": r + 1, "config": names[0], "parallel": n, "process": i + 1, **got})
-                print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in keys), flush=True)
+                print(f"round {r + 1} {names[0]} {n} at once, process {i + 1}: " + " ".join(f"{k} {got[k]:.3f}" for k in STEPS), flush=True)
     alone = [row for row in rows if "parallel" not in row]
     every = names + [f"{name}, held" for name in names if args.held]
     summary = {name: {k: round(statistics.median(row[k] for row in alone if row["config"] == name), 3) for k in keys} for name in every}
     for n in counts:
         summary[f"{names[0]}, {n} at once"] = {k: round(statistics.median(row[k] for row in rows if row.get("parallel") == n), 3) for k in STEPS}
     for name, s in summary.items():
-        print(f"median {name}: " + " ".join(f"{k} {s[k]:.3f}" for k in keys))
+        print(f"median {name}: " + " ".join(f"{k} {v:.3f}" for k, v in s.items()))
     out = {"command": " ".join(["python", "benchmarks/dali_build.py", *(sys.argv[1:] if argv is None else argv)]), "commit": harness.commit(),
            "machine": harness.machine_line(harness.machine()), "rows": rows, "median": summary}
     harness.write_json(Path(args.out), out)

@@ -390,7 +390,7 @@ def test_the_dali_build_probe_times_every_step_of_every_config_in_each_round(tmp
     out = tmp_path / "build.json"
     cfg = json.dumps({"backend": "dali", "batch_size": 4, "dali_device": "cpu", "num_threads": 1, "prefetch_queue_depth": 1})
     cmd = [sys.executable, str(ROOT / "benchmarks" / "dali_build.py"), "--dataset", str(tiny_dataset), "--rounds", "2",
-           "--config", f"one={cfg}", "--config", f"two={cfg.replace('1, ', '2, ', 1)}", "--parallel", "2", "--out", str(out)]
+           "--config", f"one={cfg}", "--config", f"two={cfg.replace('1, ', '2, ', 1)}", "--parallel", "2", "--rate-s", "0.1", "--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(out.read_text())
@@ -398,4 +398,5 @@ def test_the_dali_build_probe_times_every_step_of_every_config_in_each_round(tmp
     assert alone == [(1, "one"), (1, "two"), (2, "two"), (2, "one")]  # rotated
     assert sorted((r["round"], r["process"]) for r in got["rows"] if r.get("parallel") == 2) == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert all(r[k] >= 0 for r in got["rows"] for k in ("define_s", "build_s", "iterator_s", "first_s", "close_s"))
+    assert all(r["rate"] > 0 for r in got["rows"] if "parallel" not in r) and got["median"]["one"]["rate"] > 0
     assert set(got["median"]) == {"one", "two", "one, 2 at once"} and got["command"].startswith("python benchmarks/dali_build.py --dataset ")
