@@ -107,14 +107,15 @@ def build_once(dataset: Any, loader: LoaderConfig, device: str, rate_s: float = 
         torch.cuda.synchronize()
     out["first_s"] = time.perf_counter() - t
     if rate_s > 0:
-        batches = iter(it)
         n, t = 0, time.perf_counter()
         while time.perf_counter() - t < rate_s:
-            n += len(next(batches)[0]["labels"])
+            try:
+                n += len(next(it)[0]["labels"])
+            except StopIteration:  # an epoch ended (auto_reset: the next call starts the next one)
+                continue
         if device_id is not None:
             torch.cuda.synchronize()
         out["rate"] = n / (time.perf_counter() - t)
-        del batches
     t = time.perf_counter()
     del it, pipe
     if tmpdir:
