@@ -84,7 +84,11 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
     def start(t: Trial) -> float:
         a = trial_attrs(t)
         twice = min(float(a.get("build_s") or 0.0), float(a.get("built_ahead_s") or 0.0))
-        return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + float(a.get("warmup_s") or 0.0)
+        # the first trial of a warm process readied it before its build (a DALI process holds a GPU decoder, and its
+        # builds skip the codecs' set-up): the paired process is not readied, so each of its builds pays it. A later
+        # trial has it in ``saved_s`` (the process's start-up), one built ahead in ``built_ahead_s``
+        ready = 0.0 if a.get("built_ahead_s") else float(a.get("ready_s") or 0.0)
+        return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + ready + float(a.get("warmup_s") or 0.0)
 
     return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
 
@@ -96,7 +100,8 @@ def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | No
     from autotune.loaders.memory import estimate
 
     est = [estimate(ld, dataset, s.pipeline, s.device) for ld in loaders]
-    shared = {"host_mib": est[0]["parts"].get("process", 0.0), "gpu_mib": est[0]["parts"].get("gpu_cuda_context", 0.0), "shm_mib": 0.0}
+    shared = {"host_mib": est[0]["parts"].get("process", 0.0), "shm_mib": 0.0,
+              "gpu_mib": est[0]["parts"].get("gpu_cuda_context", 0.0) + est[0]["parts"].get("gpu_held_decoder", 0.0)}
     for key, budget, what in (("shm_mib", s.budgets.shm_mib, "/dev/shm"), ("host_mib", s.budgets.host_mib, "host memory"),
                               ("gpu_mib", s.budgets.gpu_mib, "GPU memory")):
         needs = [e[key] for e in est]

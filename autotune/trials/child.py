@@ -224,9 +224,9 @@ def release_memory() -> None:
         torch.cuda.reset_peak_memory_stats()
 
 
-def process_set_up(spec: TrialSpec) -> float:
-    """Import what the trial's kind of loader needs, start its device and ready it for that kind (``ready_device``); the
-    seconds it took (near 0 once done)."""
+def process_set_up(spec: TrialSpec) -> tuple[float, float]:
+    """Import what the trial's kind of loader needs, start its device and ready it for that kind (``ready_device``): the
+    seconds it took (near 0 once done), and of them, the readying that a build pays where it is not done."""
     from autotune.loaders.backends import get_backend
     from autotune.trials.one_rank import start_device
 
@@ -234,8 +234,8 @@ def process_set_up(spec: TrialSpec) -> float:
     backend = get_backend(spec.loader.backend.value)
     backend.preload()
     start_device(spec.device)
-    backend.ready_device(spec.device)
-    return time.perf_counter() - t0
+    ready_s = backend.ready_device(spec.device)
+    return time.perf_counter() - t0, ready_s
 
 
 class Dropped(Exception):
@@ -270,11 +270,13 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
                 return conn.recv() == "stop"
             return False
 
-        set_up_s = process_set_up(spec) if spec.keep else None
+        set_up_s, ready_s = process_set_up(spec) if spec.keep else (None, 0.0)
         payload = execute(spec, on_window, _hold(conn, begun, ahead) if spec.hold else None)
         payload.update(ahead)
         if set_up_s is not None:  # what a warm process pays once: its later trials find it done (autotune.trials.warm)
             payload["process_setup_s"] = round(set_up_s, 3)
+        if ready_s > 0:  # of it, what a build pays in a process that is not readied (a re-measurement's, measured once)
+            payload["ready_s"] = round(ready_s, 3)
         logger.info("complete: %.1f samples/s", payload.get("samples_per_s") or 0.0)
         if spec.keep:  # before the result: the next trial's memory readings start from what this one gave back
             try:

@@ -166,6 +166,18 @@ def test_a_contender_built_ahead_is_priced_with_its_build_once(tiny_dataset, tmp
     assert build_cost(tuner.candidates(2), 0.5) == pytest.approx(1.0 + 2 * (2.459 + 0.55 + 0.015 + 3 * 0.5))
 
 
+def test_a_contender_first_in_its_readied_process_is_priced_with_the_readying_a_paired_build_pays(tiny_dataset, tmp_path):
+    """A kept DALI trial process holds a GPU decoder as it starts (``ready_s``), so its first trial's build skips the
+    codecs' set-up; the paired process holds none, and each of its builds pays it: priced back once per contender. One
+    built ahead has it in its ``built_ahead_s`` already."""
+    first = {"startup_s": 0.2, "build_s": 0.17, "ready_s": 1.7, "warmup_s": 0.015}
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, **first)
+    assert build_cost(tuner.candidates(2), 0.5) == pytest.approx(1.0 + 2 * (0.2 + 1.7 + 0.015 + 3 * 0.5))
+    ahead = {"startup_s": 0.2, "build_s": 0.17, "ready_s": 1.7, "built_ahead_s": 3.0, "saved_s": 3.0, "warmup_s": 0.015}
+    tuner = _tuner_with(tiny_dataset, tmp_path / "ahead", {4: (1000.0, None), 2: (990.0, None)}, top=2, repeats=1, paired=True, **ahead)
+    assert build_cost(tuner.candidates(2), 0.5) == pytest.approx(1.0 + 2 * (0.2 + 3.0 - 0.17 + 0.015 + 3 * 0.5))
+
+
 def test_no_paired_process_starts_when_its_first_round_does_not_fit(tiny_dataset, tmp_path):
     """Each candidate's start-up as a fresh trial had it (a warm one's saved seconds added back), a window each and the
     process: a paired measurement that could not end one round in the time left is not begun."""
@@ -216,3 +228,26 @@ def test_an_unknown_remeasure_is_one_line():
     assert _paired("paired") and not _paired("fresh")
     with pytest.raises(UserError, match="remeasure must be one of paired, fresh, but got 'twice'"):
         _paired("twice")
+
+
+def test_two_dali_configs_in_one_process_count_its_cuda_context_and_held_decoder_once(tiny_dataset):
+    """A paired process has one CUDA context and holds at most one GPU decoder, whatever number of loaders it builds."""
+    import dataclasses as dc
+
+    from autotune.config.schema import LoaderConfig
+    from autotune.dataset.scan import scan
+    from autotune.loaders.memory import estimate
+    from autotune.study.paired import over_together
+    from autotune.study.settings import TuneSettings
+    from autotune.trials.guard import Budgets
+
+    loaders = [LoaderConfig.from_params({"backend": "dali", "batch_size": b, "dali_device": "gpu", "num_threads": 4, "prefetch_queue_depth": 2,
+                                         "hw_decoder_load": 0.65}) for b in (8, 16)]
+    dataset = scan(tiny_dataset)
+    est = [estimate(ld, dataset, "imagenet-train", "cuda") for ld in loaders]
+    once = est[0]["parts"]["gpu_cuda_context"] + est[0]["parts"]["gpu_held_decoder"]
+    together = sum(e["gpu_mib"] for e in est) - once
+    s = dc.replace(TuneSettings(), device="cuda", budgets=Budgets(gpu_mib=together + 1))
+    assert over_together(loaders, dataset, s) is None
+    s = dc.replace(s, budgets=Budgets(gpu_mib=together - 1))
+    assert "of GPU memory" in (over_together(loaders, dataset, s) or "")

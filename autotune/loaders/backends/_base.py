@@ -186,9 +186,12 @@ class LoaderBackend(abc.ABC):
     def preload(self) -> None:  # noqa: B027 - optional hook
         """Import what :meth:`build` needs, ahead of the time it is measured in."""
 
-    def ready_device(self, device: str) -> None:  # noqa: B027 - optional hook
-        """What a trial process does once for ``device`` (its context started) before its first build: set-up that a
-        warm process's later trials then find done, counted as the process's start-up rather than a build's."""
+    def ready_device(self, device: str) -> float:
+        """What a trial process kept for later trials does once for ``device`` (its context started) before its first
+        build: set-up that its later trials then find done, counted as the process's start-up rather than a build's.
+        Returns the seconds of it that each build pays in a process without it (``ready_s``: priced back where a
+        re-measurement's fresh process builds without it); 0.0 for none."""
+        return 0.0
 
     @abc.abstractmethod
     def build(

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,7 +110,8 @@ def dali_file_list(files: tuple[str, ...]) -> tuple[list[str], str | None]:
 #: per CUDA device, an idle pipeline with a GPU decoder kept built for as long as the process lives, or None where
 #: none could be built (:func:`hold_decoders`)
 _HELD: dict[int, Any] = {}
-#: its GPU memory, on an H100 (114 MiB measured), counted in every pipeline's estimate on a CUDA device
+#: its GPU memory, on an H100 (114 MiB measured), counted in every pipeline's estimate on a CUDA device (a trial
+#: process's holds one)
 HELD_DECODER_MIB = 120
 
 
@@ -121,12 +123,13 @@ def hold_decoders(device_id: int) -> bool:
     decode on a device, whatever the batch, threads, queue or hardware-decoder share; a reader alone built in 2 ms.
     Beside one pipeline with a GPU decoder kept built (batch 1, one thread, never run: 114 MiB of GPU memory, 34 MiB
     of host memory), the same builds took 0.17 s and 0.03 s; beside a CPU decoder kept instead, nothing changed
-    (benchmarks/gpu-logs/h100-2026-12-06-search-5/keeper.log). A warm trial process builds a pipeline per trial, a
-    re-measurement two, AutoLoader one per config it tries: the first build in a process pays the set-up, here, once
-    (a warm trial process, as it starts: :meth:`DaliBackend.ready_device`, so that its start-up, which its later
-    trials are priced with, includes it).
-    Where no such pipeline can be built (no GPU decoder), nothing is held, it is not tried again, and each build pays
-    as before."""
+    (benchmarks/gpu-logs/h100-2026-12-06-search-5/keeper.log, a holder fed by a one-file reader).
+
+    Only a trial process that is kept for later trials of its kind does this (:func:`ready_cuda`, as it starts): a warm
+    process builds a pipeline per trial. Never in the user's own process (``build_loader``, AutoLoader), where a torch
+    ``DataLoader`` may fork its workers beside DALI's threads, nor in a process measured once.
+    Where no such pipeline can be built (no GPU decoder), nothing is held, it is not tried again (said once), and each
+    build pays as before."""
     if device_id in _HELD:
         return _HELD[device_id] is not None
     _HELD[device_id] = None  # tried once: a device where none can be built is not tried again at every build
@@ -139,10 +142,24 @@ def hold_decoders(device_id: int) -> bool:
             pipe.set_outputs(fn.decoders.image(fn.external_source(name="held", device="cpu"), device="mixed"))
         pipe.build()
     except Exception as e:  # noqa: BLE001 - an optimisation only: the pipeline asked for is built as before
-        logger.debug("no GPU decoder kept built on device %d: %s: %s", device_id, type(e).__name__, e)
+        logger.info("no GPU decoder kept built on device %d (each DALI build sets up its codecs again): %s: %s", device_id, type(e).__name__, e)
         return False
     _HELD[device_id] = pipe
     return True
+
+
+def ready_cuda(device: str) -> float:
+    """``ready_device`` of both DALI backends: on a CUDA device, a GPU decoder held (:func:`hold_decoders`); the
+    seconds that took, which each build in a process without it pays (0.0 where it was held already, or none is)."""
+    if not device.startswith("cuda"):
+        return 0.0
+    index = _device_id(device, "cpu")
+    assert index is not None
+    if index in _HELD:
+        return 0.0
+    t0 = time.perf_counter()
+    held = hold_decoders(index)
+    return time.perf_counter() - t0 if held else 0.0
 
 
 def _device_id(device: str, dali_device: str) -> int | None:
@@ -168,9 +185,7 @@ def _device_id(device: str, dali_device: str) -> int | None:
         raise UserError(f"the DALI backend delivers batches to 'cpu' or 'cuda[:N]', but got {device!r}")
     if not torch.cuda.is_available():
         raise UserError(f"device {device!r} needs a CUDA GPU, but torch sees none; use device 'cpu' with loader.dali.device cpu")
-    index = dev.index if dev.index is not None else torch.cuda.current_device()
-    hold_decoders(index)  # before the pipeline's build: its decoder then finds the codec library set up
-    return index
+    return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
 def _graph(
@@ -444,10 +459,8 @@ class DaliBackend(LoaderBackend):
         try_import("dali")
         import nvidia.dali.plugin.pytorch  # noqa: F401 - imported ahead of the measured build
 
-    def ready_device(self, device: str) -> None:
-        """A GPU decoder kept built in the process (:func:`hold_decoders`) on a CUDA device."""
-        if device.startswith("cuda"):
-            _device_id(device, "cpu")
+    def ready_device(self, device: str) -> float:
+        return ready_cuda(device)
 
     def build(
         self,

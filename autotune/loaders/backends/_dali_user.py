@@ -20,7 +20,7 @@ from autotune._imports import is_available, try_import
 from autotune.config.sections import DEFAULT_HW_DECODER_LOAD, KNOB_BOUNDS, DaliUserOptions
 from autotune.errors import UserError
 from autotune.loaders.backends._base import CUDA_CONTEXT_MIB, BatchLoader, LoaderBackend, MemoryParts, MemorySizes
-from autotune.loaders.backends._dali import DALI_BASE_MIB, HELD_DECODER_MIB, USUAL_THREADS, DaliBackend, _device_id, _threads_in
+from autotune.loaders.backends._dali import DALI_BASE_MIB, HELD_DECODER_MIB, USUAL_THREADS, DaliBackend, _device_id, _threads_in, ready_cuda
 
 if TYPE_CHECKING:
     import torch
@@ -245,10 +245,8 @@ class DaliUserBackend(LoaderBackend):
         try_import("dali")
         import nvidia.dali.plugin.pytorch  # noqa: F401 - imported ahead of the measured build
 
-    def ready_device(self, device: str) -> None:
-        """A GPU decoder kept built in the process (:func:`hold_decoders`) on a CUDA device."""
-        if device.startswith("cuda"):
-            _device_id(device, "cpu")
+    def ready_device(self, device: str) -> float:
+        return ready_cuda(device)
 
     def build(
         self,

@@ -269,7 +269,6 @@ params:
         assert all(space[k].contains(v) for k, v in params.items() if k in space and k != "backend"), params
 
 
-
 class _FakePipeline:
     builds: list[int] = []
 
@@ -294,8 +293,6 @@ class _FakePipeline:
 @pytest.fixture
 def fake_dali(monkeypatch):
     """DALI's Pipeline and fn, as far as hold_decoders uses them, with nothing held yet."""
-    from types import SimpleNamespace
-
     from autotune.loaders.backends import _dali
 
     pytest.importorskip("nvidia.dali")
@@ -324,32 +321,52 @@ def test_a_device_where_none_can_be_built_holds_nothing_fails_nothing_and_is_not
     assert not fake_dali.hold_decoders(7)
 
 
-def test_a_pipeline_on_a_cuda_device_holds_a_decoder_first_and_a_cpu_one_does_not(monkeypatch):
+def test_building_a_pipeline_in_the_users_process_holds_no_decoder(monkeypatch):
+    """build_loader and AutoLoader run in the user's process, where a torch DataLoader may fork its workers later:
+    resolving the device for a build holds nothing."""
     from autotune.loaders.backends import _dali
 
-    held: list[int] = []
-    monkeypatch.setattr(_dali, "hold_decoders", lambda index: held.append(index) or True)
-    assert _dali._device_id("cpu", "cpu") is None and held == []
+    monkeypatch.setattr(_dali, "hold_decoders", lambda index: pytest.fail("held in a build"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert _dali._device_id("cuda", "gpu") == 0 and held == [0]
-    assert _dali._device_id("cuda:1", "gpu") == 1 and held == [0, 1]
+    assert _dali._device_id("cuda", "gpu") == 0 and _dali._device_id("cuda:1", "gpu") == 1
 
 
 @pytest.mark.parametrize("kind", ["dali", "dali_user"])
-def test_a_dali_trial_process_readies_a_cuda_device_with_a_held_decoder_and_a_cpu_one_without(monkeypatch, kind):
-    """ready_device, called once per trial process before its first build: the decoder's set-up is the process's."""
+def test_a_dali_trial_process_readies_a_cuda_device_with_a_held_decoder_once_and_says_what_it_took(monkeypatch, kind):
+    """ready_device, called as a kept trial process starts: the decoder's set-up is the process's; its seconds are
+    returned the first time only (each build in a process without it pays them)."""
+    import itertools
+
     from autotune.loaders.backends import _dali
 
     held: list[int] = []
-    monkeypatch.setattr(_dali, "hold_decoders", lambda index: held.append(index) or True)
+
+    def hold(index: int) -> bool:
+        held.append(index)
+        _dali._HELD[index] = object()
+        return True
+
+    clock = itertools.count(step=1.5)
+    monkeypatch.setattr(_dali, "_HELD", {})
+    monkeypatch.setattr(_dali, "hold_decoders", hold)
+    monkeypatch.setattr(_dali.time, "perf_counter", lambda: next(clock))
     backend = get_backend(kind)
-    backend.ready_device("cpu")
-    assert held == []
+    assert backend.ready_device("cpu") == 0.0 and held == []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    backend.ready_device("cuda:2")
-    assert held == [2]
+    assert backend.ready_device("cuda:2") == 1.5 and held == [2]
+    assert backend.ready_device("cuda:2") == 0.0 and held == [2]  # held already: nothing to price back
+
+
+def test_a_device_that_holds_no_decoder_returns_no_readying(monkeypatch):
+    from autotune.loaders.backends import _dali
+
+    monkeypatch.setattr(_dali, "_HELD", {})
+    monkeypatch.setattr(_dali, "hold_decoders", lambda index: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert get_backend("dali").ready_device("cuda") == 0.0
 
 
 def test_the_trial_process_set_up_readies_the_device_after_starting_it(monkeypatch):
@@ -359,8 +376,9 @@ def test_the_trial_process_set_up_readies_the_device_after_starting_it(monkeypat
     calls: list[str] = []
     backend = backends("dali")
     monkeypatch.setattr(backend, "preload", lambda: calls.append("preload"))
-    monkeypatch.setattr(backend, "ready_device", lambda device: calls.append(f"ready {device}"))
+    monkeypatch.setattr(backend, "ready_device", lambda device: calls.append(f"ready {device}") or 1.25)
     monkeypatch.setattr(one_rank, "start_device", lambda device: calls.append(f"start {device}"))
     spec = SimpleNamespace(loader=LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "gpu"}), device="cuda:1")
-    assert child.process_set_up(spec) >= 0
+    took, ready = child.process_set_up(spec)
+    assert took >= 0 and ready == 1.25
     assert calls == ["preload", "start cuda:1", "ready cuda:1"]
