@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where a tuning run's time went: each study's ``time`` attribute, what warm processes saved, and per trial its
 config, outcome, rate and the seconds of its parts (start-up, build, warm-up, what building ahead hid, close,
-release).
+release; for a trial that started a kept process, its set-up and, of it, the readying its kind does for the device).
 
     python benchmarks/trial_times.py sqlite:///autotune.db [sqlite:///other.db ...]   # the newest study of each
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-KEYS = ("duration_s", "startup_s", "build_s", "warmup_s", "built_ahead_s", "beside_wait_s", "close_s", "release_s", "saved_s", "warm_process")
+KEYS = ("duration_s", "startup_s", "build_s", "warmup_s", "built_ahead_s", "beside_wait_s", "close_s", "release_s", "saved_s", "warm_process",
+        "process_setup_s", "ready_s")
 
 
 def describe(url: str) -> list[str]:
