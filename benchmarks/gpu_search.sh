@@ -26,7 +26,7 @@
 #            the first batch), one knob at a time around DALI's usual start, 3 interleaved rounds in one process
 #            and the usual start built in 2 and in 3 fresh processes at once (about two minutes; BUILD_ROUNDS, and BUILD_ARGS
 #            in place of --parallel 2,3, e.g. "--held --rate-s 1": each config beside a held decoder too): OUT/dali-build.json and OUT/dali-build.log
-#  held:     what the GPU decoder each process keeps built (autotune.loaders.backends._dali.hold_decoders) changes:
+#  held:     what the GPU decoder a kept DALI trial process holds (autotune.loaders.backends._dali.hold_decoders) changes:
 #            benchmarks/dali_build.py --held --rate-s 1 on DALI's usual start, the mixed start and CPU decode, 3 rounds
 #            (each build alone, then beside the held decoder; a second of batches timed after each first batch), then a
 #            default 60 s run (--seed 2) and where its trials' time went (about 2 minutes): OUT/held.json, OUT/held.log
