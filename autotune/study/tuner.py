@@ -161,7 +161,7 @@ class Tuner:
         # (one started early by Zygote.launch: the first trial waits for it)
         self._zygote: Zygote | Literal[False] | None = zygote
         #: the search's warm trial process (:mod:`autotune.trials.warm`); None: every trial in a fresh process
-        self._warm: WarmPool | None = WarmPool() if settings.reuse_processes else None
+        self._warm: WarmPool | None = WarmPool(2 if settings.build_ahead else 1) if settings.reuse_processes else None
         self._searching = False  # within optimize: the only time a trial may go to a warm process
         #: the trial asked for while the one before it measured (:meth:`_build_next`): the study's next ``ask`` gives it
         self._asked: optuna.Trial | None = None

@@ -7,6 +7,13 @@ k+1 and sends it to a second process with ``hold``: that process sets itself up,
 its decoders; the first batch is decoded after ``"go"``) and waits. When trial k ends, k+1 gets ``"go"`` and its first
 window comes a warm-up later.
 
+Where it is built: in a fresh process only until a process of its kind has been kept warm, then only in an idle warm
+one (the pool keeps two a kind, so one measures while the other builds). A kept DALI process holds a GPU decoder
+(``LoaderBackend.ready_device``), so its builds take 0.2-0.45 s where a fresh process's set-up and build take 2.5-3 s;
+on an H100 a fresh one built beside a warm trial made that trial's windows wait 2.4-2.8 s, and default runs measured 9
+and 8 configs with it where they measured 11 and 9 with nothing built ahead
+(benchmarks/gpu-logs/h100-2026-12-06-search-6/ahead.log).
+
 What keeps this honest:
 
 - Builds overlap builds, not timed windows. Trial k's windows wait for k+1's build to end (``TrialSpec.wait_for``,
@@ -52,14 +59,18 @@ def halved(budgets: Budgets) -> Budgets:
 
 def build_ahead(spec: TrialSpec, *, warm: WarmPool, zygote: Zygote | None) -> bool:
     """Send ``spec`` to a process that builds its loader and holds it for :func:`~autotune.trials.runner.run_trial`
-    (an idle warm process of its kind, or a fresh one); whether it was sent. A kind that cannot be held is not."""
+    (an idle warm process of its kind, or a fresh one until one of its kind has been kept); whether it was sent. A kind
+    that cannot be held is not."""
     key = reuse_key(spec)
     if key is None:
         return False
     child = _Child(True)
     with deferred_signals():  # a Ctrl-C meanwhile leaves no process unheld: it is delivered once the pool holds it
+        wp = warm.take(key)
+        if wp is None and warm.kept_before(key):  # a fresh process's set-up, beside a warm trial's windows, would delay them
+            return False
         try:
-            sent = child.begin(dataclasses.replace(spec, hold=True), warm.take(key), zygote)
+            sent = child.begin(dataclasses.replace(spec, hold=True), wp, zygote)
         except Exception:
             child.end(None, None, None)
             raise

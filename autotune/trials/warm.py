@@ -14,7 +14,8 @@ What stays as it was:
 - A warm trial's result says so (``warm_process``: how many trials the process had measured) and how much start-up it
   saved (``saved_s``): the time budget prices a fresh re-measurement with it.
 
-One idle process is kept a kind (it gives back its loader's memory as it waits), and :meth:`WarmPool.close` ends them.
+One idle process is kept a kind, two where trials are built ahead (each gives back its loader's memory as it waits),
+and :meth:`WarmPool.close` ends them.
 """
 
 from __future__ import annotations
@@ -99,11 +100,14 @@ class BuiltAhead:
 
 
 class WarmPool:
-    """The warm trial processes a study keeps (one a kind: DALI's stays while a torch start is measured), the trial built
-    ahead, and what reuse saved."""
+    """The warm trial processes a study keeps (``per_kind`` a kind: DALI's stay while a torch start is measured), the
+    trial built ahead, and what reuse saved."""
 
-    def __init__(self) -> None:
-        self._idle: dict[tuple[str, str], WarmProcess] = {}
+    def __init__(self, per_kind: int = 1) -> None:
+        #: idle processes a kind, the newest last: two where trials are built ahead (one measures, the other builds)
+        self.per_kind = max(1, per_kind)
+        self._idle: dict[tuple[str, str], list[WarmProcess]] = {}
+        self._kept: set[tuple[str, str]] = set()  # the kinds that have had a process kept
         self._ahead: BuiltAhead | None = None
         self.reused = 0
         self.saved_s = 0.0
@@ -112,21 +116,26 @@ class WarmPool:
         self.waited_s = 0.0  # what the trials beside them waited for their builds: not hidden
 
     def take(self, key: tuple[str, str]) -> WarmProcess | None:
-        """The idle process for ``key``, alive (one that died waiting is cleaned up), or None."""
-        wp = self._idle.pop(key, None)
-        if wp is None:
-            return None
-        if wp.alive():
-            return wp
-        wp.end()
+        """The newest idle process for ``key``, alive (one that died waiting is cleaned up), or None."""
+        idle = self._idle.get(key, [])
+        while idle:
+            wp = idle.pop()
+            if wp.alive():
+                return wp
+            wp.end()
         return None
 
     def give(self, wp: WarmProcess) -> None:
-        """Keep ``wp`` for the next trial of its kind."""
-        old = self._idle.pop(wp.key, None)
-        if old is not None and old is not wp:
-            old.end()
-        self._idle[wp.key] = wp
+        """Keep ``wp`` for a later trial of its kind; the oldest idle one beyond :attr:`per_kind` ends."""
+        idle = [p for p in self._idle.get(wp.key, []) if p is not wp] + [wp]
+        while len(idle) > self.per_kind:
+            idle.pop(0).end()
+        self._idle[wp.key] = idle
+        self._kept.add(wp.key)
+
+    def kept_before(self, key: tuple[str, str]) -> bool:
+        """Whether a process of ``key``'s kind has been kept: its later trials are measured warm."""
+        return key in self._kept
 
     def note(self, saved_s: float) -> None:
         self.reused += 1
@@ -171,7 +180,7 @@ class WarmPool:
 
     def close(self) -> None:
         self.drop_ahead()
-        idle, self._idle = list(self._idle.values()), {}
+        idle, self._idle = [wp for kind in self._idle.values() for wp in kind], {}
         for wp in idle:
             wp.end()
 

@@ -54,6 +54,43 @@ def test_only_a_kind_that_reuses_its_process_single_rank_and_without_a_fault_get
     assert reuse_key(spec) is None
 
 
+class _Idle:
+    """A kept process as the pool sees it."""
+
+    key = ("dali", "cpu")
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def alive(self) -> bool:
+        return not self.ended
+
+    def end(self) -> None:
+        self.ended = True
+
+
+def test_the_pool_keeps_per_kind_idle_processes_the_newest_taken_first_and_ends_the_oldest_beyond() -> None:
+    a, b, c = _Idle(), _Idle(), _Idle()
+    pool = WarmPool(per_kind=2)  # where trials are built ahead: one measures while the other builds
+    assert not pool.kept_before(_Idle.key)
+    pool.give(a)
+    pool.give(b)
+    assert not a.ended and not b.ended and pool.kept_before(_Idle.key)
+    pool.give(c)
+    assert a.ended and not b.ended and not c.ended
+    assert pool.take(_Idle.key) is c and pool.take(_Idle.key) is b and pool.take(_Idle.key) is None
+    one = WarmPool()
+    d, e = _Idle(), _Idle()
+    one.give(d)
+    one.give(e)
+    assert d.ended and one.take(_Idle.key) is e
+    f, g = _Idle(), _Idle()
+    pool.give(f)
+    pool.give(g)
+    g.ended = True  # died as it waited: cleaned up, and the one before it is taken
+    assert pool.take(_Idle.key) is f
+
+
 def test_a_warm_process_measures_the_next_config_and_each_trial_writes_its_own_log(tiny_dataset, tmp_path) -> None:
     ds = scan(tiny_dataset)
     pool = WarmPool()
