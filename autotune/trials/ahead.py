@@ -12,7 +12,9 @@ one (the pool keeps two a kind, so one measures while the other builds). A kept 
 (``LoaderBackend.ready_device``), so its builds take 0.2-0.45 s where a fresh process's set-up and build take 2.5-3 s;
 on an H100 a fresh one built beside a warm trial made that trial's windows wait 2.4-2.8 s, and default runs measured 9
 and 8 configs with it where they measured 11 and 9 with nothing built ahead
-(benchmarks/gpu-logs/h100-2026-12-06-search-6/ahead.log).
+(benchmarks/gpu-logs/h100-2026-12-06-search-6/ahead.log). Built only as here, two default runs measured 13 configs each
+where two with nothing built ahead measured 8 and 7, and the windows beside a build waited 0-0.15 s
+(benchmarks/gpu-logs/h100-2026-12-06-search-7).
 
 What keeps this honest:
 
