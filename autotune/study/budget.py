@@ -20,9 +20,8 @@ from typing import Any
 
 from autotune.study.evidence import fresh_duration, is_told, trial_attrs
 
-#: seconds kept back for writing the YAML and the report after the last measurement (a default run wrote both in
-#: 1.0 s on a 2-core CPU, in 0.1 s or less on an H100)
-WRITE_RESERVE_S = 2.0
+#: seconds kept back for writing the YAML and the report after the last measurement
+WRITE_RESERVE_S = 3.0
 #: trials whose time says nothing of the next one's: the torch defaults (one process decodes, so a trial of them can
 #: take several times any other's). Priced at it, a budget stops sampling with time left for several trials.
 UNPRICED_ROLES = frozenset({"defaults"})
