@@ -45,7 +45,7 @@ class TuneSettings:
     budgets: Budgets = dataclasses.field(default_factory=Budgets)
     model: Any = None
     inject: dict[int, str] = dataclasses.field(default_factory=dict)  # trial number -> fault (tests)
-    #: measure a kind's configs one after another in one warm trial process during the search, where the kind allows
+    #: measure a kind's configs one after another in warm trial processes during the search, where the kind allows
     reuse_processes: bool = True
     #: build the search's next trial while this one measures, where its kind allows (:mod:`autotune.trials.ahead`)
     build_ahead: bool = False

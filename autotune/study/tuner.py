@@ -160,7 +160,7 @@ class Tuner:
         # None: not started; False: could not start (trials are spawned); a Zygote, perhaps still importing
         # (one started early by Zygote.launch: the first trial waits for it)
         self._zygote: Zygote | Literal[False] | None = zygote
-        #: the search's warm trial process (:mod:`autotune.trials.warm`); None: every trial in a fresh process
+        #: the search's warm trial processes (:mod:`autotune.trials.warm`); None: every trial in a fresh process
         self._warm: WarmPool | None = WarmPool(2 if settings.build_ahead else 1) if settings.reuse_processes else None
         self._searching = False  # within optimize: the only time a trial may go to a warm process
         #: the trial asked for while the one before it measured (:meth:`_build_next`): the study's next ``ask`` gives it
@@ -287,7 +287,7 @@ class Tuner:
                          on_intermediate=on_intermediate, zygote=zygote, warm=warm, after_begin=after_begin if warm is not None else None)
 
     def end_warm(self) -> None:
-        """End the search's warm trial process, and note what it saved (the study attr ``warm_processes``)."""
+        """End the search's warm trial processes, and note what they saved (the study attr ``warm_processes``)."""
         if self._warm is None:
             return
         with deferred_signals():  # every idle process and its temp folder go, even on a Ctrl-C meanwhile

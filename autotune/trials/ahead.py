@@ -7,8 +7,8 @@ k+1 and sends it to a second process with ``hold``: that process sets itself up,
 its decoders; the first batch is decoded after ``"go"``) and waits. When trial k ends, k+1 gets ``"go"`` and its first
 window comes a warm-up later.
 
-Where it is built: in a fresh process only until a process of its kind has been kept warm, then only in an idle warm
-one (the pool keeps two a kind, so one measures while the other builds). A kept DALI process holds a GPU decoder
+Where it is built: in an idle warm process of its kind, or in a fresh one only while the pool has fewer than the two
+it keeps a kind (at the start, or once one has ended), so that one measures while the other builds. A kept DALI process holds a GPU decoder
 (``LoaderBackend.ready_device``), so its builds take 0.2-0.45 s where a fresh process's set-up and build take 2.5-3 s;
 on an H100 a fresh one built beside a warm trial made that trial's windows wait 2.4-2.8 s, and default runs measured 9
 and 8 configs with it where they measured 11 and 9 with nothing built ahead
@@ -61,16 +61,16 @@ def halved(budgets: Budgets) -> Budgets:
 
 def build_ahead(spec: TrialSpec, *, warm: WarmPool, zygote: Zygote | None) -> bool:
     """Send ``spec`` to a process that builds its loader and holds it for :func:`~autotune.trials.runner.run_trial`
-    (an idle warm process of its kind, or a fresh one until one of its kind has been kept); whether it was sent. A kind
-    that cannot be held is not."""
+    (an idle warm process of its kind, or a fresh one while the pool has fewer than it keeps); whether it was sent. A
+    kind that cannot be held is not."""
     key = reuse_key(spec)
     if key is None:
         return False
-    child = _Child(True)
     with deferred_signals():  # a Ctrl-C meanwhile leaves no process unheld: it is delivered once the pool holds it
         wp = warm.take(key)
-        if wp is None and warm.kept_before(key):  # a fresh process's set-up, beside a warm trial's windows, would delay them
+        if wp is None and warm.live(key) >= warm.per_kind:  # both busy: a fresh set-up would delay the windows beside it
             return False
+        child = _Child(True)
         try:
             sent = child.begin(dataclasses.replace(spec, hold=True), wp, zygote)
         except Exception:

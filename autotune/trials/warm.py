@@ -14,8 +14,9 @@ What stays as it was:
 - A warm trial's result says so (``warm_process``: how many trials the process had measured) and how much start-up it
   saved (``saved_s``): the time budget prices a fresh re-measurement with it.
 
-One idle process is kept a kind, two where trials are built ahead (each gives back its loader's memory as it waits),
-and :meth:`WarmPool.close` ends them.
+One idle process is kept a kind, two where trials are built ahead (they take turns: one measures while the other
+builds). Each gives back its loader's memory as it waits, but keeps its CUDA context and, for DALI on a GPU, its held
+decoder (about 120 MiB), outside the memory budgets of the trial measured meanwhile. :meth:`WarmPool.close` ends them.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ class WarmPool:
         #: idle processes a kind, the newest last: two where trials are built ahead (one measures, the other builds)
         self.per_kind = max(1, per_kind)
         self._idle: dict[tuple[str, str], list[WarmProcess]] = {}
-        self._kept: set[tuple[str, str]] = set()  # the kinds that have had a process kept
+        self._kept: dict[tuple[str, str], list[WarmProcess]] = {}  # every process kept a kind, idle or taken again
         self._ahead: BuiltAhead | None = None
         self.reused = 0
         self.saved_s = 0.0
@@ -126,16 +127,24 @@ class WarmPool:
         return None
 
     def give(self, wp: WarmProcess) -> None:
-        """Keep ``wp`` for a later trial of its kind; the oldest idle one beyond :attr:`per_kind` ends."""
-        idle = [p for p in self._idle.get(wp.key, []) if p is not wp] + [wp]
-        while len(idle) > self.per_kind:
-            idle.pop(0).end()
+        """Keep ``wp`` for a later trial of its kind; one that died waiting is cleaned up, and the oldest idle one
+        beyond :attr:`per_kind` ends."""
+        idle = [wp]
+        for p in reversed(self._idle.get(wp.key, [])):
+            if p is wp:
+                continue
+            if p.alive() and len(idle) < self.per_kind:
+                idle.insert(0, p)
+            else:
+                p.end()
         self._idle[wp.key] = idle
-        self._kept.add(wp.key)
+        self._kept[wp.key] = [p for p in self._kept.get(wp.key, []) if p is not wp and p.alive()] + [wp]
 
-    def kept_before(self, key: tuple[str, str]) -> bool:
-        """Whether a process of ``key``'s kind has been kept: its later trials are measured warm."""
-        return key in self._kept
+    def live(self, key: tuple[str, str]) -> int:
+        """How many processes of ``key``'s kind the pool has kept that still run (idle, measuring or building): below
+        :attr:`per_kind`, a trial built ahead may start a fresh one."""
+        self._kept[key] = [p for p in self._kept.get(key, []) if p.alive()]
+        return len(self._kept[key])
 
     def note(self, saved_s: float) -> None:
         self.reused += 1
@@ -180,7 +189,7 @@ class WarmPool:
 
     def close(self) -> None:
         self.drop_ahead()
-        idle, self._idle = [wp for kind in self._idle.values() for wp in kind], {}
+        idle, self._idle, self._kept = [wp for kind in self._idle.values() for wp in kind], {}, {}
         for wp in idle:
             wp.end()
 

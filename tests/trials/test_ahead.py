@@ -85,19 +85,47 @@ def test_a_trial_built_ahead_waits_for_its_turn_and_is_measured_in_that_process(
     assert pool.holds() is None
 
 
-def test_once_its_kind_has_a_warm_process_a_trial_is_built_ahead_only_in_an_idle_one(tiny_dataset, tmp_path) -> None:
+class _Busy:
+    """A kept process, taken again for a trial."""
+
+    key = ("dali", "cpu")
+
+    def __init__(self) -> None:
+        self.ended = False
+
+    def alive(self) -> bool:
+        return not self.ended
+
+    def end(self) -> None:
+        self.ended = True
+
+
+def test_a_trial_is_built_ahead_in_a_fresh_process_only_while_the_pool_has_fewer_than_it_keeps(tiny_dataset, tmp_path) -> None:
     """A fresh process's set-up beside a warm trial made that trial's windows wait 2.4-2.8 s on an H100."""
+    ds = scan(tiny_dataset)
+    pool = WarmPool(per_kind=2)
+    a, b = _Busy(), _Busy()
+    pool.give(a)  # the pool reads only key, alive() and end()
+    pool.give(b)
+    pool.take(_Busy.key)
+    pool.take(_Busy.key)  # both measuring or building
+    ahead = _spec(ds, _dali(2, 1), tmp_path / "1.log")
+    try:
+        assert not build_ahead(ahead, warm=pool, zygote=None), "no fresh process beside a warm trial"
+        assert pool.holds() is None and not (tmp_path / "1.log").exists()
+        b.ended = True  # a trial failed in it, which ended its process: one fresh process makes the pair again
+        assert build_ahead(ahead, warm=pool, zygote=None)
+        assert _pid(tmp_path / "1.log")
+    finally:
+        pool.close()
+
+
+def test_a_trial_is_built_ahead_in_the_idle_warm_process_of_its_kind(tiny_dataset, tmp_path) -> None:
     ds = scan(tiny_dataset)
     pool = WarmPool(per_kind=2)
     try:
         assert run_trial(_spec(ds, _dali(1), tmp_path / "0.log"), timeout_s=60, warm=pool).outcome is Outcome.COMPLETE
-        busy = pool.take(("dali", "cpu"))  # as the next trial measured in it would
-        assert busy is not None
-        ahead = _spec(ds, _dali(2, 1), tmp_path / "1.log")
-        assert not build_ahead(ahead, warm=pool, zygote=None), "no fresh process beside a warm trial"
-        assert pool.holds() is None and not (tmp_path / "1.log").exists()
-        pool.give(busy)
-        assert build_ahead(ahead, warm=pool, zygote=None)
+        assert build_ahead(_spec(ds, _dali(2, 1), tmp_path / "1.log"), warm=pool, zygote=None)
         assert _pid(tmp_path / "1.log") == _pid(tmp_path / "0.log"), "built in the idle warm process"
     finally:
         pool.close()
@@ -180,8 +208,8 @@ def test_the_search_measures_trials_built_ahead_and_leaves_none_running(tiny_dat
     measured = [t for t in trials if "repeat_of" not in _result(t)]
     assert len(measured) == 4, "n_trials is kept: the last trial asks for none ahead"
     ahead = [t for t in measured if _result(t).get("built_ahead_s")]
-    # the second beside the first, both fresh; the fourth in the idle warm process while the third measures in the other
-    assert len(ahead) == 2, [_result(t) for t in trials]
+    # the second beside the first, both fresh; a later one in the idle warm process while another measures in the other
+    assert len(ahead) == 2 and _result(ahead[1]).get("warm_process"), [_result(t) for t in trials]
     assert tuner.study.user_attrs["warm_processes"]["built_ahead"]["trials"] == len(ahead)
     for before, built in zip(measured, measured[1:], strict=False):
         if _result(built).get("built_ahead_s"):

@@ -72,13 +72,25 @@ class _Idle:
 def test_the_pool_keeps_per_kind_idle_processes_the_newest_taken_first_and_ends_the_oldest_beyond() -> None:
     a, b, c = _Idle(), _Idle(), _Idle()
     pool = WarmPool(per_kind=2)  # where trials are built ahead: one measures while the other builds
-    assert not pool.kept_before(_Idle.key)
+    assert pool.live(_Idle.key) == 0
     pool.give(a)
     pool.give(b)
-    assert not a.ended and not b.ended and pool.kept_before(_Idle.key)
+    assert not a.ended and not b.ended and pool.live(_Idle.key) == 2
     pool.give(c)
     assert a.ended and not b.ended and not c.ended
     assert pool.take(_Idle.key) is c and pool.take(_Idle.key) is b and pool.take(_Idle.key) is None
+    assert pool.live(_Idle.key) == 2, "taken, they still run"
+    c.ended = True  # a trial failed in it, which ends its process
+    assert pool.live(_Idle.key) == 1
+    pool.give(b)
+    h, i = _Idle(), _Idle()
+    pool.give(h)
+    i.ended = True
+    pool._idle[_Idle.key].insert(0, i)  # an idle one that died as it waited
+    pool.give(b)  # b given again: the dead one goes, the live one stays
+    assert pool.take(_Idle.key) is b and pool.take(_Idle.key) is h and not h.ended
+    pool.close()
+    assert pool.live(_Idle.key) == 0
     one = WarmPool()
     d, e = _Idle(), _Idle()
     one.give(d)
