@@ -37,7 +37,8 @@
 #            last lines (configs measured, sampled, what the overlap hid) and its time attr, in OUT/ahead.log
 # STAGE may name several, comma-separated, run in order (STAGE=methods,cuda). After each stage the work folder comes
 # back as OUT/work; carried in as ./gpu-work (an ignored path), it seeds an empty WORK, so a later machine resumes.
-# Env: DATA (default /tmp/s8k: 8,000 synthetic JPEGs, written when missing, about 60 s), WORK (/tmp/search).
+# Env: DATA (default /tmp/s8k: 8,000 synthetic JPEGs, written when missing, about 60 s), WORK (/tmp/search),
+# RUN_ARGS (methods: more `autotune run` arguments, split on spaces).
 set -uo pipefail
 out=${OUTDIR:-${OUT:-gpu-search-out}}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -65,7 +66,9 @@ grid)
   "${ttq[@]}" --grid-wide --stages grid --time-budget 480 > "$out/grid.log" 2>&1; echo "exit $?" >> "$out/grid.log"
   ;;
 methods)
-  "${ttq[@]}" --methods autotune --seed 1 --seeds 3 --stages methods > "$out/methods.log" 2>&1; echo "exit $?" >> "$out/methods.log"
+  # RUN_ARGS: more `autotune run` arguments for every run (e.g. RUN_ARGS="--window 0.35"), to set a changed default
+  # beside the default in the same machine's runs (the methods and their compare in a WORK of their own)
+  "${ttq[@]}" --methods autotune --seed 1 --seeds 3 --stages methods ${RUN_ARGS:+-- $RUN_ARGS} > "$out/methods.log" 2>&1; echo "exit $?" >> "$out/methods.log"
   dbs=("$work"/methods/autotune-seed*.db); python3 benchmarks/trial_times.py "${dbs[@]/#/sqlite:///}" > "$out/trials.log" 2>&1
   ;;
 compare)
