@@ -40,6 +40,12 @@ GRACE_S = 2.0
 Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResult | str | None"]
 
 
+def pairs(s: TuneSettings) -> bool:
+    """Whether a study with settings ``s`` re-measures its contenders paired in one process: one process a trial (no
+    ranks), the loader alone (no model), and a cache not evicted before each measurement; else each in fresh ones."""
+    return s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
+
+
 def refill_s(t: Trial) -> float:
     """Seconds the untimed switch gives ``t``'s loader to refill its queue, by its own trial's rate:
     :data:`~autotune.trials.paired.REFILL_FACTOR` times its queue's batches."""
@@ -91,6 +97,14 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
         return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + ready + float(a.get("warmup_s") or 0.0)
 
     return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
+
+
+def rounds_cost(cands: list[Trial], window_s: float, rounds: int = 2) -> float:
+    """Seconds before ``rounds`` rounds end: :func:`build_cost` (the first round's), and a window each with the most a
+    switch keeps untimed for each later round."""
+    from autotune.trials.paired import MAX_SETTLE_WINDOWS
+
+    return build_cost(cands, window_s) + (rounds - 1) * len(cands) * (1 + MAX_SETTLE_WINDOWS) * window_s
 
 
 def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | None:

@@ -165,8 +165,9 @@ class Replay:
             self.pruned.append(key)
             step, value = stopped[0]
             return TrialResult(Outcome.PRUNED, samples_per_s=value, message=f"pruned after window {step}", duration_s=self.clock.now - start)
+        # start-up as a trial process records it: the build (the landscape's seconds) and the first batch
         return TrialResult(Outcome.COMPLETE, samples_per_s=m.samples_per_s, spread=m.spread, windows=m.windows, steady_from=m.steady_from,
-                           startup_s=m.startup_s, warmup_s=m.warmup_s, duration_s=self.clock.now - start)
+                           startup_s=self.landscape.startup_s(loader) + m.startup_s, warmup_s=m.warmup_s, duration_s=self.clock.now - start)
 
 
 def _tuner(dataset, monkeypatch, **kw) -> Tuner:
