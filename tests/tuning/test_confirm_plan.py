@@ -24,7 +24,7 @@ def _at(tiny_dataset, tmp_path, monkeypatch, elapsed: float, paired: bool = True
     tuner.settings = dataclasses.replace(tuner.settings, window_s=0.5, time_left=lambda: budget.remaining() - WRITE_RESERVE_S)
     calls = _paired_replay(tuner, monkeypatch, [{4: 1000.0, 2: 980.0}, {4: 1000.0, 2: 980.0}])
     opened = types.SimpleNamespace(tuner=tuner, unwritten=False)
-    confirm(types.SimpleNamespace(budget=budget), opened, types.SimpleNamespace(remeasure=None), budget.stage)  # type: ignore[arg-type]
+    confirm(types.SimpleNamespace(budget=budget), opened, types.SimpleNamespace(remeasure=None), budget.stage)
     return budget, tuner.study.user_attrs.get("confirmation"), calls
 
 
