@@ -222,6 +222,21 @@ def test_one_round_tells_configs_apart_only_beyond_the_margin(tiny_dataset, tmp_
     assert choose_paired(cands, [[1000.0, 960.0]])[0] is cands[0]  # 4 %: told apart
 
 
+def test_two_rounds_that_disagree_do_not_tell_configs_apart(tiny_dataset, tmp_path):
+    """2 cores, DALI's CPU decode: batch 256 (4 workers here, the costlier) read 1,654 then 1,289; batch 128 read 1,019
+    (beside the other's refill) then 1,356. The median of two ratios is their mean (0.83), which the one disturbed
+    round decides; faster in one round each, the two are not told apart, and the cheaper wins. Slower in both rounds,
+    it is told apart still; over three rounds and more, the median ratio decides as before."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1663.0, None), 2: (1405.0, None)}, top=2, paired=True)
+    cands = tuner.candidates(2)
+    assert [trial_attrs(t)["loader"]["num_workers"] for t in cands] == [4, 2]
+    winner, fastest, alike = choose_paired(cands, [[1654.4, 1019.1], [1288.9, 1356.1]])
+    assert fastest is cands[0] and winner is cands[1] and len(alike) == 2
+    assert choose_paired(cands, [[1654.4, 1019.1], [1288.9, 1256.1]])[0] is cands[0]  # slower in both: told apart
+    three = [[1654.4, 1019.1], [1288.9, 1356.1], [1650.0, 1300.0]]  # a median ratio of 0.79 over three rounds
+    assert choose_paired(cands, three)[0] is cands[0]
+
+
 def test_an_unknown_remeasure_is_one_line():
     from autotune.tuning.prepare import _paired
 
