@@ -3,7 +3,8 @@
 The contenders are built in one fresh process and timed in alternating windows, round by round
 (:mod:`autotune.trials.paired`). A config is told apart as slower than another when it was slower in every round (a
 single round: by more than :data:`~autotune.study.evidence.INDISTINGUISHABLE`); of those within that margin of the
-fastest and not told apart from it, the cheapest wins, as with fresh re-measurements (:func:`~autotune.study.confirm.choose`).
+fastest (by the median of the per-round ratios; over exactly two rounds, any that disagree) and not told apart from it,
+the cheapest wins, as with fresh re-measurements (:func:`~autotune.study.confirm.choose`).
 """
 
 from __future__ import annotations
@@ -38,12 +39,6 @@ GRACE_S = 2.0
 #: budget), calling ``begin()`` as the process starts; None where its first round does not fit, or why they are not
 #: paired (a line)
 Paired = Callable[[list[Trial], "float | None", Callable[[], None]], "TrialResult | str | None"]
-
-
-def pairs(s: TuneSettings) -> bool:
-    """Whether a study with settings ``s`` re-measures its contenders paired in one process: one process a trial (no
-    ranks), the loader alone (no model), and a cache not evicted before each measurement; else each in fresh ones."""
-    return s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
 
 
 def refill_s(t: Trial) -> float:
@@ -97,14 +92,6 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
         return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + ready + float(a.get("warmup_s") or 0.0)
 
     return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
-
-
-def rounds_cost(cands: list[Trial], window_s: float, rounds: int = 2) -> float:
-    """Seconds before ``rounds`` rounds end: :func:`build_cost` (the first round's), and a window each with the most a
-    switch keeps untimed for each later round."""
-    from autotune.trials.paired import MAX_SETTLE_WINDOWS
-
-    return build_cost(cands, window_s) + (rounds - 1) * len(cands) * (1 + MAX_SETTLE_WINDOWS) * window_s
 
 
 def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | None:
@@ -192,10 +179,12 @@ def slower_in_every_round(rounds: list[list[float]], i: int, j: int) -> bool:
 
 def choose_paired(cands: list[Trial], rounds: list[list[float]]) -> tuple[Trial, Trial, list[int]]:
     """The winner of the paired ``rounds`` (``rounds[r][i]`` for ``cands[i]``), the fastest (best median), and the
-    candidates that cannot be told apart from the fastest: not slower in every round, and (over three rounds and
-    more) within :data:`INDISTINGUISHABLE` of it by the median of their per-round ratios. Of those, the cheapest
-    wins, unless it is told apart as slower than a starting point (a config the run queued itself): a run never hands
-    over a config its own re-measurement shows slower than one it started from."""
+    candidates that cannot be told apart from the fastest: not slower in every round, and within
+    :data:`INDISTINGUISHABLE` of it by the median of their per-round ratios, except over exactly two (counted) rounds,
+    where that median is their mean, which one disturbed round decides: two rounds that disagree are enough. Of those,
+    the cheapest wins, unless it is told apart as slower than a starting point (a config the run queued itself:
+    slower in every round, or over two rounds by their mean ratio beyond the margin): a run never hands over a config
+    its own re-measurement shows slower than one it started from."""
     from autotune.study.selection import cost
 
     k = len(cands)
@@ -205,12 +194,19 @@ def choose_paired(cands: list[Trial], rounds: list[list[float]]) -> tuple[Trial,
     def alike(i: int) -> bool:
         ratio = statistics.median(r[i] / r[f] for r in rounds) if all(r[f] > 0 for r in rounds) else 0.0
         # of two rounds the median ratio is their mean, which one disturbed round decides: where they disagree, the
-        # configs are not told apart (2 cores: 0.62 beside the other's refill, then 1.05, took a config 25 % below)
+        # configs are not told apart (2 cores: 0.62 beside the other's refill, then 1.05, handed over a config that
+        # read 20 % below in the fresh processes that followed)
         return i == f or (not slower_in_every_round(rounds, i, f) and (len(rounds) == 2 or ratio >= 1 - INDISTINGUISHABLE))
+
+    def below_start(i: int, s: int) -> bool:  # told apart as slower than start s; of two rounds, by their mean ratio too
+        two = len(rounds) == 2 and all(r[s] > 0 for r in rounds) and statistics.fmean(r[i] / r[s] for r in rounds) < 1 - INDISTINGUISHABLE
+        return i != s and (slower_in_every_round(rounds, i, s) or two)
 
     near = [i for i in range(k) if alike(i)]
     starts = [i for i in range(k) if trial_attrs(cands[i]).get("role")]
-    # never empty: slower than a start in every round, the fastest's median would be below that start's
-    safe = [i for i in near if not any(slower_in_every_round(rounds, i, s) for s in starts)]
+    # the fastest is never slower than a start in every round (its median would be below that start's); below one by
+    # the mean of two rounds, that start is alike to it (not slower in both): empty only where such starts are each
+    # below another in turn
+    safe = [i for i in near if not any(below_start(i, s) for s in starts)] or near
     w = min(safe, key=lambda i: (*cost(cands[i], medians[i]), cands[i].number))
     return cands[w], cands[f], sorted(cands[i].number for i in near)

@@ -46,7 +46,7 @@ from autotune.study.evidence import (
     unless_repeat,
 )
 from autotune.study.opening import another_live_owner, check_resumable, fail_stale_trials, open_study
-from autotune.study.paired import paired_trial, pairs
+from autotune.study.paired import paired_trial
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, open_storage, storage_failure
@@ -593,7 +593,7 @@ class Tuner:
             # a fresh process each: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        one = pairs(s)  # else each in a fresh process (cold: evicted before each)
+        one = s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"  # else each in a fresh process (cold: evicted before each)
         paired = (lambda cands, left, begin: paired_trial(self.measure, s, self.dataset, cands, left, begin)) if one else None
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
                                   paired=paired, left=s.time_left)

@@ -237,6 +237,16 @@ def test_two_rounds_that_disagree_do_not_tell_configs_apart(tiny_dataset, tmp_pa
     assert choose_paired(cands, three)[0] is cands[0]
 
 
+def test_of_two_rounds_the_cheaper_is_not_handed_over_below_a_start_by_their_mean(tiny_dataset, tmp_path):
+    """The other way round: the fastest (4 workers) is a starting point and the cheaper sampled config read 0.60 of it,
+    then 1.01. Not told apart from it, but below it by 20 % on the mean of the two rounds: the start wins."""
+    tuner = _tuner_with(tiny_dataset, tmp_path, {4: (1663.0, "heuristic"), 2: (1405.0, None)}, top=2, paired=True)
+    cands = tuner.candidates(2)
+    winner, _, alike = choose_paired(cands, [[1000.0, 600.0], [1000.0, 1010.0]])
+    assert len(alike) == 2 and winner is cands[0]
+    assert choose_paired(cands, [[1000.0, 980.0], [1000.0, 1010.0]])[0] is cands[1]  # within 3 % on the mean: the cheaper
+
+
 def test_an_unknown_remeasure_is_one_line():
     from autotune.tuning.prepare import _paired
 
