@@ -23,6 +23,7 @@ from autotune.trials.guard import Budgets
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
 from autotune.trials.warm import WarmPool
+from tests.trials.test_warm import _Idle
 
 pytest.importorskip("nvidia.dali")
 
@@ -85,30 +86,15 @@ def test_a_trial_built_ahead_waits_for_its_turn_and_is_measured_in_that_process(
     assert pool.holds() is None
 
 
-class _Busy:
-    """A kept process, taken again for a trial."""
-
-    key = ("dali", "cpu")
-
-    def __init__(self) -> None:
-        self.ended = False
-
-    def alive(self) -> bool:
-        return not self.ended
-
-    def end(self) -> None:
-        self.ended = True
-
-
 def test_a_trial_is_built_ahead_in_a_fresh_process_only_while_the_pool_has_fewer_than_it_keeps(tiny_dataset, tmp_path) -> None:
     """A fresh process's set-up beside a warm trial made that trial's windows wait 2.4-2.8 s on an H100."""
     ds = scan(tiny_dataset)
     pool = WarmPool(per_kind=2)
-    a, b = _Busy(), _Busy()
+    a, b = _Idle(), _Idle()
     pool.give(a)  # the pool reads only key, alive() and end()
     pool.give(b)
-    pool.take(_Busy.key)
-    pool.take(_Busy.key)  # both measuring or building
+    pool.take(_Idle.key)
+    pool.take(_Idle.key)  # both measuring or building
     ahead = _spec(ds, _dali(2, 1), tmp_path / "1.log")
     try:
         assert not build_ahead(ahead, warm=pool, zygote=None), "no fresh process beside a warm trial"

@@ -55,7 +55,7 @@ def test_only_a_kind_that_reuses_its_process_single_rank_and_without_a_fault_get
 
 
 class _Idle:
-    """A kept process as the pool sees it."""
+    """A kept process as the pool sees it (idle, or taken again for a trial)."""
 
     key = ("dali", "cpu")
 
