@@ -107,3 +107,15 @@ def expect(value: object, name: str, kinds: type | tuple[type, ...], what: str) 
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:40] + f"... ({len(shown)} characters)"
     raise UserError(f"{name} must be {what}, but got {type(value).__name__} {shown}")
+
+
+def interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that an exception was raised while handling, if any."""
+    seen: set[int] = set()
+    c = e.__context__
+    while c is not None and id(c) not in seen:
+        if isinstance(c, KeyboardInterrupt):
+            return c
+        seen.add(id(c))
+        c = c.__context__
+    return None

@@ -85,7 +85,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="re-measure the K best configs before choosing (default: 3; planned with --budget; 0 or 1: none, the best single trial wins)")
     m.add_argument("--confirm-repeats", type=nonneg_int, default=None, metavar="R", help="re-measurements of each (default: 2; planned with --budget)")
     m.add_argument("--remeasure", choices=REMEASURE, default="paired",
-                   help="paired: re-measure the K best side by side in one fresh process, alternating windows, compared round by round "
+                   help="paired: re-measure the K best side by side in one process (a kept one of their kind, else fresh), alternating windows, "
+                        "compared round by round "
                         "(3 rounds for each of R, or what the budget leaves); fresh: each in a fresh process of its own, R times (default: %(default)s)")
     m.add_argument("--cache", choices=("warm", "cold"), default="warm",
                    help="warm: read the data once first (if it fits in RAM); cold: evict it before each trial")

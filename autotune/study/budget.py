@@ -110,6 +110,9 @@ class TimeBudget:
         self.marks: dict[str, float] = {}
         #: where the trials' seconds went (``time.trials_s``, :func:`trial_account`), once they have run
         self.trials_account: dict[str, Any] | None = None
+        #: a contender's seconds in a paired re-measurement of the contenders given (None: not paired in a kept process,
+        #: so each is priced as a fresh process takes it); the tuner's ``paired_price``
+        self.paired_price: Callable[[list[Any]], float | None] | None = None
 
     def mark(self, step: str) -> None:
         """Note that the set-up's ``step`` has ended, now."""
@@ -172,7 +175,9 @@ class TimeBudget:
         best = [t for t in best if t.value >= CONTENDER_FLOOR * best[0].value]  # the contenders Tuner.candidates re-measures
         if not best:
             return self.trial_cost()
-        # a trial measured in a warm process (autotune.trials.warm) saved its start-up; the re-measurement's is fresh
+        if self.paired_price is not None and (paired := self.paired_price(best)) is not None:
+            return paired  # side by side in a process the search kept (autotune.study.paired.warm_price)
+        # a trial measured in a warm process (autotune.trials.warm) saved its start-up; a fresh re-measurement's is fresh
         return statistics.fmean(fresh_duration(trial_attrs(t)) for t in best)
 
     def fits(self, seconds: float) -> bool:

@@ -146,7 +146,8 @@ def _this_run(record: dict[str, Any], earlier: int) -> str:
         n, cut = len(paired["rounds"]), int(paired.get("steady_from") or 0)
         window = f"{paired['window_s']:g} s " if isinstance(paired.get("window_s"), (int, float)) else ""
         counted = f" ({n - cut} counted, the first still speeding up)" if cut else ""
-        return (f"top {len(cands)} re-measured together in one fresh process, {n} {'round' if n == 1 else 'rounds'} of alternating "
+        where = "the search's process of their kind" if paired.get("warm_process") else "one fresh process"
+        return (f"top {len(cands)} re-measured together in {where}, {n} {'round' if n == 1 else 'rounds'} of alternating "
                 f"{window}windows{counted}, compared round by round; winner by median of all scores")
     if done == 0:
         return f"best single trial: all {attempted} re-measurements of the top {len(cands)} failed"

@@ -1,7 +1,7 @@
 """The paired re-measurement seen from the study: how many rounds fit, the trial that runs them, and the winner they pick.
 
-The contenders are built in one fresh process and timed in alternating windows, round by round
-(:mod:`autotune.trials.paired`). A config is told apart as slower than another when it was slower in every round (a
+The contenders are built in one process (the idle one of their kind that the search kept, else a fresh one) and
+timed in alternating windows, round by round (:mod:`autotune.trials.paired`). A config is told apart as slower than another when it was slower in every round (a
 single round: by more than :data:`~autotune.study.evidence.INDISTINGUISHABLE`); of those within that margin of the
 fastest (by the median of the per-round ratios; over exactly two rounds, any that disagree) and not told apart from it,
 the cheapest wins, as with fresh re-measurements (:func:`~autotune.study.confirm.choose`).
@@ -23,6 +23,7 @@ from autotune.study.evidence import INDISTINGUISHABLE, trial_attrs, trial_loader
 if TYPE_CHECKING:
     from autotune.study.settings import TuneSettings
     from autotune.trials.spec import TrialResult
+    from autotune.trials.warm import WarmPool
 
 Trial = optuna.trial.FrozenTrial
 
@@ -32,6 +33,12 @@ ROUNDS_PER_REPEAT = 3
 MAX_ROUNDS = 8
 #: seconds a paired process takes beyond its loaders' builds and windows (its fork and device set-up)
 PROCESS_S = 1.0
+#: the same, for the idle warm process of the candidates' kind (:mod:`autotune.trials.warm`): the spec's trip and the
+#: loaders' close
+WARM_PROCESS_S = 0.3
+#: rounds a paired re-measurement in a warm process is priced at (:func:`warm_price`); it measures as many as its
+#: time then holds, up to :data:`MAX_ROUNDS`
+PRICED_ROUNDS = 4
 #: seconds past its deadline before the paired process is stopped (a round begun in time ends a little after it)
 GRACE_S = 2.0
 
@@ -72,9 +79,11 @@ def not_paired(cands: list[Trial], window_s: float) -> str | None:
     return None
 
 
-def build_cost(cands: list[Trial], window_s: float) -> float:
+def build_cost(cands: list[Trial], window_s: float, warm: bool = False) -> float:
     """Seconds before the first round ends, as the paired process prices it: the process, each candidate's start-up as
     a fresh trial had it (its build and first batch), and one window each with the most a switch keeps untimed.
+    ``warm``: in an idle process of their kind (:func:`warm_price`), which has its start-up behind it: each
+    candidate's build and first batch as its trial had them.
 
     A trial built ahead (:mod:`autotune.trials.ahead`) counts its build twice in its record: in ``startup_s`` (the
     build is timed before the hold) and in ``saved_s`` (its ``built_ahead_s``: the set-up and build the trial before
@@ -84,6 +93,8 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
 
     def start(t: Trial) -> float:
         a = trial_attrs(t)
+        if warm:
+            return float(a.get("startup_s") or 0.0) + float(a.get("warmup_s") or 0.0)
         twice = min(float(a.get("build_s") or 0.0), float(a.get("built_ahead_s") or 0.0))
         # the first trial of a warm process readied it before its build (a DALI process holds a GPU decoder, and its
         # builds skip the codecs' set-up): the paired process is not readied, so each of its builds pays it. A later
@@ -91,7 +102,39 @@ def build_cost(cands: list[Trial], window_s: float) -> float:
         ready = 0.0 if a.get("built_ahead_s") else float(a.get("ready_s") or 0.0)
         return float(a.get("startup_s") or 0.0) + float(a.get("saved_s") or 0.0) - twice + ready + float(a.get("warmup_s") or 0.0)
 
-    return PROCESS_S + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
+    return (WARM_PROCESS_S if warm else PROCESS_S) + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
+
+
+def applies(s: TuneSettings) -> bool:
+    """Whether the settings re-measure paired: one rank, no model's step, and not a cold cache (evicted before each)."""
+    return s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
+
+
+def warm_key(cands: list[Trial], s: TuneSettings) -> tuple[str, str] | None:
+    """The warm processes' kind (and device) that may take the paired measurement of ``cands``; None where none may."""
+    from autotune.loaders.backends import BACKENDS
+
+    kinds = {str(trial_attrs(t)["loader"].get("backend")) for t in cands}
+    kind = BACKENDS.get(kinds.pop()) if len(kinds) == 1 else None
+    return (kind.name, s.device) if kind is not None and kind.reuses_process else None
+
+
+def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None) -> float | None:
+    """Seconds a contender adds to a paired re-measurement of ``cands`` in the warm process of their kind, that process
+    priced once among them: its build and first batch as its trial had them, and :data:`PRICED_ROUNDS` rounds of a
+    window and the switch's untimed refill (:func:`refill_s`). None where it would not be paired in one: another kind
+    or a kind that keeps no process, no process of it kept, or not paired at all; the budget then prices each
+    contender as a fresh process takes it.
+
+    On an H100 the fresh paired process took 5 s before its first round (the process, 3 s, and the GPU decoder's
+    set-up, 2 s) of the 13 s the budget kept for two contenders at their fresh trials' time."""
+    from autotune.trials.paired import MAX_SETTLE_WINDOWS
+
+    key = warm_key(cands, s)
+    if warm is None or key is None or len(cands) < 2 or not applies(s) or not_paired(cands, s.window_s) is not None or not warm.live(key):
+        return None
+    rounds = sum(s.window_s + min(refill_s(t), MAX_SETTLE_WINDOWS * s.window_s) for t in cands) * PRICED_ROUNDS
+    return (build_cost(cands, s.window_s, warm=True) - (1 + MAX_SETTLE_WINDOWS) * s.window_s * len(cands) + rounds) / len(cands)
 
 
 def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | None:
@@ -115,9 +158,10 @@ def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | No
 
 
 def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: Any, cands: list[Trial], seconds: float | None,
-                 begin: Callable[[], None] | None = None) -> TrialResult | str | None:
-    """Run the paired measurement of ``cands`` (in their order) in one fresh process, through the tuner's ``measure``
-    with its settings ``s``, calling ``begin()`` first. None when not even its first round fits ``seconds``; a line
+                 begin: Callable[[], None] | None = None, warm: WarmPool | None = None) -> TrialResult | str | None:
+    """Run the paired measurement of ``cands`` (in their order) in one process, through the tuner's ``measure`` with its
+    settings ``s``, calling ``begin()`` first: the idle process of their kind that ``warm`` kept, the others ended
+    (``measure`` sends it there), else a fresh one. None when not even its first round fits ``seconds``; a line
     saying why where they are not paired (:func:`not_paired`, :func:`over_together`)."""
     from autotune.trials.logs import trial_log
 
@@ -125,8 +169,12 @@ def paired_trial(measure: Callable[..., TrialResult], s: TuneSettings, dataset: 
     why = not_paired(cands, s.window_s) or over_together(loaders, dataset, s)
     if why is not None:
         return why
-    if seconds is not None and build_cost(cands, s.window_s) > seconds:
+    key = warm_key(cands, s)
+    in_warm = warm is not None and key is not None and warm.idle(key)
+    if seconds is not None and build_cost(cands, s.window_s, warm=in_warm) > seconds:
         return None
+    if warm is not None:  # beside no other idle process's memory
+        warm.only(key) if key is not None else warm.close()
     rounds = MAX_ROUNDS if seconds is not None else max(2, ROUNDS_PER_REPEAT * s.confirm_repeats)
     # the rounds end inside the trial's time limit too, so that the process is never stopped with rounds measured
     paired_s = max(0.0, min(seconds if seconds is not None else float("inf"), s.trial_timeout - GRACE_S))
@@ -162,7 +210,7 @@ def rounds_of(result: TrialResult | None, n: int) -> Rounds | None:
         return None
     steady = int(p.get("steady_from") or 0)
     record = {"rounds": got, "steady_from": steady, "window_s": p.get("window_s"), "build_s": p.get("build_s"),
-              "seconds": round(result.duration_s, 2)}
+              "seconds": round(result.duration_s, 2), **({"warm_process": result.extra["warm_process"]} if result.extra.get("warm_process") else {})}
     return Rounds([[float(x) for x in r] for r in got], steady if steady < len(got) else 0, record)
 
 

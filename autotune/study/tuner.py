@@ -21,7 +21,7 @@ from autotune.config.schema import FALLBACK_BACKEND, LoaderConfig, backend_of
 from autotune.dataset import pagecache
 from autotune.dataset.paths import printable
 from autotune.dataset.scan import Dataset
-from autotune.errors import UserError
+from autotune.errors import UserError, interrupt_behind
 from autotune.loaders.memory import fit_shm
 from autotune.outcomes import Outcome
 from autotune.study.baselines import baseline_configs, fit_to_space, neighbours
@@ -46,7 +46,7 @@ from autotune.study.evidence import (
     unless_repeat,
 )
 from autotune.study.opening import another_live_owner, check_resumable, fail_stale_trials, open_study
-from autotune.study.paired import paired_trial
+from autotune.study.paired import applies, paired_trial, warm_price
 from autotune.study.settings import PRUNERS, SAMPLERS, TuneSettings, make_pruner, make_sampler
 from autotune.study.space import SearchSpace
 from autotune.study.storage import is_storage_error, open_storage, storage_failure
@@ -114,18 +114,6 @@ def judged(step: int, values: list[float], windows: int) -> bool:
     starter's first windows are its ramp, not its speed.
     """
     return 0 < step < windows and len(values) > 1 and values[-1] <= values[-2] * (1 + STEADY_TOL)
-
-
-def _interrupt_behind(e: BaseException) -> KeyboardInterrupt | None:
-    """The Ctrl-C or SIGTERM that an exception was raised while handling, if any."""
-    seen: set[int] = set()
-    c = e.__context__
-    while c is not None and id(c) not in seen:
-        if isinstance(c, KeyboardInterrupt):
-            return c
-        seen.add(id(c))
-        c = c.__context__
-    return None
 
 
 class Tuner:
@@ -264,7 +252,7 @@ class Tuner:
     def measure(self, loader: LoaderConfig, number: int | None = None, on_intermediate: OnIntermediate | None = None, log: str | None = None,
                 timeout_s: float | None = None, after_begin: Callable[[str], bool] | None = None, **spec: Any) -> TrialResult:
         """Measure ``loader`` in its own trial process, or (during :meth:`optimize`) in the warm process of its kind where
-        the kind allows (:mod:`autotune.trials.warm`); the re-measurement is always fresh. ``spec``: more of the trial's
+        the kind allows (:mod:`autotune.trials.warm`), as the paired re-measurement; fresh ones are fresh. ``spec``: more of the trial's
         :class:`TrialSpec` fields (the paired loaders of the re-measurement, :mod:`autotune.study.paired`)."""
         from autotune.errors import raise_if_stopped
         from autotune.trials import guard
@@ -282,16 +270,17 @@ class Tuner:
             self._zygote = self._zygote.ready() or False
         zygote = self._zygote or None
         timeout_s = self.settings.trial_timeout if timeout_s is None else timeout_s
-        warm = self._warm if self._searching else None
+        warm = self._warm if self._searching or spec.get("paired") else None  # the paired re-measurement: study.paired
         return run_trial(dataclasses.replace(self.spec(loader, number, log), **spec), timeout_s=timeout_s, budgets=self.settings.budgets,
                          on_intermediate=on_intermediate, zygote=zygote, warm=warm, after_begin=after_begin if warm is not None else None)
 
-    def end_warm(self) -> None:
-        """End the search's warm trial processes, and note what they saved (the study attr ``warm_processes``)."""
+    def end_warm(self, keep: bool = False) -> None:
+        """End the search's warm trial processes (``keep``: only the trial built ahead; the idle ones stay for the paired
+        re-measurement), and note what they saved (the study attr ``warm_processes``)."""
         if self._warm is None:
             return
         with deferred_signals():  # every idle process and its temp folder go, even on a Ctrl-C meanwhile
-            self._warm.close()
+            self._warm.drop_ahead() if keep else self._warm.close()
         if self._warm.reused or self._warm.built_ahead:
             with contextlib.suppress(Exception):  # a storage that fails here has failed the run already: that error is told
                 self.study.set_user_attr("warm_processes", self._warm.summary())
@@ -333,7 +322,7 @@ class Tuner:
             trial.set_user_attr("owner", self._owner)
             return self._objective(trial)
         except (KeyboardInterrupt, Exception) as e:  # Ctrl-C or SIGTERM anywhere in the trial (the sampler's work too), or
-            if isinstance(e, KeyboardInterrupt) or _interrupt_behind(e) is not None:  # an error code there made of one
+            if isinstance(e, KeyboardInterrupt) or interrupt_behind(e) is not None:  # an error code there made of one
                 record_result(trial, {"outcome": Outcome.INTERRUPTED.value})
             raise
         finally:
@@ -524,7 +513,7 @@ class Tuner:
         except UserError:
             raise
         except Exception as e:
-            stop = _interrupt_behind(e)
+            stop = interrupt_behind(e)
             if stop is not None:  # Optuna's _run_trial turns a Ctrl-C while it stores a result into an UnboundLocalError
                 with deferred_signals():
                     self._fail_own_running(running_before)
@@ -537,7 +526,7 @@ class Tuner:
             try:
                 self._unasked()
             finally:
-                self.end_warm()  # the re-measurement is in fresh processes, with the memory this one held
+                self.end_warm(keep=keep_warm)  # kept: the paired re-measurement takes one (study.paired)
             if not keep_warm:
                 self.close()
 
@@ -576,6 +565,10 @@ class Tuner:
             logger.info("trial(s) %s stopped outside the objective: marked failed", left)
         return left
 
+    def paired_price(self, cands: list[optuna.trial.FrozenTrial]) -> float | None:
+        """A contender's seconds in a paired re-measurement in a kept process (:func:`~autotune.study.paired.warm_price`)."""
+        return warm_price(cands, self.settings, self._warm)
+
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
         """The complete trials that may win (:func:`~autotune.study.evidence.contenders`)."""
         return contenders(self.study)
@@ -590,10 +583,9 @@ class Tuner:
         s = self.settings
 
         def remeasure(t: optuna.trial.FrozenTrial, repeat: int) -> TrialResult:
-            # a fresh process each: the winner's figure is what training's own process will see
+            self.end_warm()  # a fresh process each, beside none kept: the winner's figure is what training's own process will see
             return self.measure(trial_loader(t), log=remeasure_log(s.log_dir, t.number, repeat))  # type: ignore[arg-type]  # a contender has its loader
 
-        one = s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"  # else each in a fresh process (cold: evicted before each)
-        paired = (lambda cands, left, begin: paired_trial(self.measure, s, self.dataset, cands, left, begin)) if one else None
+        paired = (lambda cands, left, begin: paired_trial(self.measure, s, self.dataset, cands, left, begin, self._warm)) if applies(s) else None
         return confirm_candidates(self.study, s.confirm_top, s.confirm_repeats, remeasure, close=self.close, on_step=on_step, fits=fits,
                                   paired=paired, left=s.time_left)

@@ -2,7 +2,7 @@
 
 Fresh processes of one DALI config read 14.7k to 28.0k samples/s within an hour on the H200, and one process's own
 windows drifted by as much over a few seconds. One fresh re-measurement each then told two configs 10 % apart from
-each other no better than a coin. Here the contenders are built in one fresh process and timed in turn, one window
+each other no better than a coin. Here the contenders are built in one process and timed in turn, one window
 each (A B C, A B C, ...): each round's windows see the same machine and the same process within a second or two, so
 the drift cancels in a round's ratios, and the process's start-up is paid once for all of them.
 

@@ -136,7 +136,7 @@ def run_trial(
     """
     budgets = budgets or Budgets()
     key = reuse_key(spec) if warm is not None else None
-    child = _Child(key is not None)
+    child = _Child(key is not None and not spec.paired)  # paired loaders may take a warm process, never keep it
     built: BuiltAhead | None = None
     monitor: Monitor | None = None
     start = time.monotonic()
@@ -174,7 +174,7 @@ def run_trial(
             logger.info("trial process %d could not measure %s warm (%s): a fresh one does", proc.pid, spec.loader.describe(),
                         result.message if result is not None else "it had ended")
             result = None
-        elif key is not None and result is not None:
+        elif child.keep and key is not None and result is not None:
             child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM meanwhile comes after
@@ -194,6 +194,8 @@ def run_trial(
             warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
         return result
     assert monitor is not None
+    if wp is not None and spec.paired:  # the re-measurement in the process that measured this many trials before it
+        result.extra["warm_process"] = wp.served
     if flag is not None and warm is not None:
         warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
     ahead_s = float(result.extra.get("built_ahead_s") or 0.0) if built is not None else 0.0

@@ -9,8 +9,12 @@ What stays as it was:
 
 - A trial that fails, times out, goes over a memory budget or is stopped ends its process, as before: the next starts
   fresh.
-- The re-measurement of the contenders runs in fresh processes only (``Tuner.confirm``), so the winner's figure is a
-  fresh process's, as training will see it.
+- Fresh re-measurements (each contender alone, ``Tuner.confirm``) run in fresh processes, so their figures are a
+  fresh process's, as training will see it. The paired re-measurement (the contenders side by side, compared round by
+  round: :mod:`autotune.study.paired`) runs in the idle process of their kind where one is left, and ends it: its
+  start-up and a DALI process's decoder set-up (5 s of a 13 s re-measurement on an H100) go to trials instead. Its
+  rates compare the contenders with each other in one process; a decoder held there left a DALI pipeline's rate
+  within the spread of one built alone (``benchmarks/dali_build.py --held``).
 - A warm trial's result says so (``warm_process``: how many trials the process had measured) and how much start-up it
   saved (``saved_s``): the time budget prices a fresh re-measurement with it.
 
@@ -40,11 +44,14 @@ if TYPE_CHECKING:
 
 def reuse_key(spec: TrialSpec) -> tuple[str, str] | None:
     """Which warm process may measure ``spec`` (its kind and device), or None when it needs a fresh one: a kind that
-    does not reuse its process, several ranks, a model's training step, paired loaders, or a fault the test suite injects."""
+    does not reuse its process, several ranks, a model's training step, or a fault the test suite injects. Paired
+    loaders (the re-measurement, :mod:`autotune.trials.paired`) of the kind may take one; they never keep it."""
     from autotune.loaders.backends import BACKENDS
 
     kind = BACKENDS.get(getattr(spec.loader.backend, "value", str(spec.loader.backend)))
-    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject or spec.paired:
+    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject:
+        return None
+    if any(getattr(c.backend, "value", str(c.backend)) != kind.name for c in spec.paired):
         return None
     return kind.name, spec.device
 
@@ -139,6 +146,23 @@ class WarmPool:
                 p.end()
         self._idle[wp.key] = idle
         self._kept[wp.key] = [p for p in self._kept.get(wp.key, []) if p is not wp and p.alive()] + [wp]
+
+    def idle(self, key: tuple[str, str]) -> bool:
+        """Whether an idle process of ``key``'s kind still runs (one that died waiting is cleaned up)."""
+        wp = self.take(key)
+        if wp is not None:
+            self._idle.setdefault(key, []).append(wp)
+        return wp is not None
+
+    def only(self, key: tuple[str, str]) -> None:
+        """End every idle process but the newest of ``key``'s kind, and the trial built ahead: the paired re-measurement
+        that takes it is measured beside no other process's memory."""
+        self.drop_ahead()
+        keep = self.take(key)
+        for wp in [p for kind in self._idle.values() for p in kind]:
+            wp.end()
+        self._idle = {key: [keep]} if keep is not None else {}
+        self._kept = {k: [p for p in v if p is keep] for k, v in self._kept.items()}
 
     def live(self, key: tuple[str, str]) -> int:
         """How many processes of ``key``'s kind the pool has kept that still run (idle, measuring or building): below

@@ -143,6 +143,7 @@ def search(request: RunRequest, prep: Prepared, opened: OpenStudy, reporter: Rep
             tuner.study.set_user_attr("model_ceiling", measure_ceiling(tuner))
     callbacks: list[Callable[..., Any]] = [reporter]
     if prep.budget is not None:
+        prep.budget.paired_price = tuner.paired_price
         callbacks.append(prep.budget.stop_callback(tuner.settings.confirm_top, tuner.settings.confirm_repeats))
     with stage("trials"):
         tuner.optimize(callbacks=callbacks, keep_warm=True)  # closed after the re-measurement

@@ -276,3 +276,108 @@ def test_two_dali_configs_in_one_process_count_its_cuda_context_and_held_decoder
     assert over_together(loaders, dataset, s) is None
     s = dc.replace(s, budgets=Budgets(gpu_mib=together - 1))
     assert "of GPU memory" in (over_together(loaders, dataset, s) or "")
+
+
+def _dali_cands(n: int, **attrs) -> list:
+    """``n`` complete DALI trials (CPU decode, batch 8, a queue of 2), the best first, each with ``attrs`` in its result."""
+    import optuna
+
+    from autotune.config.schema import LoaderConfig
+
+    out = []
+    for i in range(n):
+        loader = LoaderConfig.from_params({"backend": "dali", "batch_size": 8, "dali_device": "cpu", "num_threads": i + 1, "prefetch_queue_depth": 2})
+        result = {"loader": loader.to_params(), "config": loader.describe(), "outcome": "complete", **attrs}
+        out.append(optuna.trial.create_trial(value=1000.0 - i, user_attrs={"result": result}))
+    return out
+
+
+class _Kept:
+    """A process the pool kept, as the pool sees it."""
+
+    def __init__(self, key: tuple[str, str]) -> None:
+        self.key, self.ended = key, False
+
+    def alive(self) -> bool:
+        return not self.ended
+
+    def end(self) -> None:
+        self.ended = True
+
+
+def test_contenders_paired_in_a_kept_process_are_priced_without_its_start_up():
+    """The H100's case: two DALI contenders measured warm (2.1 s each, 3.2 s of start-up saved) were kept 13 s, of
+    which a fresh paired process spent 5 s before its first round. With a process of their kind kept, each is priced at
+    its build and first batch, and four rounds of a window and its switch's refill; without one, as before."""
+    from autotune.study.budget import REMEASURE_MARGIN, TimeBudget
+    from autotune.study.paired import PRICED_ROUNDS, WARM_PROCESS_S, refill_s, warm_price
+    from autotune.study.settings import TuneSettings
+    from autotune.trials.warm import WarmPool
+
+    cands = _dali_cands(2, startup_s=0.4, warmup_s=0.05, duration_s=2.1, saved_s=3.2)
+    s = TuneSettings(window_s=0.5, paired=True, device="cpu")
+    pool = WarmPool()
+    assert warm_price(cands, s, pool) is None, "no process of their kind kept"
+    kept = _Kept(("dali", "cpu"))
+    pool.give(kept)
+    switch = [min(refill_s(t), 2 * 0.5) for t in cands]
+    want = (WARM_PROCESS_S + 2 * (0.4 + 0.05) + PRICED_ROUNDS * sum(0.5 + x for x in switch)) / 2
+    assert warm_price(cands, s, pool) == pytest.approx(want)
+    import dataclasses
+
+    assert warm_price(cands, dataclasses.replace(s, paired=False), pool) is None  # --remeasure fresh
+    assert warm_price(cands, dataclasses.replace(s, device="cuda"), pool) is None  # no process of their kind on that device
+    # the budget prices the re-measurement so, and keeps that much less from the trials
+    import optuna
+
+    study = optuna.create_study(direction="maximize")
+    for t in cands:
+        study.add_trial(t)
+    budget = TimeBudget(60.0, clock=lambda: 0.0)
+    budget.record_trial(2.1)
+    fresh = budget.contender_cost(study, 2)
+    assert fresh == pytest.approx(2.1 + 3.2)
+    budget.paired_price = lambda best: warm_price(best, s, pool)
+    assert budget.contender_cost(study, 2) == pytest.approx(want) and want < fresh
+    assert budget.another_trial_fits(2, 1, budget.contender_cost(study, 2)) and budget.reserved_s == pytest.approx(2 * want * REMEASURE_MARGIN)
+    kept.ended = True  # the process died: priced fresh again
+    assert warm_price(cands, s, pool) is None
+
+
+def test_the_paired_measurement_takes_the_kept_process_of_their_kind_and_ends_the_others(tiny_dataset):
+    """Before the paired measurement, every idle process but the newest of the contenders' kind ends (none measures
+    beside another's memory); its first round is priced without the start-up that process has behind it."""
+    from autotune.dataset.scan import scan
+    from autotune.study.paired import WARM_PROCESS_S
+    from autotune.study.settings import TuneSettings
+    from autotune.trials.warm import WarmPool
+
+    cands = _dali_cands(2, startup_s=0.4, warmup_s=0.05, duration_s=2.1, saved_s=3.2)
+    s = TuneSettings(window_s=0.5, paired=True, device="cpu")
+    pool = WarmPool(per_kind=2)
+    old, new, torch_one = _Kept(("dali", "cpu")), _Kept(("dali", "cpu")), _Kept(("torch", "cpu"))
+    for p in (old, new, torch_one):
+        pool.give(p)
+    warm_first = WARM_PROCESS_S + 2 * (0.4 + 0.05 + 3 * 0.5)
+    assert build_cost(cands, 0.5, warm=True) == pytest.approx(warm_first) and warm_first < build_cost(cands, 0.5)
+    asked: list[dict] = []
+
+    def measure(loader, **k):
+        asked.append(k)
+        return TrialResult(Outcome.COMPLETE)
+
+    ds = scan(tiny_dataset)
+    assert paired_trial(measure, s, ds, cands, warm_first - 0.01, warm=pool) is None and not asked and not old.ended
+    paired_trial(measure, s, ds, cands, warm_first, warm=pool)
+    assert len(asked) == 1 and old.ended and torch_one.ended and not new.ended
+    assert pool.take(("dali", "cpu")) is new, "the newest of their kind is left for the measurement"
+
+
+def test_the_record_says_which_process_the_paired_rounds_ran_in():
+    from autotune.study.evidence import confirmation_method
+
+    record = {"attempted": 1, "candidates": [{"scores": [1.0, 2.0]}, {"scores": [1.0, 2.0]}],
+              "paired": {"rounds": [[1.0, 1.0]], "window_s": 0.5, "warm_process": 7}}
+    assert confirmation_method(record).startswith("top 2 re-measured together in the search's process of their kind, 1 round")
+    del record["paired"]["warm_process"]
+    assert confirmation_method(record).startswith("top 2 re-measured together in one fresh process")

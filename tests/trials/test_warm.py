@@ -4,6 +4,7 @@ fresh re-measurement with the start-up a warm trial saved."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def test_only_a_kind_that_reuses_its_process_single_rank_and_without_a_fault_get
     spec = _spec(ds, _dali(1), Path("x"))
     spec.ranks = 2
     assert reuse_key(spec) is None
+    # the paired re-measurement of one kind may take that kind's process; one beside another kind's loader may not
+    assert reuse_key(dataclasses.replace(_spec(ds, _dali(1), Path("x")), paired=(_dali(2),))) == ("dali", "cpu")
+    assert reuse_key(dataclasses.replace(_spec(ds, _dali(1), Path("x")), paired=(torch_spec.loader,))) is None
 
 
 class _Idle:
@@ -144,22 +148,51 @@ def test_a_failed_trial_ends_its_process_and_a_dead_warm_process_is_not_used(tin
     assert _pid(tmp_path / "3.log") not in (_pid(tmp_path / "0.log"), _pid(tmp_path / "1.log"))
 
 
-def test_the_search_reuses_a_process_and_the_re_measurement_starts_fresh_ones(tiny_dataset, tmp_path, monkeypatch) -> None:
-    import psutil
-
+def _warm_search(tiny_dataset, tmp_path, monkeypatch, paired: bool) -> tuple[Tuner, list, set[int]]:
+    """A search of DALI CPU configs, its trials spawned, as `autotune run` calls it; its measured trials and their pids."""
     monkeypatch.setattr("autotune.study.tuner.open_storage", lambda url: optuna.storages.InMemoryStorage())
     settings = TuneSettings(cache="none", cores=2, window_s=0.2, windows=2, warmup_batches=1, n_trials=4, pruner="none", baselines=False,
                             confirm_top=2, confirm_repeats=1, sampler="random", seed=0, log_dir=str(tmp_path / "logs"), pipeline="imagenet-eval",
-                            fork_trials=False)  # spawned trials: nothing but the search's own ending ends a warm one
+                            fork_trials=False, paired=paired)  # spawned trials: nothing but the tuner ends a warm one
     tuner = Tuner(scan(tiny_dataset), parse_space({"params": DALI_CPU}, cores=2), settings, storage="memory", study_name="warm")
+    tuner.optimize(keep_warm=True)  # as `autotune run` calls it: the zygote and the idle process stay for the re-measurement
+    measured = [t for t in tuner.study.trials if t.user_attrs.get("log") and "result" in t.user_attrs and "repeat_of" not in t.user_attrs["result"]]
+    return tuner, measured, {_pid(Path(t.user_attrs["log"])) for t in measured}
+
+
+def _running(pids: set[int]) -> bool:
+    import psutil
+
+    return any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in map(_process, pids))
+
+
+def test_the_search_reuses_a_process_and_the_paired_re_measurement_takes_it(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner, measured, pids = _warm_search(tiny_dataset, tmp_path, monkeypatch, paired=True)
     try:
-        tuner.optimize(keep_warm=True)  # as `autotune run` calls it: the zygote stays for the re-measurement
-        trials = tuner.study.trials
-        measured = [t for t in trials if t.user_attrs.get("log") and "result" in t.user_attrs and "repeat_of" not in t.user_attrs["result"]]
-        pids = {_pid(Path(t.user_attrs["log"])) for t in measured}
         assert len(measured) >= 2 and len(pids) == 1, "the search's trials shared one process"
         assert tuner.study.user_attrs["warm_processes"]["trials"] == len(measured) - 1
-        assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in map(_process, pids)), "no warm process outlives the search"
+        assert _running(pids), "the idle process stays for the paired re-measurement"
+        record = tuner.confirm()
+    finally:
+        tuner.close()
+    assert "paired" in record, record
+    log = next((tmp_path / "logs").rglob("*remeasure-paired*"))
+    assert _pid(log) in pids and "earlier trial" in log.read_text(), "the contenders were measured side by side in the search's process"
+    assert not _running(pids), "no warm process outlives the re-measurement"
+
+
+def test_fresh_re_measurements_start_fresh_processes_beside_none_kept(tiny_dataset, tmp_path, monkeypatch) -> None:
+    tuner, measured, pids = _warm_search(tiny_dataset, tmp_path, monkeypatch, paired=False)
+    try:
+        assert len(measured) >= 2 and len(pids) == 1, "the search's trials shared one process"
+        seen_running: list[bool] = []
+        measure = tuner.measure
+
+        def spy(*a, **k):  # each fresh re-measurement begins with the search's process gone
+            seen_running.append(_running(pids))
+            return measure(*a, **k)
+
+        monkeypatch.setattr(tuner, "measure", spy)
         tuner.confirm()
     finally:
         tuner.close()
@@ -167,6 +200,7 @@ def test_the_search_reuses_a_process_and_the_re_measurement_starts_fresh_ones(ti
     from autotune.study.result import figures
     from autotune.tuning.write import result_lines
 
+    assert seen_running and not any(seen_running)
     best = max((t for t in tuner.study.trials if t.value is not None), key=lambda t: t.value)
     cfg = Config(loader=LoaderConfig.from_params(best.user_attrs["loader"]), result=figures(tuner.study))
     summary = {"time": {"elapsed_s": 30.0, "budget_s": 60.0, "spent_s": {"trials": 20.0}}}
