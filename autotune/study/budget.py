@@ -175,10 +175,13 @@ class TimeBudget:
         best = [t for t in best if t.value >= CONTENDER_FLOOR * best[0].value]  # the contenders Tuner.candidates re-measures
         if not best:
             return self.trial_cost()
-        if self.paired_price is not None and (paired := self.paired_price(best)) is not None:
-            return paired  # side by side in a process the search kept (autotune.study.paired.warm_price)
         # a trial measured in a warm process (autotune.trials.warm) saved its start-up; a fresh re-measurement's is fresh
-        return statistics.fmean(fresh_duration(trial_attrs(t)) for t in best)
+        fresh = statistics.fmean(fresh_duration(trial_attrs(t)) for t in best)
+        # side by side in a process the search kept (autotune.study.paired.warm_price), where that is less: its rounds
+        # fill what is kept either way (on 2 cores a fresh DALI CPU process is forked in a second, and four rounds of
+        # its slow refills priced 11-17 s where the fresh trials' time kept 7-8 s)
+        paired = self.paired_price(best) if self.paired_price is not None else None
+        return min(fresh, paired) if paired is not None else fresh
 
     def fits(self, seconds: float) -> bool:
         """Whether ``seconds`` more work and writing the YAML still end inside the budget."""

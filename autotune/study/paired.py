@@ -123,8 +123,8 @@ def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None) -> fl
     """Seconds a contender adds to a paired re-measurement of ``cands`` in the warm process of their kind, that process
     priced once among them: its build and first batch as its trial had them, and :data:`PRICED_ROUNDS` rounds of a
     window and the switch's untimed refill (:func:`refill_s`). None where it would not be paired in one: another kind
-    or a kind that keeps no process, no process of it kept, or not paired at all; the budget then prices each
-    contender as a fresh process takes it.
+    or a kind that keeps no process, no process of it kept, or not paired at all. The budget prices each contender
+    at the less of this and its trial's time as a fresh process takes it (``TimeBudget.contender_cost``).
 
     On an H100 the fresh paired process took 5 s before its first round (the process, 3 s, and the GPU decoder's
     set-up, 2 s) of the 13 s the budget kept for two contenders at their fresh trials' time."""

@@ -341,7 +341,10 @@ def test_contenders_paired_in_a_kept_process_are_priced_without_its_start_up():
     assert budget.contender_cost(study, 2) == pytest.approx(want) and want < fresh
     assert budget.another_trial_fits(2, 1, budget.contender_cost(study, 2)) and budget.reserved_s == pytest.approx(2 * want * REMEASURE_MARGIN)
     kept.ended = True  # the process died: priced fresh again
-    assert warm_price(cands, s, pool) is None
+    assert warm_price(cands, s, pool) is None and budget.contender_cost(study, 2) == pytest.approx(fresh)
+    # where the fresh trials' time is less (a fresh DALI CPU process forked in a second), that is kept: the rounds fill it
+    budget.paired_price = lambda best: fresh + 1.0
+    assert budget.contender_cost(study, 2) == pytest.approx(fresh)
 
 
 def test_the_paired_measurement_takes_the_kept_process_of_their_kind_and_ends_the_others(tiny_dataset):
