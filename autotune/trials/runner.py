@@ -174,7 +174,7 @@ def run_trial(
             logger.info("trial process %d could not measure %s warm (%s): a fresh one does", proc.pid, spec.loader.describe(),
                         result.message if result is not None else "it had ended")
             result = None
-        elif child.keep and key is not None and result is not None:
+        elif key is not None and result is not None:
             child.keep_if_settled(result, marks, wait_s=spec.window_s + 2.0, warm=warm, key=key, monitor=monitor)
     finally:
         # on KeyboardInterrupt too: the child and its workers are gone before this returns; a Ctrl-C or SIGTERM meanwhile comes after
@@ -194,8 +194,6 @@ def run_trial(
             warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
         return result
     assert monitor is not None
-    if wp is not None and spec.paired:  # the re-measurement in the process that measured this many trials before it
-        result.extra["warm_process"] = wp.served
     if flag is not None and warm is not None:
         warm.note_waited(float(result.extra.get("beside_wait_s") or 0.0))
     ahead_s = float(result.extra.get("built_ahead_s") or 0.0) if built is not None else 0.0
@@ -262,8 +260,13 @@ class _Child:
 
     def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],
                         monitor: Monitor) -> None:
-        """Keep the process for the next trial of its kind when it is ready for one, and note what a warm trial saved."""
+        """Keep the process for the next trial of its kind when it is ready for one, and note what a warm trial saved; a
+        paired measurement (never kept) notes the warm process it took: how many trials it measured before."""
         assert self.proc is not None and self.conn is not None
+        if not self.keep:
+            if self.warm is not None:
+                result.extra["warm_process"] = self.warm.served
+            return
         payload = _settled(result, marks, self.conn, wait_s)
         if payload is None or warm is None:
             return

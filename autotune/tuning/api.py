@@ -102,8 +102,7 @@ def tune(
         warmup_batches: untimed batches after the first.
         confirm_top: re-measure this many of the best configs before choosing (0 or 1: none); None: 3, or planned.
         confirm_repeats: re-measurements of each; None: 2, or planned from the budget.
-        remeasure: ``"paired"``: the best side by side in one process (the search's of their kind where it kept one,
-            else a fresh one), in alternating windows; ``"fresh"``: each alone.
+        remeasure: ``"paired"``: the best side by side in one process (a kept one of their kind, else fresh); ``"fresh"``: each alone.
         trial_timeout_s: the wall-clock limit of one trial.
         baselines: measure the torch DataLoader defaults and the common settings first (the speedup's base).
         report: write the HTML report to ``reports_dir/<study>/``.

@@ -175,7 +175,8 @@ def test_the_search_reuses_a_process_and_the_paired_re_measurement_takes_it(tiny
         record = tuner.confirm()
     finally:
         tuner.close()
-    assert "paired" in record, record
+    assert record["paired"]["warm_process"] == len(measured), record  # the process that measured every trial before it
+    assert record["method"].startswith("top 2 re-measured together in the search's process of their kind"), record["method"]
     log = next((tmp_path / "logs").rglob("*remeasure-paired*"))
     assert _pid(log) in pids and "earlier trial" in log.read_text(), "the contenders were measured side by side in the search's process"
     assert not _running(pids), "no warm process outlives the re-measurement"
