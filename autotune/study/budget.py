@@ -152,7 +152,8 @@ class TimeBudget:
 
     def contender_cost(self, study: Any, top: int) -> float | None:
         """The expected wall time of one re-measurement: the mean of the ``top`` best trials' own durations, each as a
-        fresh process takes it.
+        fresh process takes it, or (where less) a contender's share of their paired re-measurement in the process
+        the search kept (:attr:`paired_price`).
 
         Contenders are often the slow starters (a DALI GPU pipeline takes seconds to start), so the median
         of all trials, fast pruned ones included, would under-count the re-measurement; and where they are the quick

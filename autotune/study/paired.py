@@ -119,11 +119,12 @@ def warm_key(cands: list[Trial], s: TuneSettings) -> tuple[str, str] | None:
     return (kind.name, s.device) if kind is not None and kind.reuses_process else None
 
 
-def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None) -> float | None:
+def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None, dataset: Any = None) -> float | None:
     """Seconds a contender adds to a paired re-measurement of ``cands`` in the warm process of their kind, that process
     priced once among them: its build and first batch as its trial had them, and :data:`PRICED_ROUNDS` rounds of a
     window and the switch's untimed refill (:func:`refill_s`). None where it would not be paired in one: another kind
-    or a kind that keeps no process, no process of it kept, or not paired at all. The budget prices each contender
+    or a kind that keeps no process, no process of it kept, or not paired at all (nor, given the ``dataset``, where
+    together they would be over a memory budget: :func:`over_together`). The budget prices each contender
     at the less of this and its trial's time as a fresh process takes it (``TimeBudget.contender_cost``).
 
     On an H100 the fresh paired process took 5 s before its first round (the process, 3 s, and the GPU decoder's
@@ -132,6 +133,8 @@ def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None) -> fl
 
     key = warm_key(cands, s)
     if warm is None or key is None or len(cands) < 2 or not applies(s) or not_paired(cands, s.window_s) is not None or not warm.live(key):
+        return None
+    if dataset is not None and over_together([trial_loader(t) for t in cands], dataset, s) is not None:
         return None
     rounds = sum(s.window_s + min(refill_s(t), MAX_SETTLE_WINDOWS * s.window_s) for t in cands) * PRICED_ROUNDS
     return (build_cost(cands, s.window_s, warm=True) - (1 + MAX_SETTLE_WINDOWS) * s.window_s * len(cands) + rounds) / len(cands)

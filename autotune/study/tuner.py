@@ -565,9 +565,10 @@ class Tuner:
             logger.info("trial(s) %s stopped outside the objective: marked failed", left)
         return left
 
-    def paired_price(self, cands: list[optuna.trial.FrozenTrial]) -> float | None:
-        """A contender's seconds in a paired re-measurement in a kept process (:func:`~autotune.study.paired.warm_price`)."""
-        return warm_price(cands, self.settings, self._warm)
+    def paired_price(self, best: list[optuna.trial.FrozenTrial]) -> float | None:
+        """A contender's seconds in a paired re-measurement in a kept process (:func:`~autotune.study.paired.warm_price`)
+        of as many contenders as ``best`` holds, as :meth:`confirm` takes them (a start in the last place, one a config)."""
+        return warm_price(self.candidates(len(best)), self.settings, self._warm, self.dataset)
 
     def complete_trials(self) -> list[optuna.trial.FrozenTrial]:
         """The complete trials that may win (:func:`~autotune.study.evidence.contenders`)."""

@@ -27,8 +27,8 @@ What keeps this honest:
   interleaved rounds read 27.8-29.6k (benchmarks/gpu-logs/h100-2026-12-06-search).
 - Only a kind that reuses its process (:func:`~autotune.trials.warm.reuse_key`: DALI's two) is built ahead: a torch
   DataLoader starts its workers as it is built, and they would load batches beside the trial being measured.
-  A built trial waits without loading. The re-measurement of the contenders is never built ahead: each is a fresh
-  process, measured alone.
+  A built trial waits without loading. The re-measurement of the contenders is never built ahead: paired, it takes
+  the idle process of their kind (or a fresh one); fresh, each is a fresh process, measured alone.
 - A trial built ahead says so (``built_ahead_s``: the seconds of its set-up and build, from its start), and its
   ``saved_s`` includes them, so the time budget prices a fresh re-measurement of it at what a fresh process takes.
   What the run says it hid is that, less what the trial beside it waited.

@@ -15,7 +15,8 @@ What stays as it was:
   start-up and a DALI process's decoder set-up (5 s of a 13 s re-measurement on an H100) go to trials instead. Its
   rates compare the contenders with each other in one process; a decoder held there left a DALI pipeline's rate
   within the spread of one built alone (``benchmarks/dali_build.py --held``).
-- A warm trial's result says so (``warm_process``: how many trials the process had measured) and how much start-up it
+- A warm trial's result says so (``warm_process``: how many trials the process has measured, this one included; in
+  the paired re-measurement's record, how many it measured before) and how much start-up it
   saved (``saved_s``): the time budget prices a fresh re-measurement with it.
 
 One idle process is kept a kind, two where trials are built ahead (they take turns: one measures while the other

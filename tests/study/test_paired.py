@@ -384,3 +384,26 @@ def test_the_record_says_which_process_the_paired_rounds_ran_in():
     assert confirmation_method(record).startswith("top 2 re-measured together in the search's process of their kind, 1 round")
     del record["paired"]["warm_process"]
     assert confirmation_method(record).startswith("top 2 re-measured together in one fresh process")
+
+
+def test_the_budget_prices_the_contenders_the_re_measurement_takes(tiny_dataset, tmp_path):
+    """The two best trials are DALI's, but the re-measurement puts the best start, a torch config within reach, in the
+    last place: torch and DALI are not paired, so each is re-measured in a fresh process, and the kept process's
+    price would leave them too little. Two DALI contenders (a DALI start in the last place) are priced warm."""
+    import optuna
+
+    from autotune.study.paired import warm_price
+
+    tuner = _tuner_with(tiny_dataset, tmp_path, {2: (600.0, "heuristic")}, top=2, repeats=1, paired=True, startup_s=0.4, warmup_s=0.05, saved_s=3.0)
+    for t in _dali_cands(2, startup_s=0.4, warmup_s=0.05, duration_s=2.1, saved_s=3.2):
+        tuner.study.add_trial(t)
+    pool = tuner._warm
+    assert pool is not None
+    pool.give(_Kept(("dali", tuner.settings.device)))
+    dali = [t for t in tuner.study.trials if trial_attrs(t)["loader"]["backend"] == "dali"]
+    assert warm_price(dali, tuner.settings, pool) is not None, "the two best alone would be paired in the kept process"
+    assert [trial_attrs(t)["loader"]["backend"] for t in tuner.candidates(2)] == ["dali", "torch"]
+    assert tuner.paired_price(dali) is None
+    start = {**trial_attrs(dali[1]), "role": "dali-heuristic"}
+    tuner.study.add_trial(optuna.trial.create_trial(value=990.0, user_attrs={"result": {**start, "config": "a DALI start"}}))
+    assert tuner.paired_price(dali) is not None

@@ -96,7 +96,7 @@ class LoaderBackend(abc.ABC):
     #: whether its decoder's errors may not name the file (then the trial looks for the undecodable file itself)
     decode_errors_unnamed: ClassVar[bool] = False
     #: whether one trial process may measure its configs one after another (:mod:`autotune.trials.warm`): its import
-    #: and device set-up, seconds a trial, are then paid once; the re-measurement is always in fresh processes
+    #: and device set-up, seconds a trial, are then paid once (and by the paired re-measurement, which takes it)
     reuses_process: ClassVar[bool] = False
     #: whether its trial process uses torchvision (and PIL): the trials' pre-imported process imports them before
     #: forking such a trial (:data:`autotune.trials.zygote.LATER`)
