@@ -92,9 +92,9 @@ def build_cost(cands: list[Trial], window_s: float, warm: bool = False) -> float
     from autotune.trials.paired import MAX_SETTLE_WINDOWS
 
     def start(t: Trial) -> float:
-        a = trial_attrs(t)
         if warm:
-            return float(a.get("startup_s") or 0.0) + float(a.get("warmup_s") or 0.0)
+            return _warm_start(t)
+        a = trial_attrs(t)
         twice = min(float(a.get("build_s") or 0.0), float(a.get("built_ahead_s") or 0.0))
         # the first trial of a warm process readied it before its build (a DALI process holds a GPU decoder, and its
         # builds skip the codecs' set-up): the paired process is not readied, so each of its builds pays it. A later
@@ -105,6 +105,13 @@ def build_cost(cands: list[Trial], window_s: float, warm: bool = False) -> float
     return (WARM_PROCESS_S if warm else PROCESS_S) + sum(start(t) + (1 + MAX_SETTLE_WINDOWS) * window_s for t in cands)
 
 
+def _warm_start(t: Trial) -> float:
+    """A candidate's build and first batch, and its warm-up, as its trial had them: its start in a process that has its
+    own start-up behind it."""
+    a = trial_attrs(t)
+    return float(a.get("startup_s") or 0.0) + float(a.get("warmup_s") or 0.0)
+
+
 def applies(s: TuneSettings) -> bool:
     """Whether the settings re-measure paired: one rank, no model's step, and not a cold cache (evicted before each)."""
     return s.paired and s.ranks == 1 and s.model is None and s.cache != "cold"
@@ -112,11 +119,10 @@ def applies(s: TuneSettings) -> bool:
 
 def warm_key(cands: list[Trial], s: TuneSettings) -> tuple[str, str] | None:
     """The warm processes' kind (and device) that may take the paired measurement of ``cands``; None where none may."""
-    from autotune.loaders.backends import BACKENDS
+    from autotune.trials.warm import kind_key
 
-    kinds = {str(trial_attrs(t)["loader"].get("backend")) for t in cands}
-    kind = BACKENDS.get(kinds.pop()) if len(kinds) == 1 else None
-    return (kind.name, s.device) if kind is not None and kind.reuses_process else None
+    keys = {kind_key(trial_attrs(t)["loader"].get("backend"), s.device) for t in cands}
+    return keys.pop() if len(keys) == 1 else None
 
 
 def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None, dataset: Any = None) -> float | None:
@@ -137,7 +143,7 @@ def warm_price(cands: list[Trial], s: TuneSettings, warm: WarmPool | None, datas
     if dataset is not None and over_together([trial_loader(t) for t in cands], dataset, s) is not None:
         return None
     rounds = sum(s.window_s + min(refill_s(t), MAX_SETTLE_WINDOWS * s.window_s) for t in cands) * PRICED_ROUNDS
-    return (build_cost(cands, s.window_s, warm=True) - (1 + MAX_SETTLE_WINDOWS) * s.window_s * len(cands) + rounds) / len(cands)
+    return (WARM_PROCESS_S + sum(map(_warm_start, cands)) + rounds) / len(cands)
 
 
 def over_together(loaders: list[Any], dataset: Any, s: TuneSettings) -> str | None:

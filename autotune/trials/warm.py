@@ -43,18 +43,23 @@ if TYPE_CHECKING:
     from autotune.trials.zygote import ForkedTrial
 
 
+def kind_key(backend: Any, device: str) -> tuple[str, str] | None:
+    """The warm processes' key of a loader of ``backend`` (a name or the enum) on ``device``: its kind's name and the
+    device, or None for a kind that does not reuse its process."""
+    from autotune.loaders.backends import BACKENDS
+
+    kind = BACKENDS.get(getattr(backend, "value", str(backend)))
+    return (kind.name, device) if kind is not None and kind.reuses_process else None
+
+
 def reuse_key(spec: TrialSpec) -> tuple[str, str] | None:
     """Which warm process may measure ``spec`` (its kind and device), or None when it needs a fresh one: a kind that
     does not reuse its process, several ranks, a model's training step, or a fault the test suite injects. Paired
     loaders (the re-measurement, :mod:`autotune.trials.paired`) of the kind may take one; they never keep it."""
-    from autotune.loaders.backends import BACKENDS
-
-    kind = BACKENDS.get(getattr(spec.loader.backend, "value", str(spec.loader.backend)))
-    if kind is None or not kind.reuses_process or spec.ranks != 1 or spec.model is not None or spec.inject:
+    key = kind_key(spec.loader.backend, spec.device)
+    if key is None or spec.ranks != 1 or spec.model is not None or spec.inject or any(kind_key(c.backend, spec.device) != key for c in spec.paired):
         return None
-    if any(getattr(c.backend, "value", str(c.backend)) != kind.name for c in spec.paired):
-        return None
-    return kind.name, spec.device
+    return key
 
 
 @dataclasses.dataclass
