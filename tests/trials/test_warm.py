@@ -166,6 +166,7 @@ def _running(pids: set[int]) -> bool:
     return any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in map(_process, pids))
 
 
+@pytest.mark.slow
 def test_the_search_reuses_a_process_and_the_paired_re_measurement_takes_it(tiny_dataset, tmp_path, monkeypatch) -> None:
     tuner, measured, pids = _warm_search(tiny_dataset, tmp_path, monkeypatch, paired=True)
     try:
@@ -182,6 +183,7 @@ def test_the_search_reuses_a_process_and_the_paired_re_measurement_takes_it(tiny
     assert not _running(pids), "no warm process outlives the re-measurement"
 
 
+@pytest.mark.slow
 def test_fresh_re_measurements_start_fresh_processes_beside_none_kept(tiny_dataset, tmp_path, monkeypatch) -> None:
     tuner, measured, pids = _warm_search(tiny_dataset, tmp_path, monkeypatch, paired=False)
     try:
