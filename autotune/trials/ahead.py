@@ -21,7 +21,11 @@ What keeps this honest:
 - Builds overlap builds, not timed windows. Trial k's windows wait for k+1's build to end (``TrialSpec.wait_for``,
   the file k+1 creates as its build ends or fails, ``TrialSpec.signal``; ``beside_wait_s``: the wait; at most
   ``one_rank.BESIDE_WAIT_S``, so that a build that hangs is not waited out), and nothing is built beside k+1, which
-  has no build of its own left to overlap. When a build beside a trial's windows was allowed,
+  has no build of its own left to overlap. A trial built ahead that is then not measured (a repeat, one of a kind
+  that the trial beside it showed far slower than another) closes its loader, and its process goes back to the
+  pool (``WarmPool.drop_ahead``): ended instead, a later build needed a fresh process, whose set-up made the
+  trial beside it wait about 3 s on an H100 (seed 1 of benchmarks/gpu-logs/h100-2026-12-06-search-8/second/).
+  When a build beside a trial's windows was allowed,
   the first trial of a default run (then the hardware-decoder start, with DALI's usual start built beside it) read under
   23k images/s in 6 of 11 runs on an H100 and an H200, and in 1 of 5 without; the same config re-measured in three
   interleaved rounds read 27.8-29.6k (benchmarks/gpu-logs/h100-2026-12-06-search).

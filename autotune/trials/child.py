@@ -239,7 +239,13 @@ def process_set_up(spec: TrialSpec) -> tuple[float, float]:
 
 
 class Dropped(Exception):
-    """A trial built ahead was not measured: the tuner dropped it (the search ended first)."""
+    """A trial built ahead was not measured: the tuner dropped it (the search ended first, or the config turned out not
+    worth measuring). ``keep``: the tuner asked the process to stay for the next trial of its kind (``"drop"``), rather
+    than closing the connection."""
+
+    def __init__(self, message: str, keep: bool = False) -> None:
+        super().__init__(message)
+        self.keep = keep
 
 
 def _hold(conn: Any, begun: float, ahead: dict[str, float]) -> Callable[[], None]:
@@ -253,15 +259,17 @@ def _hold(conn: Any, begun: float, ahead: dict[str, float]) -> Callable[[], None
         except (EOFError, OSError):
             msg = None
         if msg != "go":
-            raise Dropped("dropped before it was measured")
+            raise Dropped("dropped before it was measured", keep=msg == "drop")
 
     return hold
 
 
 def _serve(conn: Any, spec: TrialSpec) -> bool:
-    """Measure ``spec`` and send its result (or how it failed); whether it completed."""
+    """Measure ``spec`` and send its result (or how it failed); whether the process may serve the next trial: it
+    completed, or it was built ahead and dropped with ``"drop"`` (then it sends ``("dropped", payload)``)."""
     begun = time.perf_counter()
     ahead: dict[str, float] = {}
+    set_up_s: float | None = None
     try:
 
         def on_window(step: int, value: float, spread: tuple[float, float]) -> bool:
@@ -288,9 +296,19 @@ def _serve(conn: Any, spec: TrialSpec) -> bool:
                 spec.keep = False
         conn.send(("result", Outcome.COMPLETE.value, payload))
         return True
-    except Dropped:
-        logger.info("trial dropped before it was measured")
-        return False
+    except Dropped as e:
+        if not (e.keep and spec.keep):
+            logger.info("trial dropped before it was measured")
+            return False
+        # its loader closed: the process gives back the memory and waits for the next trial of its kind, its set-up kept
+        logger.info("trial dropped before it was measured; the process waits for the next trial of its kind")
+        try:
+            release_memory()
+        except Exception:  # noqa: BLE001 - memory not given back: this process measures no more trials
+            logger.exception("giving back the loader's memory failed: this process measures no more trials")
+            return False
+        conn.send(("dropped", {"process_setup_s": round(set_up_s or 0.0, 3)}))
+        return True
     except BaseException as e:  # noqa: BLE001 - everything is reported to the parent
         from autotune.trials.rank_group import RankFailed
 

@@ -258,6 +258,32 @@ class _Child:
         with contextlib.suppress(OSError):
             self.conn.send("go")
 
+    def give_dropped(self, warm: WarmPool, key: tuple[str, str], wait_s: float) -> bool:
+        """Tell a trial built ahead and not measured to drop its loader (``"drop"``) and hand its process to ``warm``
+        for the next trial of its kind, once it says it has (``("dropped", payload)``) within ``wait_s``; whether it
+        did. A build that failed (its result) or has not ended in time, or a process that ended, is left to :meth:`end`."""
+        if not self.keep or self.proc is None or self.conn is None or self.proc.poll() is not None:
+            return False
+        payload: dict[str, Any] | None = None
+        try:
+            self.conn.send("drop")
+            deadline = time.monotonic() + wait_s
+            while payload is None and (left := deadline - time.monotonic()) > 0 and self.conn.poll(left):
+                msg = self.conn.recv()
+                if msg[0] == "result":  # its build failed: the process ends
+                    return False
+                if msg[0] == "dropped":
+                    payload = dict(msg[1])
+        except (EOFError, OSError):
+            return False
+        if payload is None:
+            return False
+        if self.warm is None:  # a fresh process: its set-up, as its first trial would have priced it
+            assert self.tmpdir is not None
+            self.warm = WarmProcess(self.proc, self.conn, self.tmpdir, key, start_s=float(payload.get("process_setup_s") or 0.0), served=0)
+        warm.give(self.warm)
+        return True
+
     def keep_if_settled(self, result: TrialResult, marks: dict[str, float], *, wait_s: float, warm: WarmPool | None, key: tuple[str, str],
                         monitor: Monitor) -> None:
         """Keep the process for the next trial of its kind when it is ready for one, and note what a warm trial saved; a

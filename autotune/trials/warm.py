@@ -94,6 +94,11 @@ class WarmProcess:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+#: the longest a dropped trial built ahead is waited for to close its loader and give back its memory (0.2-0.5 s where
+#: its build has ended); a process still setting itself up or building is ended instead
+DROP_WAIT_S = 1.5
+
+
 @dataclasses.dataclass
 class BuiltAhead:
     """A trial whose process builds its loader, or holds it built, until its turn (:mod:`autotune.trials.ahead`)."""
@@ -108,9 +113,13 @@ class BuiltAhead:
         return spec.dataset is self.spec.dataset and (spec.loader, spec.log, spec.window_s, spec.windows, spec.warmup_batches, spec.device) == (
             self.spec.loader, self.spec.log, self.spec.window_s, self.spec.windows, self.spec.warmup_batches, self.spec.device)
 
-    def drop(self) -> None:
-        """End its process (it leaves its wait at the connection's end) and its temp folder."""
-        self.child.end(None, None, None)
+    def drop(self, pool: WarmPool | None = None) -> None:
+        """Drop the trial: its process closes the loader and goes to ``pool`` for the next trial of its kind; where
+        it cannot (no pool, a build that failed or has not ended within :data:`DROP_WAIT_S`), the process ends (it
+        leaves its wait at the connection's end), and its temp folder with it."""
+        key = reuse_key(self.spec)
+        if pool is None or key is None or not self.child.give_dropped(pool, key, DROP_WAIT_S):
+            self.child.end(None, None, None)
 
 
 class WarmPool:
@@ -163,7 +172,7 @@ class WarmPool:
     def only(self, key: tuple[str, str]) -> None:
         """End every idle process but the newest of ``key``'s kind, and the trial built ahead: the paired re-measurement
         that takes it is measured beside no other process's memory."""
-        self.drop_ahead()
+        self.drop_ahead(reuse=False)
         keep = self.take(key)
         for wp in [p for kind in self._idle.values() for p in kind]:
             wp.end()
@@ -203,11 +212,12 @@ class WarmPool:
         proc = getattr(self._ahead.child, "proc", None) if self._ahead is not None else None
         return proc is not None and proc.poll() is not None
 
-    def drop_ahead(self) -> None:
-        """Drop the trial held built ahead, if any: it is not measured."""
+    def drop_ahead(self, reuse: bool = True) -> None:
+        """Drop the trial held built ahead, if any: it is not measured. Its process stays for the next trial of its
+        kind (``reuse``; a fresh one's set-up took 2.5-3 s on an H100, and a trial beside it waited for it), or ends."""
         b, self._ahead = self._ahead, None
         if b is not None:
-            b.drop()
+            b.drop(self if reuse else None)
 
     def note_ahead(self, ahead_s: float) -> None:
         self.built_ahead += 1
@@ -218,7 +228,7 @@ class WarmPool:
         self.waited_s += waited_s
 
     def close(self) -> None:
-        self.drop_ahead()
+        self.drop_ahead(reuse=False)
         idle, self._idle, self._kept = [wp for kind in self._idle.values() for wp in kind], {}, {}
         for wp in idle:
             wp.end()

@@ -1,5 +1,6 @@
 """The next trial built while one measures (autotune.trials.ahead): it waits for its turn, is measured from then and
-says what it hid; one never measured is dropped with its process; the search leaves no trial running."""
+says what it hid; one never measured leaves its process to the next trial of its kind, or ends it where the search
+ends; the search leaves no trial running."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from autotune.trials.ahead import build_ahead, halved
 from autotune.trials.guard import Budgets
 from autotune.trials.runner import run_trial
 from autotune.trials.spec import TrialSpec
-from autotune.trials.warm import WarmPool
+from autotune.trials.warm import WarmPool, reuse_key
 from tests.trials.test_warm import _Idle
 
 pytest.importorskip("nvidia.dali")
@@ -134,6 +135,58 @@ def test_a_trial_built_ahead_and_never_measured_is_dropped_with_its_process(tiny
         time.sleep(0.05)
     assert not _alive(pid)
     assert pool.holds() is None
+
+
+def _built(flag: Path, wait_s: float = 60.0) -> None:
+    deadline = time.monotonic() + wait_s
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert flag.exists(), "its build ended"
+
+
+def test_a_trial_built_ahead_and_dropped_leaves_its_process_to_the_next_trial_of_its_kind(tiny_dataset, tmp_path) -> None:
+    """Ended instead, a later build needed a fresh process, whose set-up made the trial beside it wait about 3 s on an H100."""
+    ds = scan(tiny_dataset)
+    pool = WarmPool(per_kind=2)
+    ahead = dataclasses.replace(_spec(ds, _dali(2, 1), tmp_path / "0.log"), signal=str(tmp_path / "built"))
+    key = reuse_key(ahead)
+    assert key is not None
+    try:
+        assert build_ahead(ahead, warm=pool, zygote=None)
+        pid = _pid(tmp_path / "0.log")
+        _built(tmp_path / "built")
+        pool.drop_ahead()  # its config turned out not worth measuring
+        assert pool.holds() is None and _alive(pid) and pool.idle(key) and pool.live(key) == 1
+        assert "the process waits for the next trial of its kind" in (tmp_path / "0.log").read_text()
+        later = run_trial(_spec(ds, _dali(1), tmp_path / "1.log"), timeout_s=60, warm=pool)
+    finally:
+        pool.close()
+    assert later.outcome is Outcome.COMPLETE
+    assert _pid(tmp_path / "1.log") == pid and "measured in the process of an earlier trial" in (tmp_path / "1.log").read_text()
+    assert later.extra["warm_process"] == 1 and later.extra["saved_s"] > 0  # the set-up it did not pay again
+    assert "complete" not in (tmp_path / "0.log").read_text(), "the dropped trial measured nothing"
+
+
+def test_a_trial_built_ahead_and_dropped_before_its_build_ends_is_ended(tiny_dataset, tmp_path, monkeypatch) -> None:
+    import autotune.trials.warm as warm_module
+
+    monkeypatch.setattr(warm_module, "DROP_WAIT_S", 0.0)  # nothing is waited for
+    ds = scan(tiny_dataset)
+    pool = WarmPool(per_kind=2)
+    ahead = _spec(ds, _dali(2, 1), tmp_path / "0.log")
+    key = reuse_key(ahead)
+    assert key is not None
+    try:
+        assert build_ahead(ahead, warm=pool, zygote=None)
+        pid = _pid(tmp_path / "0.log")
+        pool.drop_ahead()
+        assert not pool.idle(key)
+    finally:
+        pool.close()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
 
 
 def test_a_torch_dataloader_is_not_built_ahead(tiny_dataset, tmp_path) -> None:
