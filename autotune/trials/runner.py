@@ -264,23 +264,12 @@ class _Child:
         did. A build that failed (its result) or has not ended in time, or a process that ended, is left to :meth:`end`."""
         if not self.keep or self.proc is None or self.conn is None or self.proc.poll() is not None:
             return False
-        payload: dict[str, Any] | None = None
-        try:
-            self.conn.send("drop")
-            deadline = time.monotonic() + wait_s
-            while payload is None and (left := deadline - time.monotonic()) > 0 and self.conn.poll(left):
-                msg = self.conn.recv()
-                if msg[0] == "result":  # its build failed: the process ends
-                    return False
-                if msg[0] == "dropped":
-                    payload = dict(msg[1])
-        except (EOFError, OSError):
-            return False
-        if payload is None:
+        msg = _answer(self.conn, "drop", ("result", "dropped"), wait_s)
+        if msg is None or msg[0] == "result":  # none in time, or its build failed: the process ends
             return False
         if self.warm is None:  # a fresh process: its set-up, as its first trial would have priced it
             assert self.tmpdir is not None
-            self.warm = WarmProcess(self.proc, self.conn, self.tmpdir, key, start_s=float(payload.get("process_setup_s") or 0.0), served=0)
+            self.warm = WarmProcess(self.proc, self.conn, self.tmpdir, key, start_s=float(msg[1].get("process_setup_s") or 0.0), served=0)
         warm.give(self.warm)
         return True
 
@@ -343,13 +332,20 @@ def _settled(result: TrialResult, marks: dict[str, float], conn: Connection, wai
         return {} if result.outcome is Outcome.COMPLETE else None
     if result.outcome not in (Outcome.COMPLETE, Outcome.PRUNED) or "first_window" not in marks:
         return None
+    msg = _answer(conn, "stop", ("result",), wait_s)
+    return dict(msg[2]) if msg is not None and msg[1] == Outcome.COMPLETE.value else None
+
+
+def _answer(conn: Connection, ask: str, kinds: tuple[str, ...], wait_s: float) -> tuple[Any, ...] | None:
+    """Send ``ask`` to a trial's process and return the first message of one of ``kinds`` it sends within ``wait_s``
+    (others passed over: a window that raced the ask); None when none came, or the connection closed."""
     try:
-        conn.send("stop")
+        conn.send(ask)
         deadline = time.monotonic() + wait_s
         while (left := deadline - time.monotonic()) > 0 and conn.poll(left):
             msg = conn.recv()
-            if msg[0] == "result":
-                return dict(msg[2]) if msg[1] == Outcome.COMPLETE.value else None
+            if msg[0] in kinds:
+                return tuple(msg)
     except (EOFError, OSError):
         pass
     return None
